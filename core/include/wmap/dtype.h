@@ -1,0 +1,21 @@
+#pragma once
+// Every dtype of the safetensors format with its size in bits. Stateless, thread-safe.
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace wmap {
+
+enum class DType : uint8_t {
+  kBOOL, kF4, kF6_E2M3, kF6_E3M2, kU8, kI8, kF8_E5M2, kF8_E4M3, kF8_E8M0,
+  kI16, kU16, kF16, kBF16, kI32, kU32, kF32, kC64, kF64, kI64, kU64,
+};
+inline constexpr int kDTypeCount = 20;
+
+std::string_view dtype_name(DType dtype);
+std::optional<DType> parse_dtype(std::string_view name);
+// Bits per element: 4 and 6 for the sub-byte float kinds, 8 for BOOL.
+unsigned dtype_bits(DType dtype);
+
+}  // namespace wmap

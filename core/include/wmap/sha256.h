@@ -1,0 +1,9 @@
+#pragma once
+// SHA-256 digests as lowercase hex (OpenSSL's libcrypto). Thread-safe.
+
+#include <string>
+#include <string_view>
+
+namespace wmap {
+std::string sha256_hex(std::string_view data);
+}

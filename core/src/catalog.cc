@@ -1,0 +1,361 @@
+#include "wmap/catalog.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+
+#include "wmap/error.h"
+#include "wmap/json_text.h"
+#include "wmap/log.h"
+#include "wmap/safetensors_header.h"
+#include "wmap/sha256.h"
+
+namespace wmap {
+
+uint64_t TensorRecord::numel() const {
+  uint64_t n = 1;
+  for (uint64_t d : shape) n *= d;  // validated against overflow when catalogued
+  return n;
+}
+
+namespace {
+
+struct ParsedShard {
+  ShardRecord record;
+  std::vector<HeaderTensor> tensors;
+};
+
+ParsedShard parse_shard(const ShardSet& set, uint32_t shard, const FileSystem& fs) {
+  ParsedShard out;
+  out.record.file = set.files[shard];
+  const auto path = set.path_of(shard);
+  auto file = fs.open(path, IoMode::kPread);
+  out.record.signature = stat_signature(path);
+  SafetensorsHeader header = read_safetensors_header(*file);
+  out.record.header_bytes = header.header_bytes;
+  out.record.tensor_count = header.tensors.size();
+  out.record.metadata = std::move(header.metadata);
+  out.tensors = std::move(header.tensors);
+  // Stash the data start in `begin`/`end` conversion below.
+  for (auto& t : out.tensors) {
+    t.begin += header.data_start();
+    t.end += header.data_start();
+  }
+  return out;
+}
+
+}  // namespace
+
+Catalog Catalog::build(const ShardSet& set, const CatalogBuildOptions& options) {
+  const FileSystem& fs = options.fs ? *options.fs : FileSystem::posix();
+  const size_t n = set.files.size();
+  std::vector<ParsedShard> parsed(n);
+  std::vector<std::exception_ptr> errors(n);
+  std::atomic<size_t> next{0}, done{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) {
+      try {
+        parsed[i] = parse_shard(set, static_cast<uint32_t>(i), fs);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+      done.fetch_add(1);
+    }
+  };
+  unsigned threads = options.threads ? options.threads : std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
+  threads = static_cast<unsigned>(std::min<size_t>(threads, n));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  if (options.progress) options.progress(done.load(), n);
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);  // the first failing shard in catalog order
+  }
+
+  size_t total = 0;
+  for (const auto& p : parsed) total += p.tensors.size();
+  Catalog cat;
+  cat.root_ = set.root;
+  cat.tensors_.reserve(total);
+  for (uint32_t s = 0; s < n; ++s) {
+    for (auto& t : parsed[s].tensors) {
+      TensorRecord r;
+      r.name = std::move(t.name);
+      r.shard = s;
+      r.dtype = t.dtype;
+      r.shape = std::move(t.shape);
+      r.offset = t.begin;
+      r.nbytes = t.end - t.begin;
+      cat.tensors_.push_back(std::move(r));
+    }
+    cat.shards_.push_back(std::move(parsed[s].record));
+  }
+  cat.finish();
+
+  if (set.index) {
+    // Every key the index maps must be in the shard it names.
+    const std::string index_file = set.index->file.string();
+    for (const auto& [name, shard] : set.index->weight_map) {
+      const TensorRecord* r = cat.find(name);
+      if (r == nullptr) {
+        throw Error(ErrorCode::kMalformedInput, index_file + ": maps '" + name + "' to " + set.files[shard] +
+                                                    ", but no shard holds that tensor");
+      }
+      if (r->shard != shard) {
+        throw Error(ErrorCode::kMalformedInput, index_file + ": maps '" + name + "' to " + set.files[shard] +
+                                                    ", but it is in " + cat.shards_[r->shard].file);
+      }
+    }
+    if (set.index->weight_map.size() != cat.tensors_.size()) {
+      log().warn("{}: maps {} tensors but the shards hold {}; the unlisted ones are catalogued anyway",
+                 index_file, set.index->weight_map.size(), cat.tensors_.size());
+    }
+  }
+  return cat;
+}
+
+Catalog Catalog::from_parts(std::filesystem::path root, std::vector<ShardRecord> shards, std::vector<TensorRecord> tensors) {
+  Catalog cat;
+  cat.root_ = std::move(root);
+  cat.shards_ = std::move(shards);
+  cat.tensors_ = std::move(tensors);
+  for (const auto& t : cat.tensors_) {
+    if (t.shard >= cat.shards_.size()) {
+      throw Error(ErrorCode::kMalformedInput, "tensor '" + t.name + "' names shard " + std::to_string(t.shard) +
+                                                  " of " + std::to_string(cat.shards_.size()));
+    }
+  }
+  cat.finish();
+  return cat;
+}
+
+void Catalog::finish() {
+  std::sort(tensors_.begin(), tensors_.end(), [](const TensorRecord& a, const TensorRecord& b) { return a.name < b.name; });
+  for (size_t i = 1; i < tensors_.size(); ++i) {
+    if (tensors_[i].name == tensors_[i - 1].name) {
+      const auto& a = shards_[tensors_[i - 1].shard].file;
+      const auto& b = shards_[tensors_[i].shard].file;
+      throw Error(ErrorCode::kDuplicateTensor, "tensor '" + tensors_[i].name + "' is in both " + a + " and " + b);
+    }
+  }
+  content_id_ = sha256_hex(to_json(false));
+}
+
+uint64_t Catalog::total_bytes() const {
+  uint64_t total = 0;
+  for (const auto& t : tensors_) total += t.nbytes;
+  return total;
+}
+
+const TensorRecord* Catalog::find(std::string_view name) const {
+  auto it = std::lower_bound(tensors_.begin(), tensors_.end(), name,
+                             [](const TensorRecord& r, std::string_view n) { return r.name < n; });
+  return (it != tensors_.end() && it->name == name) ? &*it : nullptr;
+}
+
+const TensorRecord& Catalog::require(std::string_view name) const {
+  if (const TensorRecord* r = find(name)) return *r;
+  throw Error(ErrorCode::kNotFound, "tensor '" + std::string(name) + "' is not in the checkpoint (" +
+                                        std::to_string(tensors_.size()) + " tensors in " + root_.string() + ")");
+}
+
+std::span<const TensorRecord> Catalog::prefix(std::string_view prefix) const {
+  std::string p(prefix);
+  p += '.';
+  auto lo = std::lower_bound(tensors_.begin(), tensors_.end(), p,
+                             [](const TensorRecord& r, const std::string& n) { return r.name < n; });
+  auto hi = lo;
+  // Names with the prefix form one contiguous run; its end is the first name not starting with p.
+  hi = std::partition_point(lo, tensors_.end(), [&](const TensorRecord& r) { return r.name.compare(0, p.size(), p) == 0; });
+  return {tensors_.data() + (lo - tensors_.begin()), static_cast<size_t>(hi - lo)};
+}
+
+std::string Catalog::to_json(bool with_signatures) const {
+  std::string out;
+  out.reserve(tensors_.size() * 160 + 1024);
+  out += "{\"format\":\"wmap-catalog\",\"version\":1";
+  if (with_signatures) out += ",\"content_id\":\"" + content_id_ + "\"";
+  out += ",\"shards\":[";
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    const auto& s = shards_[i];
+    if (i) out += ",";
+    out += "\n{\"file\":";
+    append_json_string(out, s.file);
+    out += ",\"size\":" + std::to_string(s.signature.size) + ",\"header_bytes\":" + std::to_string(s.header_bytes) +
+           ",\"tensors\":" + std::to_string(s.tensor_count);
+    if (with_signatures) {
+      out += ",\"mtime_ns\":" + std::to_string(s.signature.mtime_ns) + ",\"inode\":" + std::to_string(s.signature.inode);
+    }
+    out += ",\"metadata\":{";
+    for (size_t m = 0; m < s.metadata.size(); ++m) {
+      if (m) out += ",";
+      append_json_string(out, s.metadata[m].first);
+      out += ":";
+      append_json_string(out, s.metadata[m].second);
+    }
+    out += "}}";
+  }
+  out += "],\"tensors\":[";
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    const auto& t = tensors_[i];
+    if (i) out += ",";
+    out += "\n{\"name\":";
+    append_json_string(out, t.name);
+    out += ",\"dtype\":\"";
+    out += dtype_name(t.dtype);
+    out += "\",\"shape\":[";
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      if (d) out += ",";
+      out += std::to_string(t.shape[d]);
+    }
+    out += "],\"file\":";
+    append_json_string(out, shards_[t.shard].file);
+    out += ",\"offset\":" + std::to_string(t.offset) + ",\"nbytes\":" + std::to_string(t.nbytes) + "}";
+  }
+  out += "]}\n";
+  return out;
+}
+
+void Catalog::save_json_file(const std::filesystem::path& file) const {
+  const std::string text = to_json(true);
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error(ErrorCode::kIo, file.string() + ": cannot open for writing");
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out.close();
+  if (!out) throw Error(ErrorCode::kIo, file.string() + ": write failed");
+}
+
+namespace {
+
+[[noreturn]] void bad_catalog(const std::string& label, const std::string& msg) {
+  throw Error(ErrorCode::kMalformedInput, label + ": " + msg);
+}
+
+template <typename T>
+T get_field(simdjson::dom::object obj, std::string_view key, const std::string& label, const std::string& where) {
+  T v;
+  if (obj[key].get(v)) bad_catalog(label, where + ": missing or mistyped \"" + std::string(key) + "\"");
+  return v;
+}
+
+}  // namespace
+
+Catalog Catalog::parse_json(std::string_view json, const std::string& label) {
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(json);
+  simdjson::dom::element root;
+  if (auto err = parser.parse(padded).get(root)) bad_catalog(label, std::string("not valid JSON: ") + simdjson::error_message(err));
+  simdjson::dom::object obj;
+  if (root.get_object().get(obj)) bad_catalog(label, "not a JSON object");
+  std::string_view format;
+  if (obj["format"].get(format) || format != "wmap-catalog") bad_catalog(label, "not a wmap catalog (\"format\" is not \"wmap-catalog\")");
+  const uint64_t version = get_field<uint64_t>(obj, "version", label, "catalog");
+  if (version != 1) bad_catalog(label, "catalog version " + std::to_string(version) + " is not supported (expected 1)");
+  const std::string_view saved_id = get_field<std::string_view>(obj, "content_id", label, "catalog");
+
+  std::vector<ShardRecord> shards;
+  std::unordered_map<std::string, uint32_t> shard_ids;
+  for (auto s : get_field<simdjson::dom::array>(obj, "shards", label, "catalog")) {
+    simdjson::dom::object so;
+    if (s.get_object().get(so)) bad_catalog(label, "shard entry is not an object");
+    const std::string where = "shard " + std::to_string(shards.size());
+    ShardRecord r;
+    r.file = std::string(get_field<std::string_view>(so, "file", label, where));
+    r.signature.size = get_field<uint64_t>(so, "size", label, where);
+    r.signature.mtime_ns = get_field<int64_t>(so, "mtime_ns", label, where);
+    r.signature.inode = get_field<uint64_t>(so, "inode", label, where);
+    r.header_bytes = get_field<uint64_t>(so, "header_bytes", label, where);
+    r.tensor_count = get_field<uint64_t>(so, "tensors", label, where);
+    simdjson::dom::object meta;
+    if (!so["metadata"].get(meta)) {
+      for (auto m : meta) {
+        std::string_view v;
+        if (m.value.get(v)) bad_catalog(label, where + ": metadata value is not a string");
+        r.metadata.emplace_back(std::string(m.key), std::string(v));
+      }
+    }
+    if (!shard_ids.emplace(r.file, static_cast<uint32_t>(shards.size())).second) bad_catalog(label, "shard " + r.file + " listed twice");
+    shards.push_back(std::move(r));
+  }
+  std::vector<TensorRecord> tensors;
+  for (auto t : get_field<simdjson::dom::array>(obj, "tensors", label, "catalog")) {
+    simdjson::dom::object to;
+    if (t.get_object().get(to)) bad_catalog(label, "tensor entry is not an object");
+    TensorRecord r;
+    r.name = std::string(get_field<std::string_view>(to, "name", label, "tensor " + std::to_string(tensors.size())));
+    const std::string where = "tensor '" + r.name + "'";
+    const auto dtype = parse_dtype(get_field<std::string_view>(to, "dtype", label, where));
+    if (!dtype) bad_catalog(label, where + ": unknown dtype");
+    r.dtype = *dtype;
+    for (auto d : get_field<simdjson::dom::array>(to, "shape", label, where)) {
+      uint64_t v;
+      if (d.get(v)) bad_catalog(label, where + ": shape holds a non-integer");
+      r.shape.push_back(v);
+    }
+    const std::string file(get_field<std::string_view>(to, "file", label, where));
+    auto it = shard_ids.find(file);
+    if (it == shard_ids.end()) bad_catalog(label, where + ": names unknown shard '" + file + "'");
+    r.shard = it->second;
+    r.offset = get_field<uint64_t>(to, "offset", label, where);
+    r.nbytes = get_field<uint64_t>(to, "nbytes", label, where);
+    const uint64_t numel = checked_numel(r.shape, label, r.name);
+    uint64_t bits;
+    if (__builtin_mul_overflow(numel, uint64_t{dtype_bits(r.dtype)}, &bits) || bits / 8 != r.nbytes) {
+      bad_catalog(label, where + ": nbytes " + std::to_string(r.nbytes) + " does not match its dtype and shape");
+    }
+    const uint64_t size = shards[r.shard].signature.size;
+    if (r.offset > size || r.nbytes > size - r.offset) {
+      bad_catalog(label, where + ": bytes [" + std::to_string(r.offset) + ", +" + std::to_string(r.nbytes) +
+                             ") lie outside " + file + " (" + std::to_string(size) + " bytes)");
+    }
+    tensors.push_back(std::move(r));
+  }
+  Catalog cat = from_parts({}, std::move(shards), std::move(tensors));
+  if (cat.content_id() != saved_id) {
+    bad_catalog(label, "content id " + std::string(saved_id) + " does not match the content, which hashes to " +
+                           cat.content_id() + " (edited or corrupted)");
+  }
+  return cat;
+}
+
+Catalog Catalog::load_json_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw Error(ErrorCode::kNotFound, file.string() + ": cannot open catalog");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  Catalog cat = parse_json(ss.str(), file.string());
+  cat.root_ = file.parent_path();
+  return cat;
+}
+
+std::vector<std::string> Catalog::changed_shards(const std::filesystem::path& root) const {
+  std::vector<std::string> out;
+  for (const auto& s : shards_) {
+    const auto path = root / s.file;
+    FileSignature now;
+    try {
+      now = stat_signature(path);
+    } catch (const Error& e) {
+      out.push_back(path.string() + ": listed in the catalog but cannot be read (" + e.what() + ")");
+      continue;
+    }
+    if (now == s.signature) continue;
+    std::string msg = path.string() + ": changed since the catalog was saved (";
+    if (now.size != s.signature.size) msg += "size " + std::to_string(s.signature.size) + " -> " + std::to_string(now.size) + "; ";
+    if (now.mtime_ns != s.signature.mtime_ns) msg += "mtime_ns " + std::to_string(s.signature.mtime_ns) + " -> " + std::to_string(now.mtime_ns) + "; ";
+    if (now.inode != s.signature.inode) msg += "inode " + std::to_string(s.signature.inode) + " -> " + std::to_string(now.inode) + "; ";
+    msg.resize(msg.size() - 2);
+    out.push_back(msg + ")");
+  }
+  return out;
+}
+
+}  // namespace wmap

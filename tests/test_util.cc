@@ -1,0 +1,75 @@
+#include "test_util.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+namespace wmap::test {
+
+TempDir::TempDir() {
+  static std::atomic<int> counter{0};
+  path_ = std::filesystem::temp_directory_path() /
+          ("wmap_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + "_" +
+           std::to_string(std::random_device{}()));
+  std::filesystem::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+void write_file(const std::filesystem::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path.string());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string safetensors_bytes(const std::string& header_json, const std::string& data) {
+  std::string out(8, '\0');
+  uint64_t n = header_json.size();
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(n >> (8 * i));
+  return out + header_json + data;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += (c == '\'') ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+CommandResult run_command(const std::string& command) {
+  TempDir tmp;
+  const auto out_file = tmp / "stdout", err_file = tmp / "stderr";
+  const std::string full = command + " >" + shell_quote(out_file.string()) + " 2>" + shell_quote(err_file.string());
+  const int status = std::system(full.c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  r.out = read_file(out_file);
+  r.err = read_file(err_file);
+  return r;
+}
+
+CommandResult run_wmap(const std::string& args) {
+  return run_command(shell_quote(WMAP_CLI_PATH) + " -q " + args);
+}
+
+std::filesystem::path testdata_dir() { return WMAP_TESTDATA_DIR; }
+std::filesystem::path source_dir() { return WMAP_SOURCE_DIR; }
+std::string python() { return WMAP_PYTHON; }
+
+}  // namespace wmap::test

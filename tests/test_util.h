@@ -1,0 +1,47 @@
+#pragma once
+// Helpers shared by the tests: scratch directories, raw file writing, running the CLI and
+// the independent Python reference.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace wmap::test {
+
+// A fresh directory under the system temp folder, removed when the object dies.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+void write_file(const std::filesystem::path& path, const std::string& bytes);
+std::string read_file(const std::filesystem::path& path);
+
+// A raw safetensors file: 8-byte little-endian length, the header text as given, then `data`.
+std::string safetensors_bytes(const std::string& header_json, const std::string& data);
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+// Runs `command` through /bin/sh, capturing stdout and stderr.
+CommandResult run_command(const std::string& command);
+// Runs the wmap CLI with the given (shell-quoted by the caller) arguments.
+CommandResult run_wmap(const std::string& args);
+std::string shell_quote(const std::string& s);
+
+std::filesystem::path testdata_dir();  // ../shared/testdata
+std::filesystem::path source_dir();
+std::string python();  // /usr/bin/python3
+
+}  // namespace wmap::test

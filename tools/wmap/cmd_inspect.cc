@@ -1,0 +1,82 @@
+// `wmap inspect PATH [--json] [--save-catalog FILE]`
+#include <cstdio>
+#include <map>
+
+#include "commands.h"
+#include "wmap/catalog.h"
+#include "wmap/log.h"
+#include "wmap/progress.h"
+#include "wmap/shard_set.h"
+
+namespace wmap::cli {
+namespace {
+
+struct InspectOptions {
+  std::string path;
+  bool json = false;
+  bool prefer_consolidated = false;
+  std::string save_catalog;
+};
+
+std::string human_bytes(uint64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", v, units[u]);
+  return buf;
+}
+
+int run_inspect(const InspectOptions& o) {
+  ShardSet set = discover_shards(o.path, {.prefer_consolidated = o.prefer_consolidated});
+  for (const auto& w : set.warnings) log().warn("{}", w);
+  Progress progress("catalog", set.files.size(), true, " shards");
+  CatalogBuildOptions build;
+  build.progress = [&](size_t done, size_t) { progress.update(done); };
+  const Catalog cat = Catalog::build(set, build);
+  progress.finish();
+  if (!o.save_catalog.empty()) cat.save_json_file(o.save_catalog);
+  if (o.json) {
+    const std::string text = cat.to_json(true);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  }
+  std::map<std::string_view, std::pair<uint64_t, uint64_t>> by_dtype;  // dtype -> (tensors, bytes)
+  for (const auto& t : cat.tensors()) {
+    auto& e = by_dtype[dtype_name(t.dtype)];
+    e.first++;
+    e.second += t.nbytes;
+  }
+  std::printf("checkpoint: %s\n", cat.root().c_str());
+  std::printf("content id: %s\n", cat.content_id().c_str());
+  std::printf("shards: %zu\n", cat.shards().size());
+  const size_t show = cat.shards().size() <= 12 ? cat.shards().size() : 5;
+  for (size_t i = 0; i < show; ++i) {
+    const auto& s = cat.shards()[i];
+    std::printf("  %-48s %12s  %6llu tensors  header %llu bytes\n", s.file.c_str(), human_bytes(s.signature.size).c_str(),
+                static_cast<unsigned long long>(s.tensor_count), static_cast<unsigned long long>(s.header_bytes));
+  }
+  if (show < cat.shards().size()) std::printf("  ... and %zu more\n", cat.shards().size() - show);
+  std::printf("tensors: %zu (%s of data)\n", cat.size(), human_bytes(cat.total_bytes()).c_str());
+  for (const auto& [dtype, e] : by_dtype) {
+    std::printf("  %-8.*s %8llu tensors  %12s\n", static_cast<int>(dtype.size()), dtype.data(),
+                static_cast<unsigned long long>(e.first), human_bytes(e.second).c_str());
+  }
+  if (!o.save_catalog.empty()) std::printf("catalog saved to %s\n", o.save_catalog.c_str());
+  return 0;
+}
+
+}  // namespace
+
+Runner add_inspect(CLI::App& app) {
+  auto opts = std::make_shared<InspectOptions>();
+  auto* sub = app.add_subcommand("inspect", "List a checkpoint's shards and tensors from the headers alone");
+  sub->add_option("PATH", opts->path, "Checkpoint directory or one .safetensors file")->required();
+  sub->add_flag("--json", opts->json, "Print the catalog as JSON (shards, tensors sorted by name)");
+  sub->add_option("--save-catalog", opts->save_catalog, "Write the catalog, with its content id, for offline planning");
+  sub->add_flag("--prefer-consolidated", opts->prefer_consolidated, "Use consolidated*.safetensors over sharded files");
+  return [opts] { return run_inspect(*opts); };
+}
+
+}  // namespace wmap::cli

@@ -1,0 +1,62 @@
+// `wmap synth FAMILY OUT_DIR [--preset P] [shape overrides]`
+#include <cstdio>
+
+#include "commands.h"
+#include "synth_model.h"
+#include "wmap/error.h"
+
+namespace wmap::cli {
+namespace {
+
+struct SynthOptions {
+  SynthConfig cfg;
+  std::string out;
+  std::string preset = "tiny";
+  std::string dtype = "BF16";
+  int tie = -1;  // -1: the family's default
+  uint64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, intermediate = 0, vocab = 0;
+  unsigned shards = 0;
+};
+
+int run_synth(SynthOptions& o) {
+  SynthConfig& c = o.cfg;
+  apply_synth_preset(o.preset, c);
+  c.tie_embeddings = o.tie >= 0 ? o.tie == 1 : c.family == "qwen3";
+  auto set = [](uint64_t v, uint64_t& field) { if (v) field = v; };
+  set(o.hidden, c.hidden), set(o.layers, c.layers), set(o.heads, c.heads), set(o.kv_heads, c.kv_heads);
+  set(o.head_dim, c.head_dim), set(o.intermediate, c.intermediate), set(o.vocab, c.vocab);
+  if (o.shards) c.shards = o.shards;
+  const auto dtype = parse_dtype(o.dtype);
+  if (!dtype || (*dtype != DType::kBF16 && *dtype != DType::kF16 && *dtype != DType::kF32)) {
+    throw Error(ErrorCode::kInvalidArgument, "synth: --dtype must be BF16, F16 or F32, not '" + o.dtype + "'");
+  }
+  c.dtype = *dtype;
+  const uint64_t bytes = write_synth_checkpoint(c, o.out, true);
+  std::printf("wrote %s checkpoint to %s: %llu layers, %llu bytes of tensors in %u shard(s)\n", c.family.c_str(),
+              o.out.c_str(), static_cast<unsigned long long>(c.layers), static_cast<unsigned long long>(bytes), c.shards);
+  return 0;
+}
+
+}  // namespace
+
+Runner add_synth(CLI::App& app) {
+  auto o = std::make_shared<SynthOptions>();
+  auto* sub = app.add_subcommand("synth", "Write a synthetic checkpoint (real key names and config, random data)");
+  sub->add_option("FAMILY", o->cfg.family, "llama (GQA), mistral, qwen2 (q/k/v biases), qwen3 (q/k norms, tied embeddings)")->required();
+  sub->add_option("OUT_DIR", o->out, "Directory to write")->required();
+  sub->add_option("--preset,--size", o->preset, "tiny (~70 KB), small (~10 MB), 1g (~1 GB), 4g (~4 GB)")->capture_default_str();
+  sub->add_option("--dtype", o->dtype, "BF16, F16 or F32")->capture_default_str();
+  sub->add_option("--shards", o->shards, "Number of shard files");
+  sub->add_option("--seed", o->cfg.seed, "Seed of the random data")->capture_default_str();
+  sub->add_option("--hidden", o->hidden, "hidden_size");
+  sub->add_option("--layers", o->layers, "num_hidden_layers");
+  sub->add_option("--heads", o->heads, "num_attention_heads");
+  sub->add_option("--kv-heads", o->kv_heads, "num_key_value_heads");
+  sub->add_option("--head-dim", o->head_dim, "head_dim");
+  sub->add_option("--intermediate", o->intermediate, "intermediate_size");
+  sub->add_option("--vocab", o->vocab, "vocab_size");
+  sub->add_flag("--tie-embeddings{1},--no-tie-embeddings{0}", o->tie, "Tie lm_head to embed_tokens (default: qwen3 ties)");
+  return [o] { return run_synth(*o); };
+}
+
+}  // namespace wmap::cli

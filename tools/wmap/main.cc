@@ -1,0 +1,48 @@
+// wmap: map Hugging Face checkpoints onto inference-engine parameters.
+#include <cstdio>
+#include <map>
+
+#include "commands.h"
+#include "wmap/error.h"
+#include "wmap/log.h"
+#include "wmap/progress.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"wmap: map Hugging Face safetensors checkpoints onto inference-engine parameters"};
+  app.require_subcommand(1);
+  bool quiet = false;
+  bool verbose = false;
+  app.add_flag("-q,--quiet", quiet, "No progress output on stderr");
+  app.add_flag("-v,--verbose", verbose, "Debug logging on stderr");
+  std::map<CLI::App*, wmap::cli::Runner> runners;
+  auto add = [&](auto fn) {
+    const size_t before = app.get_subcommands({}).size();
+    auto runner = fn(app);
+    runners[app.get_subcommands({})[before]] = std::move(runner);
+  };
+  add(wmap::cli::add_inspect);
+  add(wmap::cli::add_synth);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  wmap::Progress::set_quiet(quiet);
+  wmap::log().set_level(verbose ? spdlog::level::debug : spdlog::level::info);
+  try {
+    for (auto& [sub, run] : runners) {
+      if (sub->parsed()) return run();
+    }
+    return 2;
+  } catch (const wmap::Error& e) {
+    std::fprintf(stderr, "wmap: error: %s\n", e.what());
+    return wmap::exit_code_for(e.code());
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "wmap: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "wmap: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,194 @@
+#include "synth_model.h"
+
+#include <cstring>
+#include <fstream>
+
+#include "wmap/error.h"
+#include "wmap/json_text.h"
+#include "wmap/progress.h"
+#include "wmap/safetensors_writer.h"
+
+namespace fs = std::filesystem;
+
+namespace wmap::cli {
+namespace {
+
+struct Family {
+  const char* name;
+  const char* architecture;
+  const char* model_type;
+  bool qkv_bias;
+  bool qk_norm;
+  bool default_tie;
+};
+
+constexpr Family kFamilies[] = {
+    {"llama", "LlamaForCausalLM", "llama", false, false, false},
+    {"mistral", "MistralForCausalLM", "mistral", false, false, false},
+    {"qwen2", "Qwen2ForCausalLM", "qwen2", true, false, false},
+    {"qwen3", "Qwen3ForCausalLM", "qwen3", false, true, true},
+};
+
+const Family& family_of(const std::string& name) {
+  for (const auto& f : kFamilies) {
+    if (name == f.name) return f;
+  }
+  throw Error(ErrorCode::kInvalidArgument, "synth: unknown family '" + name + "' (known: llama, mistral, qwen2, qwen3)");
+}
+
+uint64_t fnv1a(std::string_view s, uint64_t seed) {
+  uint64_t h = 1469598103934665603ull ^ seed;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// splitmix64 stream: fast, deterministic per tensor name and seed.
+void fill_random(std::span<std::byte> dst, uint64_t state) {
+  size_t i = 0;
+  auto next = [&state] {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  for (; i + 8 <= dst.size(); i += 8) {
+    const uint64_t v = next();
+    std::memcpy(dst.data() + i, &v, 8);
+  }
+  if (i < dst.size()) {
+    const uint64_t v = next();
+    std::memcpy(dst.data() + i, &v, dst.size() - i);
+  }
+}
+
+uint64_t nbytes_of(const SynthTensor& t) {
+  uint64_t n = 1;
+  for (auto d : t.shape) n *= d;
+  return n * dtype_bits(t.dtype) / 8;
+}
+
+}  // namespace
+
+void apply_synth_preset(const std::string& preset, SynthConfig& c) {
+  if (preset == "tiny") {
+    c.hidden = 64, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.head_dim = 16, c.intermediate = 176, c.vocab = 250, c.shards = 2;
+  } else if (preset == "small") {
+    c.hidden = 256, c.layers = 4, c.heads = 8, c.kv_heads = 2, c.head_dim = 32, c.intermediate = 704, c.vocab = 1003, c.shards = 3;
+  } else if (preset == "1g") {
+    c.hidden = 2048, c.layers = 8, c.heads = 16, c.kv_heads = 4, c.head_dim = 128, c.intermediate = 5632, c.vocab = 32000, c.shards = 4;
+  } else if (preset == "4g") {
+    c.hidden = 2048, c.layers = 40, c.heads = 16, c.kv_heads = 4, c.head_dim = 128, c.intermediate = 5632, c.vocab = 32000, c.shards = 8;
+  } else {
+    throw Error(ErrorCode::kInvalidArgument, "synth: unknown preset '" + preset + "' (known: tiny, small, 1g, 4g)");
+  }
+}
+
+std::vector<SynthTensor> synth_tensors(const SynthConfig& c) {
+  const Family& f = family_of(c.family);
+  const uint64_t q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim, h = c.hidden;
+  const DType d = c.dtype;
+  std::vector<SynthTensor> out;
+  out.push_back({"model.embed_tokens.weight", {c.vocab, h}, d});
+  for (uint64_t i = 0; i < c.layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    out.push_back({p + "input_layernorm.weight", {h}, d});
+    out.push_back({p + "self_attn.q_proj.weight", {q, h}, d});
+    out.push_back({p + "self_attn.k_proj.weight", {kv, h}, d});
+    out.push_back({p + "self_attn.v_proj.weight", {kv, h}, d});
+    if (f.qkv_bias) {
+      out.push_back({p + "self_attn.q_proj.bias", {q}, d});
+      out.push_back({p + "self_attn.k_proj.bias", {kv}, d});
+      out.push_back({p + "self_attn.v_proj.bias", {kv}, d});
+    }
+    if (f.qk_norm) {
+      out.push_back({p + "self_attn.q_norm.weight", {c.head_dim}, d});
+      out.push_back({p + "self_attn.k_norm.weight", {c.head_dim}, d});
+    }
+    out.push_back({p + "self_attn.o_proj.weight", {h, q}, d});
+    out.push_back({p + "post_attention_layernorm.weight", {h}, d});
+    out.push_back({p + "mlp.gate_proj.weight", {c.intermediate, h}, d});
+    out.push_back({p + "mlp.up_proj.weight", {c.intermediate, h}, d});
+    out.push_back({p + "mlp.down_proj.weight", {h, c.intermediate}, d});
+  }
+  out.push_back({"model.norm.weight", {h}, d});
+  if (!c.tie_embeddings) out.push_back({"lm_head.weight", {c.vocab, h}, d});
+  return out;
+}
+
+std::string synth_config_json(const SynthConfig& c) {
+  const Family& f = family_of(c.family);
+  const char* torch_dtype = c.dtype == DType::kBF16 ? "bfloat16" : c.dtype == DType::kF16 ? "float16" : "float32";
+  std::string j = "{\n";
+  j += "  \"architectures\": [" + json_string(f.architecture) + "],\n";
+  j += "  \"model_type\": " + json_string(f.model_type) + ",\n";
+  j += "  \"hidden_size\": " + std::to_string(c.hidden) + ",\n";
+  j += "  \"intermediate_size\": " + std::to_string(c.intermediate) + ",\n";
+  j += "  \"num_attention_heads\": " + std::to_string(c.heads) + ",\n";
+  j += "  \"num_key_value_heads\": " + std::to_string(c.kv_heads) + ",\n";
+  j += "  \"head_dim\": " + std::to_string(c.head_dim) + ",\n";
+  j += "  \"num_hidden_layers\": " + std::to_string(c.layers) + ",\n";
+  j += "  \"vocab_size\": " + std::to_string(c.vocab) + ",\n";
+  j += "  \"rms_norm_eps\": 1e-06,\n";
+  j += std::string("  \"attention_bias\": ") + (f.qkv_bias ? "true" : "false") + ",\n";
+  j += std::string("  \"tie_word_embeddings\": ") + (c.tie_embeddings ? "true" : "false") + ",\n";
+  j += std::string("  \"torch_dtype\": \"") + torch_dtype + "\"\n}\n";
+  return j;
+}
+
+uint64_t write_synth_checkpoint(const SynthConfig& cfg_in, const fs::path& out_dir, bool progress) {
+  SynthConfig cfg = cfg_in;
+  if (cfg.shards == 0) throw Error(ErrorCode::kInvalidArgument, "synth: --shards must be at least 1");
+  if (cfg.kv_heads == 0 || cfg.heads % cfg.kv_heads != 0) {
+    throw Error(ErrorCode::kInvalidArgument, "synth: num_attention_heads " + std::to_string(cfg.heads) +
+                                                 " is not a multiple of num_key_value_heads " + std::to_string(cfg.kv_heads));
+  }
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) throw Error(ErrorCode::kIo, out_dir.string() + ": cannot create directory: " + ec.message());
+
+  const auto tensors = synth_tensors(cfg);
+  uint64_t total = 0;
+  for (const auto& t : tensors) total += nbytes_of(t);
+  // Greedy split in model order into shards of about total/shards bytes.
+  const unsigned n = std::min<unsigned>(cfg.shards, static_cast<unsigned>(tensors.size()));
+  std::vector<std::vector<const SynthTensor*>> shards(n);
+  uint64_t acc = 0;
+  for (const auto& t : tensors) {
+    const unsigned s = std::min<unsigned>(n - 1, static_cast<unsigned>(acc * n / std::max<uint64_t>(total, 1)));
+    shards[s].push_back(&t);
+    acc += nbytes_of(t);
+  }
+  Progress bar("synth", total >> 20, progress, " MiB");
+  uint64_t written = 0;
+  std::string index = "{\n  \"metadata\": {\"total_size\": " + std::to_string(total) + "},\n  \"weight_map\": {";
+  bool first = true;
+  for (unsigned s = 0; s < n; ++s) {
+    char name[64];
+    std::snprintf(name, sizeof name, "model-%05u-of-%05u.safetensors", s + 1, n);
+    std::vector<TensorToWrite> files;
+    for (const SynthTensor* t : shards[s]) {
+      const uint64_t state = fnv1a(t->name, cfg.seed);
+      files.push_back({t->name, t->dtype, t->shape, nbytes_of(*t), [state, &written, &bar](std::span<std::byte> dst) {
+                         fill_random(dst, state);
+                         written += dst.size();
+                         bar.update(written >> 20);
+                       }});
+      index += std::string(first ? "" : ",") + "\n    " + json_string(t->name) + ": " + json_string(name);
+      first = false;
+    }
+    write_safetensors(out_dir / name, files, {{"format", "pt"}});
+  }
+  index += "\n  }\n}\n";
+  bar.finish();
+  auto write_text = [](const fs::path& p, const std::string& text) {
+    std::ofstream out(p, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.close();
+    if (!out) throw Error(ErrorCode::kIo, p.string() + ": write failed");
+  };
+  write_text(out_dir / "model.safetensors.index.json", index);
+  write_text(out_dir / "config.json", synth_config_json(cfg));
+  return total;
+}
+
+}  // namespace wmap::cli

@@ -1,0 +1,42 @@
+#pragma once
+// Synthetic checkpoints for demos, tests and benchmarks: the real key names, shapes and
+// config.json of each family, filled with deterministic pseudo-random bytes.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "wmap/dtype.h"
+
+namespace wmap::cli {
+
+struct SynthConfig {
+  std::string family;  // llama, mistral, qwen2, qwen3
+  uint64_t hidden = 64;
+  uint64_t layers = 2;
+  uint64_t heads = 4;
+  uint64_t kv_heads = 2;
+  uint64_t head_dim = 16;
+  uint64_t intermediate = 176;
+  uint64_t vocab = 250;
+  bool tie_embeddings = false;
+  DType dtype = DType::kBF16;
+  unsigned shards = 2;
+  uint64_t seed = 1;
+};
+
+struct SynthTensor {
+  std::string name;
+  std::vector<uint64_t> shape;
+  DType dtype;
+};
+
+// Applies a named size preset (tiny, small, 1g, 4g) to `cfg`; throws on an unknown name.
+void apply_synth_preset(const std::string& preset, SynthConfig& cfg);
+std::vector<SynthTensor> synth_tensors(const SynthConfig& cfg);
+std::string synth_config_json(const SynthConfig& cfg);
+// Writes config.json, the shards and model.safetensors.index.json; returns bytes of tensor data.
+uint64_t write_synth_checkpoint(const SynthConfig& cfg, const std::filesystem::path& out_dir, bool progress);
+
+}  // namespace wmap::cli
