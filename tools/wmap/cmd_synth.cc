@@ -13,7 +13,7 @@ struct SynthOptions {
   std::string out;
   std::string preset = "tiny";
   std::string dtype = "BF16";
-  int tie = -1;  // -1: the family's default
+  bool tie = false, no_tie = false;  // neither: the family's default
   uint64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, intermediate = 0, vocab = 0;
   unsigned shards = 0;
 };
@@ -21,7 +21,8 @@ struct SynthOptions {
 int run_synth(SynthOptions& o) {
   SynthConfig& c = o.cfg;
   apply_synth_preset(o.preset, c);
-  c.tie_embeddings = o.tie >= 0 ? o.tie == 1 : c.family == "qwen3";
+  if (o.tie && o.no_tie) throw Error(ErrorCode::kInvalidArgument, "synth: --tie-embeddings and --no-tie-embeddings conflict");
+  c.tie_embeddings = o.tie || (!o.no_tie && c.family == "qwen3");
   auto set = [](uint64_t v, uint64_t& field) { if (v) field = v; };
   set(o.hidden, c.hidden), set(o.layers, c.layers), set(o.heads, c.heads), set(o.kv_heads, c.kv_heads);
   set(o.head_dim, c.head_dim), set(o.intermediate, c.intermediate), set(o.vocab, c.vocab);
@@ -55,7 +56,8 @@ Runner add_synth(CLI::App& app) {
   sub->add_option("--head-dim", o->head_dim, "head_dim");
   sub->add_option("--intermediate", o->intermediate, "intermediate_size");
   sub->add_option("--vocab", o->vocab, "vocab_size");
-  sub->add_flag("--tie-embeddings{1},--no-tie-embeddings{0}", o->tie, "Tie lm_head to embed_tokens (default: qwen3 ties)");
+  sub->add_flag("--tie-embeddings", o->tie, "Tie lm_head to embed_tokens (qwen3's default)");
+  sub->add_flag("--no-tie-embeddings", o->no_tie, "Store a separate lm_head");
   return [o] { return run_synth(*o); };
 }
 

@@ -12,5 +12,7 @@ using Runner = std::function<int()>;
 
 Runner add_inspect(CLI::App& app);
 Runner add_synth(CLI::App& app);
+Runner add_plan(CLI::App& app);
+Runner add_load(CLI::App& app);
 
 }  // namespace wmap::cli

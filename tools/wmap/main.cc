@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   };
   add(wmap::cli::add_inspect);
   add(wmap::cli::add_synth);
+  add(wmap::cli::add_plan);
+  add(wmap::cli::add_load);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -71,7 +71,7 @@ uint64_t nbytes_of(const SynthTensor& t) {
 
 void apply_synth_preset(const std::string& preset, SynthConfig& c) {
   if (preset == "tiny") {
-    c.hidden = 64, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.head_dim = 16, c.intermediate = 176, c.vocab = 250, c.shards = 2;
+    c.hidden = 64, c.layers = 2, c.heads = 8, c.kv_heads = 2, c.head_dim = 8, c.intermediate = 176, c.vocab = 250, c.shards = 2;
   } else if (preset == "small") {
     c.hidden = 256, c.layers = 4, c.heads = 8, c.kv_heads = 2, c.head_dim = 32, c.intermediate = 704, c.vocab = 1003, c.shards = 3;
   } else if (preset == "1g") {

@@ -15,9 +15,9 @@ struct SynthConfig {
   std::string family;  // llama, mistral, qwen2, qwen3
   uint64_t hidden = 64;
   uint64_t layers = 2;
-  uint64_t heads = 4;
+  uint64_t heads = 8;
   uint64_t kv_heads = 2;
-  uint64_t head_dim = 16;
+  uint64_t head_dim = 8;
   uint64_t intermediate = 176;
   uint64_t vocab = 250;
   bool tie_embeddings = false;

@@ -66,6 +66,8 @@ class Catalog {
   const std::string& content_id() const { return content_id_; }
 
   const std::filesystem::path& root() const { return root_; }
+  // Points a catalog loaded from JSON at the directory holding its shards.
+  void set_root(std::filesystem::path root) { root_ = std::move(root); }
   std::filesystem::path shard_path(uint32_t shard) const { return root_ / shards_[shard].file; }
   std::span<const ShardRecord> shards() const { return shards_; }
   std::span<const TensorRecord> tensors() const { return tensors_; }

@@ -1,0 +1,17 @@
+# wmap_add_plugin(NAME SOURCES...): builds a wmap plugin (a MODULE library with hidden
+# visibility) into the build tree's plugin folder and installs it beside the others.
+# Installed with the package, so out-of-tree plugins use it too.
+function(wmap_add_plugin name)
+  add_library(${name} MODULE ${ARGN})
+  target_link_libraries(${name} PRIVATE wmap::wmap)
+  set_target_properties(${name} PROPERTIES
+    PREFIX "lib"
+    CXX_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON)
+  if(DEFINED WMAP_PLUGIN_OUTPUT_DIR)
+    set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${WMAP_PLUGIN_OUTPUT_DIR})
+  endif()
+  if(DEFINED WMAP_PLUGIN_INSTALL_DIR)
+    install(TARGETS ${name} LIBRARY DESTINATION ${WMAP_PLUGIN_INSTALL_DIR})
+  endif()
+endfunction()

@@ -1,0 +1,85 @@
+#pragma once
+// What a plugin says a model is, for one rank: its modules in pre-order, each parameter's
+// name, per-rank shape, dtype, and how it is filled from checkpoint tensors. Plain data built
+// by a plugin and read by the planner; no tensor data is touched.
+//
+// A parameter's bytes are the concatenation of its pieces. A piece takes one source tensor
+// (by canonical key, i.e. after YAML renames), views it with `view` (a reshape), cuts the box
+// (one range per view dim), permutes the dims (`perm`, output dim k = view dim perm[k]) and
+// appends the result in row-major order; or it appends `zero_elements` zeros (vocabulary
+// padding). An optional named transform then runs in place over the piece's bytes.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "wmap/dtype.h"
+#include "wmap/layout.h"
+
+namespace wmap {
+
+struct Piece {
+  std::string source;                  // canonical key; empty for a zero piece
+  std::vector<uint64_t> source_shape;  // the shape the source must have
+  std::optional<DType> source_dtype;   // unset: must equal the parameter's dtype
+  std::vector<uint64_t> view;          // empty: source_shape
+  std::vector<Range> box;              // empty: the whole view
+  std::vector<uint32_t> perm;          // empty: identity
+  uint64_t zero_elements = 0;          // for a zero piece
+  std::string transform;               // "" or a registered in-place transform
+
+  bool is_zero() const { return source.empty(); }
+};
+
+struct ParamSpec {
+  std::string name;
+  std::vector<uint64_t> shape;  // per rank
+  std::optional<DType> dtype;   // unset: the dtype of the first source
+  std::vector<Piece> pieces;
+  std::string alias_of;         // shares that parameter's data (tied embeddings); no pieces
+  bool optional = false;        // when its sources are absent the parameter is not loaded
+};
+
+struct ModuleSpec {
+  std::string name;
+  std::vector<ParamSpec> params;
+};
+
+struct ModelSpec {
+  std::string plugin;
+  std::string architecture;
+  std::vector<ModuleSpec> modules;           // pre-order
+  std::vector<std::string> skipped_prefixes; // checkpoint subtrees declared not loaded ("x" covers "x.*")
+  std::vector<std::string> skipped_keys;     // single checkpoint keys declared not loaded
+
+  size_t param_count() const;
+};
+
+// Builders for the common pieces and parameters, so plugins state semantics, not arithmetic.
+namespace spec {
+
+Piece whole(std::string source, std::vector<uint64_t> shape);
+Piece rows(std::string source, std::vector<uint64_t> shape, Range r);  // dim 0 range
+Piece cols(std::string source, std::vector<uint64_t> shape, Range c);  // dim 1 range
+Piece zeros(uint64_t elements);
+
+ParamSpec replicated(std::string name, std::string source, std::vector<uint64_t> shape);
+// Column-parallel: dim 0 split by the shard rule.
+ParamSpec column_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l);
+// Row-parallel: dim 1 split by the shard rule; a 1-D tensor is replicated.
+ParamSpec row_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l);
+// Vocabulary-parallel: dim 0 in tp_size blocks of ceil(V/T) rows, the last block zero-padded.
+ParamSpec vocab_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l);
+// Concatenation (along dim 0) of the column-parallel slices of several sources.
+ParamSpec fused_column_parallel(std::string name, const std::vector<std::pair<std::string, std::vector<uint64_t>>>& sources,
+                                const Layout& l);
+ParamSpec alias(std::string name, std::string of, std::vector<uint64_t> shape);
+
+// KV-head duplication: the rows (of a [kv_heads * unit_rows, ...] tensor) this rank takes. With
+// kv_heads >= T each rank gets kv_heads/T contiguous heads; else head r / (T/kv_heads).
+// Throws kInvalidArgument when neither divides the other.
+Range kv_head_rows(uint64_t kv_heads, uint64_t unit_rows, const Layout& l);
+
+}  // namespace spec
+}  // namespace wmap

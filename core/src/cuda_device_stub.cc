@@ -1,0 +1,12 @@
+// CUDA is not part of this build: `--device cuda:N` fails with a clear message.
+#include "wmap/device.h"
+#include "wmap/error.h"
+
+namespace wmap {
+
+std::unique_ptr<Device> make_cuda_device(int index) {
+  throw Error(ErrorCode::kUnsupported, "--device cuda:" + std::to_string(index) +
+                                           ": this wmap was built without the CUDA backend; use --device host");
+}
+
+}  // namespace wmap

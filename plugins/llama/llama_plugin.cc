@@ -1,0 +1,128 @@
+// The dense Llama family: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (q/k/v
+// biases), Qwen3ForCausalLM (q_norm/k_norm). Fused qkv_proj with GQA KV-head duplication,
+// fused gate_up_proj, vocabulary-parallel embeddings, tied embeddings.
+// A YAML-only architecture mapped to `plugin: llama` gets its features from config.json:
+// `attention_bias` (q/k/v biases, and o_proj.bias unless Qwen2), `use_qk_norm` (q/k norms).
+
+#include <string>
+
+#include "wmap/plugin_api.h"
+
+namespace {
+
+using wmap::Layout;
+using wmap::ModelConfig;
+using wmap::ModelSpec;
+using wmap::ModuleSpec;
+using wmap::ParamSpec;
+namespace spec = wmap::spec;
+
+struct LlamaShape {
+  uint64_t hidden, heads, kv_heads, head_dim, intermediate, vocab, layers;
+  bool tie, qkv_bias, o_bias, qk_norm;
+};
+
+LlamaShape read_shape(const ModelConfig& c, const Layout& l) {
+  LlamaShape s{};
+  const std::string arch = c.architecture();
+  const std::string model_type = c.get_string("model_type", "");
+  s.hidden = c.require_positive("hidden_size");
+  s.heads = c.require_positive("num_attention_heads");
+  s.kv_heads = c.has("num_key_value_heads") ? c.require_positive("num_key_value_heads") : s.heads;
+  if (c.has("head_dim")) {
+    s.head_dim = c.require_positive("head_dim");
+  } else {
+    if (s.hidden % s.heads != 0) c.fail("hidden_size", std::to_string(s.hidden) + " is not a multiple of num_attention_heads " + std::to_string(s.heads) + " and head_dim is not given");
+    s.head_dim = s.hidden / s.heads;
+  }
+  s.intermediate = c.require_positive("intermediate_size");
+  s.vocab = c.require_positive("vocab_size");
+  s.layers = c.require_positive("num_hidden_layers");
+  s.tie = c.get_bool("tie_word_embeddings", false);
+  const bool qwen2 = arch == "Qwen2ForCausalLM" || model_type == "qwen2";
+  const bool qwen3 = arch == "Qwen3ForCausalLM" || model_type == "qwen3";
+  s.qkv_bias = qwen2 || c.get_bool("attention_bias", false);
+  s.o_bias = !qwen2 && !qwen3 && c.get_bool("attention_bias", false);
+  s.qk_norm = qwen3 || c.get_bool("use_qk_norm", false);
+
+  const uint64_t t = l.tp_size;
+  if (s.heads % t != 0) {
+    c.fail("num_attention_heads", std::to_string(s.heads) + " is not divisible by tp_size " + std::to_string(t));
+  }
+  if (s.heads % s.kv_heads != 0) {
+    c.fail("num_key_value_heads", std::to_string(s.kv_heads) + " does not divide num_attention_heads " + std::to_string(s.heads));
+  }
+  if (s.kv_heads >= t ? s.kv_heads % t != 0 : t % s.kv_heads != 0) {
+    c.fail("num_key_value_heads", std::to_string(s.kv_heads) + " KV heads cannot be split or replicated over tp_size " + std::to_string(t));
+  }
+  return s;
+}
+
+// concat(q rows of rank r, k heads of rank r, v heads of rank r) for weights ([rows, hidden])
+// or biases ([rows]).
+ParamSpec fused_qkv(const std::string& name, const std::string& prefix, const std::string& suffix, const LlamaShape& s,
+                    const Layout& l, bool bias) {
+  const uint64_t q_rows = s.heads * s.head_dim, kv_rows = s.kv_heads * s.head_dim;
+  auto shape_of = [&](uint64_t rows) {
+    return bias ? std::vector<uint64_t>{rows} : std::vector<uint64_t>{rows, s.hidden};
+  };
+  const wmap::Range q = wmap::shard_range(q_rows, l.tp_size, l.tp_rank);
+  const wmap::Range kv = spec::kv_head_rows(s.kv_heads, s.head_dim, l);
+  ParamSpec p;
+  p.name = name;
+  p.shape = shape_of(q.size() + 2 * kv.size());
+  p.pieces.push_back(spec::rows(prefix + "q_proj." + suffix, shape_of(q_rows), q));
+  p.pieces.push_back(spec::rows(prefix + "k_proj." + suffix, shape_of(kv_rows), kv));
+  p.pieces.push_back(spec::rows(prefix + "v_proj." + suffix, shape_of(kv_rows), kv));
+  return p;
+}
+
+ModuleSpec module(std::string name, std::vector<ParamSpec> params) { return {std::move(name), std::move(params)}; }
+
+ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProbe&) {
+  const LlamaShape s = read_shape(c, l);
+  ModelSpec m;
+  m.plugin = "llama";
+  m.architecture = c.architecture();
+  const uint64_t h = s.hidden, q_rows = s.heads * s.head_dim, inter = s.intermediate;
+  m.modules.push_back(module("model.embed_tokens",
+                             {spec::vocab_parallel("model.embed_tokens.weight", "model.embed_tokens.weight", {s.vocab, h}, l)}));
+  for (uint64_t i = 0; i < s.layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    const std::string a = p + "self_attn.";
+    m.modules.push_back(module(p + "input_layernorm", {spec::replicated(p + "input_layernorm.weight", p + "input_layernorm.weight", {h})}));
+    std::vector<ParamSpec> qkv{fused_qkv(a + "qkv_proj.weight", a, "weight", s, l, false)};
+    if (s.qkv_bias) qkv.push_back(fused_qkv(a + "qkv_proj.bias", a, "bias", s, l, true));
+    m.modules.push_back(module(a + "qkv_proj", std::move(qkv)));
+    if (s.qk_norm) {
+      m.modules.push_back(module(a + "q_norm", {spec::replicated(a + "q_norm.weight", a + "q_norm.weight", {s.head_dim})}));
+      m.modules.push_back(module(a + "k_norm", {spec::replicated(a + "k_norm.weight", a + "k_norm.weight", {s.head_dim})}));
+    }
+    std::vector<ParamSpec> o{spec::row_parallel(a + "o_proj.weight", a + "o_proj.weight", {h, q_rows}, l)};
+    if (s.o_bias) o.push_back(spec::replicated(a + "o_proj.bias", a + "o_proj.bias", {h}));
+    m.modules.push_back(module(a + "o_proj", std::move(o)));
+    m.modules.push_back(module(p + "post_attention_layernorm",
+                               {spec::replicated(p + "post_attention_layernorm.weight", p + "post_attention_layernorm.weight", {h})}));
+    m.modules.push_back(module(p + "mlp.gate_up_proj", {spec::fused_column_parallel(p + "mlp.gate_up_proj.weight",
+                                                                                   {{p + "mlp.gate_proj.weight", {inter, h}},
+                                                                                    {p + "mlp.up_proj.weight", {inter, h}}},
+                                                                                   l)}));
+    m.modules.push_back(module(p + "mlp.down_proj", {spec::row_parallel(p + "mlp.down_proj.weight", p + "mlp.down_proj.weight", {h, inter}, l)}));
+  }
+  m.modules.push_back(module("model.norm", {spec::replicated("model.norm.weight", "model.norm.weight", {h})}));
+  const std::vector<uint64_t> head_shape{wmap::ceil_div(s.vocab, l.tp_size), h};
+  if (s.tie) {
+    m.modules.push_back(module("lm_head", {spec::alias("lm_head.weight", "model.embed_tokens.weight", head_shape)}));
+    m.skipped_keys.push_back("lm_head.weight");  // some tied checkpoints still carry a copy
+  } else {
+    m.modules.push_back(module("lm_head", {spec::vocab_parallel("lm_head.weight", "lm_head.weight", {s.vocab, h}, l)}));
+  }
+  return m;
+}
+
+void register_llama(wmap::PluginRegistrar& registrar) { registrar.set_model_builder(build_llama); }
+
+}  // namespace
+
+WMAP_DEFINE_PLUGIN("llama", "1.0", register_llama, "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
+                   "Qwen3ForCausalLM")

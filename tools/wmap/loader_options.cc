@@ -1,0 +1,54 @@
+#include "loader_options.h"
+
+#include <cstdio>
+#include <fstream>
+
+namespace wmap::cli {
+
+void add_common_load_options(CLI::App& sub, CommonLoadOptions& o) {
+  sub.add_option("--tp-size", o.tp_size, "Tensor-parallel size T")->capture_default_str();
+  sub.add_option("--tp-rank", o.tp_rank, "This rank, 0 <= R < T")->capture_default_str();
+  sub.add_option("--ep-size", o.ep_size, "Expert-parallel size P (divides T)")->capture_default_str();
+  sub.add_option("--mtp-layers", o.mtp_layers, "MTP layers K to instantiate (default: the checkpoint's)");
+  sub.add_option("--catalog", o.catalog, "A catalog saved by `wmap inspect --save-catalog`");
+  sub.add_option("--config", o.config, "config.json (default: the checkpoint's)");
+  sub.add_option("--plugin-dir", o.plugin_dir, "Folder searched first for plugins");
+  sub.add_option("--mappings", o.mappings, "Folder searched first for mapping files");
+  sub.add_flag("--json", o.json, "Machine-readable output on stdout");
+  sub.add_flag("--prefer-consolidated", o.prefer_consolidated, "Use consolidated*.safetensors over sharded files");
+}
+
+LoaderOptions to_loader_options(const CommonLoadOptions& o) {
+  LoaderOptions l;
+  if (!o.checkpoint.empty()) l.checkpoint = o.checkpoint;
+  if (!o.catalog.empty()) l.catalog_file = o.catalog;
+  if (!o.config.empty()) l.config_file = o.config;
+  if (!o.plugin_dir.empty()) l.plugin_dir = o.plugin_dir;
+  if (!o.mappings.empty()) l.mappings_dir = o.mappings;
+  l.layout.tp_size = o.tp_size;
+  l.layout.tp_rank = o.tp_rank;
+  l.layout.ep_size = o.ep_size;
+  if (o.mtp_layers >= 0) l.layout.mtp_layers = static_cast<uint32_t>(o.mtp_layers);
+  l.prefer_consolidated = o.prefer_consolidated;
+  return l;
+}
+
+void report_plan(const PreparedLoad& prepared, bool quiet_ok) {
+  const LoadPlan& plan = *prepared.plan;
+  for (const auto& p : plan.problems()) {
+    std::fprintf(stderr, "wmap: %s: %s\n", std::string(problem_kind_name(p.kind)).c_str(), p.message.c_str());
+  }
+  for (const auto& w : plan.warnings()) std::fprintf(stderr, "wmap: warning: %s\n", w.c_str());
+  if (!plan.ok() || !quiet_ok) std::fprintf(stderr, "wmap: plan %s\n", plan.coverage().c_str());
+}
+
+uint64_t peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+}  // namespace wmap::cli

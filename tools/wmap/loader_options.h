@@ -1,0 +1,28 @@
+#pragma once
+// CLI options shared by `wmap plan` and `wmap load`: the layout, plugin and mapping folders.
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "wmap/loader.h"
+
+namespace wmap::cli {
+
+struct CommonLoadOptions {
+  std::string checkpoint, catalog, config, plugin_dir, mappings;
+  uint32_t tp_size = 1, tp_rank = 0, ep_size = 1;
+  int mtp_layers = -1;
+  bool json = false;
+  bool prefer_consolidated = false;
+};
+
+void add_common_load_options(CLI::App& sub, CommonLoadOptions& o);
+LoaderOptions to_loader_options(const CommonLoadOptions& o);
+// Prints the plan's problems (one line each, stderr) and its coverage verdict.
+void report_plan(const PreparedLoad& prepared, bool quiet_ok);
+// Peak resident set size of this process, in bytes (VmHWM).
+uint64_t peak_rss_bytes();
+
+}  // namespace wmap::cli
