@@ -1,0 +1,80 @@
+// Every rank of every dense Llama-family checkpoint, loaded through the CLI and compared bit
+// for bit with the independent numpy reference (tests/python/reference.py).
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace wmap::test {
+namespace {
+
+std::string reference_py() { return (source_dir() / "tests/python/reference.py").string(); }
+
+// Loads rank `r` of `dir` with `extra` CLI flags and checks it against the reference.
+void expect_rank_matches(const std::filesystem::path& dir, uint32_t t, uint32_t r, const std::string& extra = "") {
+  TempDir out;
+  const auto dump = out / "rank.safetensors";
+  const std::string layout = " --tp-size " + std::to_string(t) + " --tp-rank " + std::to_string(r);
+  auto load = run_wmap("load " + shell_quote(dir.string()) + layout + " --dump " + shell_quote(dump.string()) + " " + extra);
+  ASSERT_EQ(load.exit_code, 0) << load.err;
+  auto check = run_command(python() + " " + shell_quote(reference_py()) + " check " + shell_quote(dir.string()) + " " +
+                           shell_quote(dump.string()) + layout);
+  EXPECT_EQ(check.exit_code, 0) << "rank " << r << "/" << t << " " << extra << ":\n" << check.out << check.err;
+  EXPECT_NE(check.out.find(" 0 mismatches"), std::string::npos) << check.out;
+}
+
+struct FamilyCase {
+  std::string family;
+  std::string synth_flags;
+};
+
+class FamilyLoadTest : public ::testing::TestWithParam<FamilyCase> {};
+
+TEST_P(FamilyLoadTest, EveryRankBitExactAtTp1248) {
+  TempDir dir;
+  const auto ckpt = dir / "ckpt";
+  auto synth = run_wmap("synth " + GetParam().family + " " + shell_quote(ckpt.string()) + " " + GetParam().synth_flags);
+  ASSERT_EQ(synth.exit_code, 0) << synth.err;
+  for (uint32_t t : {1u, 2u, 4u, 8u}) {
+    for (uint32_t r = 0; r < t; ++r) expect_rank_matches(ckpt, t, r);
+  }
+}
+
+// tiny: 8 heads, 2 KV heads (kv < T at T=4, 8), vocab 250 (not divisible by 4 or 8).
+INSTANTIATE_TEST_SUITE_P(Families, FamilyLoadTest,
+                         ::testing::Values(FamilyCase{"llama", "--shards 3"}, FamilyCase{"mistral", "--kv-heads 8"},
+                                           FamilyCase{"qwen2", "--kv-heads 4 --vocab 251"},
+                                           FamilyCase{"qwen3", "--shards 1"},
+                                           FamilyCase{"llama", "--dtype F32 --intermediate 170 --vocab 13"}),
+                         [](const auto& info) { return info.param.family + std::to_string(info.index); });
+
+TEST(FamilyLoad, IoPathsAndWorkerCountsGiveTheSameBytes) {
+  TempDir dir;
+  const auto ckpt = dir / "ckpt";
+  ASSERT_EQ(run_wmap("synth llama " + shell_quote(ckpt.string()) + " --preset small").exit_code, 0);
+  for (const std::string io : {"mmap", "pread"}) {
+    for (const std::string workers : {"1", "2", "8"}) {
+      expect_rank_matches(ckpt, 4, 1, "--io " + io + " --load-workers " + workers);
+    }
+  }
+}
+
+TEST(FamilyLoad, BadDeviceAndIoAreUsageErrors) {
+  TempDir dir;
+  const auto ckpt = dir / "ckpt";
+  ASSERT_EQ(run_wmap("synth llama " + shell_quote(ckpt.string())).exit_code, 0);
+  auto r = run_wmap("load " + shell_quote(ckpt.string()) + " --device tpu:0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("tpu:0"), std::string::npos) << r.err;
+  r = run_wmap("load " + shell_quote(ckpt.string()) + " --io carrier-pigeon");
+  EXPECT_EQ(r.exit_code, 2);
+  r = run_wmap("load " + shell_quote(ckpt.string()) + " --tp-size 2 --tp-rank 2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--tp-rank 2"), std::string::npos) << r.err;
+  r = run_wmap("load " + shell_quote(ckpt.string()) + " --tp-size 16 --tp-rank 0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("num_attention_heads"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("config.json"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace wmap::test
