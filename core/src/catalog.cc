@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <fstream>
 #include <future>
 #include <mutex>
@@ -103,8 +104,11 @@ Catalog Catalog::build(const ShardSet& set, const CatalogBuildOptions& options) 
   if (set.index) {
     // Every key the index maps must be in the shard it names.
     const std::string index_file = set.index->file.string();
+    // Both lists are sorted by name: one merge walk instead of a binary search per key.
+    auto it = cat.tensors_.cbegin();
     for (const auto& [name, shard] : set.index->weight_map) {
-      const TensorRecord* r = cat.find(name);
+      while (it != cat.tensors_.cend() && it->name < name) ++it;
+      const TensorRecord* r = (it != cat.tensors_.cend() && it->name == name) ? &*it : nullptr;
       if (r == nullptr) {
         throw Error(ErrorCode::kMalformedInput, index_file + ": maps '" + name + "' to " + set.files[shard] +
                                                     ", but no shard holds that tensor");
@@ -178,9 +182,37 @@ std::span<const TensorRecord> Catalog::prefix(std::string_view prefix) const {
   return {tensors_.data() + (lo - tensors_.begin()), static_cast<size_t>(hi - lo)};
 }
 
+namespace {
+
+// Appends without temporaries: to_json writes ~170 bytes for each of up to ~100k tensors, and
+// the content id hashes it on every build.
+void append_uint(std::string& out, uint64_t v) {
+  char buf[24];
+  out.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+}
+void append_int(std::string& out, int64_t v) {
+  char buf[24];
+  out.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+}
+// Same bytes as append_json_string, with a fast path for the usual name that needs no escape.
+void append_name(std::string& out, std::string_view s) {
+  const bool plain = std::none_of(s.begin(), s.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return c < 0x20 || c == '"' || c == '\\';
+  });
+  if (!plain) return append_json_string(out, s);
+  out += '"';
+  out.append(s);
+  out += '"';
+}
+
+}  // namespace
+
 std::string Catalog::to_json(bool with_signatures) const {
   std::string out;
-  out.reserve(tensors_.size() * 160 + 1024);
+  size_t estimate = 1024 + shards_.size() * 256;
+  for (const auto& t : tensors_) estimate += t.name.size() + shards_[t.shard].file.size() + 120;
+  out.reserve(estimate);
   out += "{\"format\":\"wmap-catalog\",\"version\":1";
   if (with_signatures) out += ",\"content_id\":\"" + content_id_ + "\"";
   out += ",\"shards\":[";
@@ -188,11 +220,18 @@ std::string Catalog::to_json(bool with_signatures) const {
     const auto& s = shards_[i];
     if (i) out += ",";
     out += "\n{\"file\":";
-    append_json_string(out, s.file);
-    out += ",\"size\":" + std::to_string(s.signature.size) + ",\"header_bytes\":" + std::to_string(s.header_bytes) +
-           ",\"tensors\":" + std::to_string(s.tensor_count);
+    append_name(out, s.file);
+    out += ",\"size\":";
+    append_uint(out, s.signature.size);
+    out += ",\"header_bytes\":";
+    append_uint(out, s.header_bytes);
+    out += ",\"tensors\":";
+    append_uint(out, s.tensor_count);
     if (with_signatures) {
-      out += ",\"mtime_ns\":" + std::to_string(s.signature.mtime_ns) + ",\"inode\":" + std::to_string(s.signature.inode);
+      out += ",\"mtime_ns\":";
+      append_int(out, s.signature.mtime_ns);
+      out += ",\"inode\":";
+      append_uint(out, s.signature.inode);
     }
     out += ",\"metadata\":{";
     for (size_t m = 0; m < s.metadata.size(); ++m) {
@@ -204,21 +243,27 @@ std::string Catalog::to_json(bool with_signatures) const {
     out += "}}";
   }
   out += "],\"tensors\":[";
+  std::vector<std::string> quoted_files(shards_.size());  // each file name is repeated per tensor
+  for (size_t i = 0; i < shards_.size(); ++i) append_name(quoted_files[i], shards_[i].file);
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const auto& t = tensors_[i];
     if (i) out += ",";
     out += "\n{\"name\":";
-    append_json_string(out, t.name);
+    append_name(out, t.name);
     out += ",\"dtype\":\"";
     out += dtype_name(t.dtype);
     out += "\",\"shape\":[";
     for (size_t d = 0; d < t.shape.size(); ++d) {
-      if (d) out += ",";
-      out += std::to_string(t.shape[d]);
+      if (d) out += ',';
+      append_uint(out, t.shape[d]);
     }
     out += "],\"file\":";
-    append_json_string(out, shards_[t.shard].file);
-    out += ",\"offset\":" + std::to_string(t.offset) + ",\"nbytes\":" + std::to_string(t.nbytes) + "}";
+    out += quoted_files[t.shard];
+    out += ",\"offset\":";
+    append_uint(out, t.offset);
+    out += ",\"nbytes\":";
+    append_uint(out, t.nbytes);
+    out += '}';
   }
   out += "]}\n";
   return out;

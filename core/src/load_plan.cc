@@ -258,12 +258,20 @@ LoadPlan LoadPlan::build(const ModelSpec& spec, const Catalog& catalog, const Re
 
   // Checkpoint tensors nothing reads, minus ignored and declared-skipped ones.
   std::set<std::string_view> skipped_keys(spec.skipped_keys.begin(), spec.skipped_keys.end());
+  std::vector<std::string_view> subtrees;
+  for (const auto& m : spec.modules) subtrees.insert(subtrees.end(), m.subtrees.begin(), m.subtrees.end());
   for (const RenamedTensor& t : renamed.tensors()) {
     if (plan.readers_[catalog.index_of(*t.source)] > 0) continue;
     bool skipped = skipped_keys.count(t.name) > 0;
     for (const auto& prefix : spec.skipped_prefixes) skipped = skipped || t.name == prefix || starts_with_key(t.name, prefix);
     if (skipped) {
       plan.skipped_++;
+      continue;
+    }
+    bool handed = false;
+    for (const auto& prefix : subtrees) handed = handed || starts_with_key(t.name, prefix);
+    if (handed) {
+      plan.handed_++;
       continue;
     }
     plan.unconsumed_.push_back(t.source->name);
@@ -324,6 +332,7 @@ std::string LoadPlan::coverage() const {
        std::to_string(consumed) + " of " + std::to_string(catalog_tensors_) + " checkpoint tensors";
   if (ignored_) s += ", " + std::to_string(ignored_) + " ignored";
   if (skipped_) s += ", " + std::to_string(skipped_) + " skipped";
+  if (handed_) s += ", " + std::to_string(handed_) + " left to other ranks";
   if (absent) s += ", " + std::to_string(absent) + " optional parameter(s) absent";
   if (!unconsumed_.empty()) s += ", " + std::to_string(unconsumed_.size()) + " unconsumed";
   return s;

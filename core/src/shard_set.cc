@@ -22,12 +22,17 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 }
 
 std::string read_text_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw Error(ErrorCode::kIo, path.string() + ": cannot open for reading");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error(ErrorCode::kIo, path.string() + ": read failed");
-  return ss.str();
+  // One read of the known size: an index can be ~10 MB (DeepSeek-R1), and growing a stringstream
+  // through it costs more than parsing it.
+  const std::streamoff size = in.tellg();
+  std::string text(size > 0 ? static_cast<size_t>(size) : 0, '\0');
+  in.seekg(0);
+  if (!in.read(text.data(), static_cast<std::streamsize>(text.size()))) {
+    throw Error(ErrorCode::kIo, path.string() + ": read failed");
+  }
+  return text;
 }
 
 // A shard named by an index must be a plain relative path inside the checkpoint directory.
@@ -57,18 +62,22 @@ ShardIndex parse_shard_index(std::string_view json, const std::string& file, std
   ShardIndex index;
   index.file = file;
   std::map<std::string, uint32_t, std::less<>> shard_ids;
+  index.weight_map.reserve(weight_map.size());
+  // Neighbouring keys usually live in the same shard: remember the last one looked up.
+  auto last = shard_ids.end();
   for (auto field : weight_map) {
     std::string_view shard;
     if (field.value.get_string().get(shard)) {
       throw Error(ErrorCode::kMalformedInput, file + ": weight_map entry '" + std::string(field.key) +
                                                   "' is " + simdjson::minify(field.value) + ", not a file name");
     }
-    auto it = shard_ids.find(shard);
+    auto it = (last != shard_ids.end() && last->first == shard) ? last : shard_ids.find(shard);
     if (it == shard_ids.end()) {
       check_shard_name(std::string(shard), file);
       it = shard_ids.emplace(std::string(shard), static_cast<uint32_t>(shard_names.size())).first;
       shard_names.emplace_back(shard);
     }
+    last = it;
     index.weight_map.emplace_back(std::string(field.key), it->second);
   }
   // Shards in name order, whatever order the weight_map lists them in.
@@ -79,7 +88,10 @@ ShardIndex parse_shard_index(std::string_view json, const std::string& file, std
   for (size_t i = 0; i < sorted.size(); ++i) remap[shard_ids[sorted[i]]] = static_cast<uint32_t>(first_new + i);
   std::copy(sorted.begin(), sorted.end(), shard_names.begin() + static_cast<ptrdiff_t>(first_new));
   for (auto& [name, shard] : index.weight_map) shard = remap[shard];
-  std::sort(index.weight_map.begin(), index.weight_map.end());
+  // Index files are usually written sorted by key already; sorting 100k strings is not free.
+  if (!std::is_sorted(index.weight_map.begin(), index.weight_map.end())) {
+    std::sort(index.weight_map.begin(), index.weight_map.end());
+  }
   for (size_t i = 1; i < index.weight_map.size(); ++i) {
     if (index.weight_map[i].first == index.weight_map[i - 1].first) {
       throw Error(ErrorCode::kMalformedInput, file + ": weight_map names tensor '" + index.weight_map[i].first + "' twice");
@@ -132,7 +144,9 @@ ShardSet discover_shards(const fs::path& path, const ShardSetOptions& options) {
     for (const auto& f : sharded) {
       if (!named.count(f)) set.warnings.push_back(f + ": ignored (not named by " + std::string(kIndexName) + ")");
     }
-    for (const auto& f : consolidated) set.warnings.push_back(f + ": ignored (sharded files were chosen)");
+    for (const auto& f : consolidated) {
+      if (!named.count(f)) set.warnings.push_back(f + ": ignored (not named by " + std::string(kIndexName) + ")");
+    }
     if (set.files.empty()) throw Error(ErrorCode::kMalformedInput, index_path.string() + ": weight_map names no shard");
     return set;
   }

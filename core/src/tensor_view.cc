@@ -53,7 +53,8 @@ StridedBlock column_block(const TensorView& view, uint64_t begin, uint64_t end) 
   for (size_t i = 2; i < view.shape.size(); ++i) inner *= view.shape[i];
   const uint64_t bits = dtype_bits(view.dtype);
   const uint64_t col_bits = inner * bits;
-  if ((col_bits * begin) % 8 != 0 || (col_bits * end) % 8 != 0) {
+  // Every row must start on a byte too, or a byte stride cannot describe the block.
+  if ((col_bits * view.shape[1]) % 8 != 0 || (col_bits * begin) % 8 != 0 || (col_bits * end) % 8 != 0) {
     throw Error(ErrorCode::kUnsupported, "tensor '" + view.name + "': column range [" + std::to_string(begin) + ", " +
                                              std::to_string(end) + ") of " + std::string(dtype_name(view.dtype)) +
                                              " does not fall on byte boundaries");

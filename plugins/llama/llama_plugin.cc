@@ -1,10 +1,13 @@
-// The dense Llama family: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (q/k/v
-// biases), Qwen3ForCausalLM (q_norm/k_norm). Fused qkv_proj with GQA KV-head duplication,
-// fused gate_up_proj, vocabulary-parallel embeddings, tied embeddings.
+// The Llama family: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (q/k/v biases),
+// Qwen3ForCausalLM (q_norm/k_norm), and their MoE variants Qwen3MoeForCausalLM and
+// MixtralForCausalLM (whose block_sparse_moe keys are renamed by mappings/mixtral.yaml). Fused
+// qkv_proj with GQA KV-head duplication, fused gate_up_proj, vocabulary-parallel and tied
+// embeddings, routed experts as `mlp.experts.backend` (w3_w1_weight / w2_weight).
 // A YAML-only architecture mapped to `plugin: llama` gets its features from config.json:
 // `attention_bias` (q/k/v biases, and o_proj.bias unless Qwen2), `use_qk_norm` (q/k norms).
 
 #include <string>
+#include <vector>
 
 #include "wmap/plugin_api.h"
 
@@ -20,6 +23,17 @@ namespace spec = wmap::spec;
 struct LlamaShape {
   uint64_t hidden, heads, kv_heads, head_dim, intermediate, vocab, layers;
   bool tie, qkv_bias, o_bias, qk_norm;
+  // MoE: experts per layer (0: dense), their intermediate size, which layers are sparse.
+  uint64_t experts = 0, moe_intermediate = 0, sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+
+  bool is_moe(uint64_t layer) const {
+    if (experts == 0) return false;
+    for (auto l : mlp_only_layers) {
+      if (l == static_cast<int64_t>(layer)) return false;
+    }
+    return (layer + 1) % sparse_step == 0;
+  }
 };
 
 LlamaShape read_shape(const ModelConfig& c, const Layout& l) {
@@ -40,7 +54,22 @@ LlamaShape read_shape(const ModelConfig& c, const Layout& l) {
   s.layers = c.require_positive("num_hidden_layers");
   s.tie = c.get_bool("tie_word_embeddings", false);
   const bool qwen2 = arch == "Qwen2ForCausalLM" || model_type == "qwen2";
-  const bool qwen3 = arch == "Qwen3ForCausalLM" || model_type == "qwen3";
+  const bool qwen3 = arch == "Qwen3ForCausalLM" || model_type == "qwen3" || arch == "Qwen3MoeForCausalLM" ||
+                     model_type == "qwen3_moe";
+  if (arch == "MixtralForCausalLM" || model_type == "mixtral") {
+    s.experts = c.require_positive("num_local_experts");
+    s.moe_intermediate = s.intermediate;
+  } else if (c.get_int("num_experts", 0) > 0) {
+    s.experts = c.require_positive("num_experts");
+    s.moe_intermediate = c.require_positive("moe_intermediate_size");
+    s.sparse_step = static_cast<uint64_t>(c.get_int("decoder_sparse_step", 1));
+    if (s.sparse_step == 0) c.fail("decoder_sparse_step", "must be at least 1");
+    s.mlp_only_layers = c.get_int_list("mlp_only_layers");
+  }
+  if (s.experts && s.experts % l.ep_size != 0) {
+    c.fail(arch == "MixtralForCausalLM" ? "num_local_experts" : "num_experts",
+           std::to_string(s.experts) + " experts cannot be split over ep_size " + std::to_string(l.ep_size));
+  }
   s.qkv_bias = qwen2 || c.get_bool("attention_bias", false);
   s.o_bias = !qwen2 && !qwen3 && c.get_bool("attention_bias", false);
   s.qk_norm = qwen3 || c.get_bool("use_qk_norm", false);
@@ -103,6 +132,14 @@ ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProb
     m.modules.push_back(module(a + "o_proj", std::move(o)));
     m.modules.push_back(module(p + "post_attention_layernorm",
                                {spec::replicated(p + "post_attention_layernorm.weight", p + "post_attention_layernorm.weight", {h})}));
+    if (s.is_moe(i)) {
+      // The runtime module is `mlp.experts.backend`; its checkpoint prefix drops the `.backend`.
+      m.modules.push_back(module(p + "mlp.gate", {spec::replicated(p + "mlp.gate.weight", p + "mlp.gate.weight", {s.experts, h})}));
+      m.modules.push_back({p + "mlp.experts.backend",
+                           spec::moe_experts(p + "mlp.experts.backend", p + "mlp.experts", s.experts, s.moe_intermediate, h, l, std::nullopt),
+                           {p + "mlp.experts"}});
+      continue;
+    }
     m.modules.push_back(module(p + "mlp.gate_up_proj", {spec::fused_column_parallel(p + "mlp.gate_up_proj.weight",
                                                                                    {{p + "mlp.gate_proj.weight", {inter, h}},
                                                                                     {p + "mlp.up_proj.weight", {inter, h}}},
@@ -125,4 +162,4 @@ void register_llama(wmap::PluginRegistrar& registrar) { registrar.set_model_buil
 }  // namespace
 
 WMAP_DEFINE_PLUGIN("llama", "1.0", register_llama, "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
-                   "Qwen3ForCausalLM")
+                   "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM")

@@ -15,6 +15,8 @@ struct SynthOptions {
   std::string dtype = "BF16";
   bool tie = false, no_tie = false;  // neither: the family's default
   uint64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, intermediate = 0, vocab = 0;
+  uint64_t experts = 0, moe_intermediate = 0;
+  int64_t mtp = -1, q_lora = -1;
   unsigned shards = 0;
 };
 
@@ -26,6 +28,10 @@ int run_synth(SynthOptions& o) {
   auto set = [](uint64_t v, uint64_t& field) { if (v) field = v; };
   set(o.hidden, c.hidden), set(o.layers, c.layers), set(o.heads, c.heads), set(o.kv_heads, c.kv_heads);
   set(o.head_dim, c.head_dim), set(o.intermediate, c.intermediate), set(o.vocab, c.vocab);
+  set(o.experts, c.experts), set(o.moe_intermediate, c.moe_intermediate);
+  if (o.mtp >= 0) c.mtp = static_cast<uint64_t>(o.mtp);
+  if (o.q_lora >= 0) c.q_lora = static_cast<uint64_t>(o.q_lora);
+  if (c.fp8 && c.family != "deepseek_v3") throw Error(ErrorCode::kInvalidArgument, "synth: --fp8 is only for deepseek_v3");
   if (o.shards) c.shards = o.shards;
   const auto dtype = parse_dtype(o.dtype);
   if (!dtype || (*dtype != DType::kBF16 && *dtype != DType::kF16 && *dtype != DType::kF32)) {
@@ -43,7 +49,7 @@ int run_synth(SynthOptions& o) {
 Runner add_synth(CLI::App& app) {
   auto o = std::make_shared<SynthOptions>();
   auto* sub = app.add_subcommand("synth", "Write a synthetic checkpoint (real key names and config, random data)");
-  sub->add_option("FAMILY", o->cfg.family, "llama (GQA), mistral, qwen2 (q/k/v biases), qwen3 (q/k norms, tied embeddings)")->required();
+  sub->add_option("FAMILY", o->cfg.family, "llama (GQA), mistral, qwen2 (q/k/v biases), qwen3 (q/k norms, tied embeddings), qwen3_moe, mixtral, deepseek_v3")->required();
   sub->add_option("OUT_DIR", o->out, "Directory to write")->required();
   sub->add_option("--preset,--size", o->preset, "tiny (~70 KB), small (~10 MB), 1g (~1 GB), 4g (~4 GB)")->capture_default_str();
   sub->add_option("--dtype", o->dtype, "BF16, F16 or F32")->capture_default_str();
@@ -56,6 +62,11 @@ Runner add_synth(CLI::App& app) {
   sub->add_option("--head-dim", o->head_dim, "head_dim");
   sub->add_option("--intermediate", o->intermediate, "intermediate_size");
   sub->add_option("--vocab", o->vocab, "vocab_size");
+  sub->add_option("--experts", o->experts, "Routed experts per MoE layer");
+  sub->add_option("--moe-intermediate", o->moe_intermediate, "Expert intermediate size");
+  sub->add_option("--mtp", o->mtp, "deepseek_v3: MTP layers in the checkpoint");
+  sub->add_option("--q-lora-rank", o->q_lora, "deepseek_v3: q_lora_rank (0: none, V2-Lite style q_proj)");
+  sub->add_flag("--fp8", o->cfg.fp8, "deepseek_v3: F8_E4M3 linears with 128x128 weight_scale_inv blocks");
   sub->add_flag("--tie-embeddings", o->tie, "Tie lm_head to embed_tokens (qwen3's default)");
   sub->add_flag("--no-tie-embeddings", o->no_tie, "Store a separate lm_head");
   return [o] { return run_synth(*o); };

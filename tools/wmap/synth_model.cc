@@ -20,20 +20,25 @@ struct Family {
   bool qkv_bias;
   bool qk_norm;
   bool default_tie;
+  bool moe;
 };
 
 constexpr Family kFamilies[] = {
-    {"llama", "LlamaForCausalLM", "llama", false, false, false},
-    {"mistral", "MistralForCausalLM", "mistral", false, false, false},
-    {"qwen2", "Qwen2ForCausalLM", "qwen2", true, false, false},
-    {"qwen3", "Qwen3ForCausalLM", "qwen3", false, true, true},
+    {"llama", "LlamaForCausalLM", "llama", false, false, false, false},
+    {"mistral", "MistralForCausalLM", "mistral", false, false, false, false},
+    {"qwen2", "Qwen2ForCausalLM", "qwen2", true, false, false, false},
+    {"qwen3", "Qwen3ForCausalLM", "qwen3", false, true, true, false},
+    {"qwen3_moe", "Qwen3MoeForCausalLM", "qwen3_moe", false, true, false, true},
+    {"mixtral", "MixtralForCausalLM", "mixtral", false, false, false, true},
+    {"deepseek_v3", "DeepseekV3ForCausalLM", "deepseek_v3", false, false, false, true},
 };
 
 const Family& family_of(const std::string& name) {
   for (const auto& f : kFamilies) {
     if (name == f.name) return f;
   }
-  throw Error(ErrorCode::kInvalidArgument, "synth: unknown family '" + name + "' (known: llama, mistral, qwen2, qwen3)");
+  throw Error(ErrorCode::kInvalidArgument, "synth: unknown family '" + name +
+                                               "' (known: llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v3)");
 }
 
 uint64_t fnv1a(std::string_view s, uint64_t seed) {
@@ -70,6 +75,13 @@ uint64_t nbytes_of(const SynthTensor& t) {
 }  // namespace
 
 void apply_synth_preset(const std::string& preset, SynthConfig& c) {
+  if (c.family == "deepseek_v3") {
+    if (preset != "tiny") throw Error(ErrorCode::kInvalidArgument, "synth: deepseek_v3 has only the tiny preset");
+    // 128-multiples so FP8 128x128 blocks line up as in the real model.
+    c.hidden = 128, c.layers = 3, c.heads = 4, c.kv_heads = 4, c.intermediate = 256, c.vocab = 250, c.shards = 3;
+    c.experts = 8, c.moe_intermediate = 128;
+    return;
+  }
   if (preset == "tiny") {
     c.hidden = 64, c.layers = 2, c.heads = 8, c.kv_heads = 2, c.head_dim = 8, c.intermediate = 176, c.vocab = 250, c.shards = 2;
   } else if (preset == "small") {
@@ -83,8 +95,66 @@ void apply_synth_preset(const std::string& preset, SynthConfig& c) {
   }
 }
 
+namespace {
+
+// DeepSeek-V3: MLA attention, dense then MoE layers, MTP layers after the last one.
+std::vector<SynthTensor> deepseek_tensors(const SynthConfig& c) {
+  const DType d = c.dtype, w = c.fp8 ? DType::kF8_E4M3 : c.dtype;
+  const uint64_t h = c.hidden;
+  std::vector<SynthTensor> out;
+  auto lin = [&](const std::string& name, uint64_t rows, uint64_t cols) {
+    out.push_back({name + ".weight", {rows, cols}, w});
+    if (c.fp8) out.push_back({name + ".weight_scale_inv", {(rows + 127) / 128, (cols + 127) / 128}, DType::kF32});
+  };
+  auto mlp = [&](const std::string& p, uint64_t inter) {
+    lin(p + "gate_proj", inter, h);
+    lin(p + "up_proj", inter, h);
+    lin(p + "down_proj", h, inter);
+  };
+  out.push_back({"model.embed_tokens.weight", {c.vocab, h}, d});
+  for (uint64_t i = 0; i < c.layers + c.mtp; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    const std::string a = p + "self_attn.";
+    if (i >= c.layers) {
+      out.push_back({p + "embed_tokens.weight", {c.vocab, h}, d});
+      out.push_back({p + "enorm.weight", {h}, d});
+      out.push_back({p + "hnorm.weight", {h}, d});
+      out.push_back({p + "eh_proj.weight", {h, 2 * h}, d});
+      out.push_back({p + "shared_head.norm.weight", {h}, d});
+      out.push_back({p + "shared_head.head.weight", {c.vocab, h}, d});
+    }
+    out.push_back({p + "input_layernorm.weight", {h}, d});
+    if (c.q_lora) {
+      lin(a + "q_a_proj", c.q_lora, h);
+      out.push_back({a + "q_a_layernorm.weight", {c.q_lora}, d});
+      lin(a + "q_b_proj", c.heads * (c.nope + c.rope), c.q_lora);
+    } else {
+      lin(a + "q_proj", c.heads * (c.nope + c.rope), h);
+    }
+    lin(a + "kv_a_proj_with_mqa", c.kv_lora + c.rope, h);
+    out.push_back({a + "kv_a_layernorm.weight", {c.kv_lora}, d});
+    lin(a + "kv_b_proj", c.heads * (c.nope + c.v_head), c.kv_lora);
+    lin(a + "o_proj", h, c.heads * c.v_head);
+    out.push_back({p + "post_attention_layernorm.weight", {h}, d});
+    if (i < c.first_dense) {
+      mlp(p + "mlp.", c.intermediate);
+      continue;
+    }
+    out.push_back({p + "mlp.gate.weight", {c.experts, h}, d});
+    out.push_back({p + "mlp.gate.e_score_correction_bias", {c.experts}, DType::kF32});
+    if (c.shared_experts) mlp(p + "mlp.shared_experts.", c.moe_intermediate * c.shared_experts);
+    for (uint64_t j = 0; j < c.experts; ++j) mlp(p + "mlp.experts." + std::to_string(j) + ".", c.moe_intermediate);
+  }
+  out.push_back({"model.norm.weight", {h}, d});
+  out.push_back({"lm_head.weight", {c.vocab, h}, d});
+  return out;
+}
+
+}  // namespace
+
 std::vector<SynthTensor> synth_tensors(const SynthConfig& c) {
   const Family& f = family_of(c.family);
+  if (c.family == "deepseek_v3") return deepseek_tensors(c);
   const uint64_t q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim, h = c.hidden;
   const DType d = c.dtype;
   std::vector<SynthTensor> out;
@@ -106,6 +176,19 @@ std::vector<SynthTensor> synth_tensors(const SynthConfig& c) {
     }
     out.push_back({p + "self_attn.o_proj.weight", {h, q}, d});
     out.push_back({p + "post_attention_layernorm.weight", {h}, d});
+    // qwen3_moe keeps layer 0 dense (mlp_only_layers: [0]); mixtral is sparse everywhere.
+    if (f.moe && !(c.family == "qwen3_moe" && i == 0)) {
+      const bool mixtral = c.family == "mixtral";
+      const std::string m = p + (mixtral ? "block_sparse_moe." : "mlp.");
+      out.push_back({m + "gate.weight", {c.experts, h}, d});
+      for (uint64_t j = 0; j < c.experts; ++j) {
+        const std::string e = m + "experts." + std::to_string(j) + ".";
+        out.push_back({e + (mixtral ? "w1" : "gate_proj") + ".weight", {c.moe_intermediate, h}, d});
+        out.push_back({e + (mixtral ? "w3" : "up_proj") + ".weight", {c.moe_intermediate, h}, d});
+        out.push_back({e + (mixtral ? "w2" : "down_proj") + ".weight", {h, c.moe_intermediate}, d});
+      }
+      continue;
+    }
     out.push_back({p + "mlp.gate_proj.weight", {c.intermediate, h}, d});
     out.push_back({p + "mlp.up_proj.weight", {c.intermediate, h}, d});
     out.push_back({p + "mlp.down_proj.weight", {h, c.intermediate}, d});
@@ -130,6 +213,24 @@ std::string synth_config_json(const SynthConfig& c) {
   j += "  \"vocab_size\": " + std::to_string(c.vocab) + ",\n";
   j += "  \"rms_norm_eps\": 1e-06,\n";
   j += std::string("  \"attention_bias\": ") + (f.qkv_bias ? "true" : "false") + ",\n";
+  if (c.family == "qwen3_moe") {
+    j += "  \"num_experts\": " + std::to_string(c.experts) + ",\n  \"moe_intermediate_size\": " + std::to_string(c.moe_intermediate) +
+         ",\n  \"num_experts_per_tok\": 2,\n  \"decoder_sparse_step\": 1,\n  \"mlp_only_layers\": [0],\n";
+  } else if (c.family == "mixtral") {
+    j += "  \"num_local_experts\": " + std::to_string(c.experts) + ",\n  \"num_experts_per_tok\": 2,\n";
+  } else if (c.family == "deepseek_v3") {
+    j += "  \"q_lora_rank\": " + (c.q_lora ? std::to_string(c.q_lora) : std::string("null")) + ",\n";
+    j += "  \"kv_lora_rank\": " + std::to_string(c.kv_lora) + ",\n  \"qk_nope_head_dim\": " + std::to_string(c.nope) +
+         ",\n  \"qk_rope_head_dim\": " + std::to_string(c.rope) + ",\n  \"v_head_dim\": " + std::to_string(c.v_head) + ",\n";
+    j += "  \"n_routed_experts\": " + std::to_string(c.experts) + ",\n  \"moe_intermediate_size\": " + std::to_string(c.moe_intermediate) +
+         ",\n  \"n_shared_experts\": " + std::to_string(c.shared_experts) + ",\n  \"first_k_dense_replace\": " +
+         std::to_string(c.first_dense) + ",\n  \"moe_layer_freq\": 1,\n  \"num_nextn_predict_layers\": " + std::to_string(c.mtp) +
+         ",\n  \"num_experts_per_tok\": 2,\n";
+    if (c.fp8) {
+      j += "  \"quantization_config\": {\"quant_method\": \"fp8\", \"fmt\": \"e4m3\", \"activation_scheme\": \"dynamic\", "
+           "\"weight_block_size\": [128, 128]},\n";
+    }
+  }
   j += std::string("  \"tie_word_embeddings\": ") + (c.tie_embeddings ? "true" : "false") + ",\n";
   j += std::string("  \"torch_dtype\": \"") + torch_dtype + "\"\n}\n";
   return j;
@@ -137,6 +238,7 @@ std::string synth_config_json(const SynthConfig& c) {
 
 uint64_t write_synth_checkpoint(const SynthConfig& cfg_in, const fs::path& out_dir, bool progress) {
   SynthConfig cfg = cfg_in;
+  if (cfg.family == "mixtral") cfg.intermediate = cfg.moe_intermediate;  // Mixtral's experts use intermediate_size
   if (cfg.shards == 0) throw Error(ErrorCode::kInvalidArgument, "synth: --shards must be at least 1");
   if (cfg.kv_heads == 0 || cfg.heads % cfg.kv_heads != 0) {
     throw Error(ErrorCode::kInvalidArgument, "synth: num_attention_heads " + std::to_string(cfg.heads) +

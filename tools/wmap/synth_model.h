@@ -12,7 +12,7 @@
 namespace wmap::cli {
 
 struct SynthConfig {
-  std::string family;  // llama, mistral, qwen2, qwen3
+  std::string family;  // llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v3
   uint64_t hidden = 64;
   uint64_t layers = 2;
   uint64_t heads = 8;
@@ -24,6 +24,13 @@ struct SynthConfig {
   DType dtype = DType::kBF16;
   unsigned shards = 2;
   uint64_t seed = 1;
+  // MoE (qwen3_moe, mixtral, deepseek_v3).
+  uint64_t experts = 8;
+  uint64_t moe_intermediate = 48;
+  // DeepSeek-V3 MLA and layer kinds.
+  uint64_t q_lora = 128, kv_lora = 128, nope = 128, rope = 64, v_head = 128;
+  uint64_t shared_experts = 1, first_dense = 1, mtp = 1;
+  bool fp8 = false;  // F8_E4M3 linears with F32 weight_scale_inv blocks of 128x128
 };
 
 struct SynthTensor {

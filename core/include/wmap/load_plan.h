@@ -90,7 +90,7 @@ class LoadPlan {
   std::vector<PlanProblem> problems_;
   std::vector<std::string> warnings_;
   std::vector<std::string> unconsumed_;
-  size_t catalog_tensors_ = 0, ignored_ = 0, skipped_ = 0;
+  size_t catalog_tensors_ = 0, ignored_ = 0, skipped_ = 0, handed_ = 0;
   std::string plan_id_, catalog_id_;
 };
 

@@ -44,6 +44,9 @@ struct ParamSpec {
 struct ModuleSpec {
   std::string name;
   std::vector<ParamSpec> params;
+  // Checkpoint subtrees (canonical prefixes) this module is handed whole: keys under them that
+  // this rank does not read (e.g. other ranks' experts) count as consumed.
+  std::vector<std::string> subtrees;
 };
 
 struct ModelSpec {
@@ -75,6 +78,40 @@ ParamSpec vocab_parallel(std::string name, std::string source, std::vector<uint6
 ParamSpec fused_column_parallel(std::string name, const std::vector<std::pair<std::string, std::vector<uint64_t>>>& sources,
                                 const Layout& l);
 ParamSpec alias(std::string name, std::string of, std::vector<uint64_t> shape);
+
+// A slice of one checkpoint linear (`linear` is its prefix: `linear + ".weight"`).
+struct LinearSlice {
+  std::string linear;
+  std::vector<uint64_t> shape;  // the weight's [out, in]
+  Range rows;
+  Range cols;
+};
+LinearSlice whole_linear(std::string linear, std::vector<uint64_t> shape);
+LinearSlice linear_rows(std::string linear, std::vector<uint64_t> shape, Range rows);  // column-parallel part
+LinearSlice linear_cols(std::string linear, std::vector<uint64_t> shape, Range cols);  // row-parallel part
+
+// FP8 block quantisation: `weight_scale_inv` holds one F32 per [rows x cols] block of the weight.
+struct BlockScales {
+  uint64_t rows = 128;
+  uint64_t cols = 128;
+};
+// The block range covering weight range r along a dim of block size b: [r.begin/b, ceil(r.end/b)).
+Range block_range(Range r, uint64_t b);
+
+// Appends the parameter `weight_name` = the concatenation (dim 0) of the slices' weights, shaped
+// `leading` + [rows, cols] (rows = total / prod(leading)); with `scales`, also `scale_name` =
+// the same concatenation of each slice's `weight_scale_inv` blocks (F32).
+void add_linear(std::vector<ParamSpec>& params, const std::string& weight_name, const std::string& scale_name,
+                const std::vector<LinearSlice>& slices, const std::optional<BlockScales>& scales,
+                const std::vector<uint64_t>& leading = {});
+
+// Routed experts of one MoE layer (DESIGN.md "MoE experts"): this rank's experts
+// [moe_ep_rank*E/P, (moe_ep_rank+1)*E/P) in order; `dst` + ".w3_w1_weight" [E/P, 2*I/moe_tp, H] =
+// per expert concat(up rows, gate rows) of moe_tp_rank; `dst` + ".w2_weight" [E/P, H, I/moe_tp] =
+// down, row-split; FP8 scales likewise (`_weight_scale_inv`). Sources are `src.j.{gate,up,down}_proj`.
+// Throws kInvalidArgument when E is not divisible by ep_size.
+std::vector<ParamSpec> moe_experts(const std::string& dst, const std::string& src, uint64_t experts, uint64_t intermediate,
+                                   uint64_t hidden, const Layout& l, const std::optional<BlockScales>& scales);
 
 // KV-head duplication: the rows (of a [kv_heads * unit_rows, ...] tensor) this rank takes. With
 // kv_heads >= T each rank gets kv_heads/T contiguous heads; else head r / (T/kv_heads).

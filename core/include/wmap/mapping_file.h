@@ -1,0 +1,49 @@
+#pragma once
+// One mapping file (`mappings/<family>.yaml`): which architectures it serves, which plugin builds
+// their module tree, the checkpoint-key renames and the keys that are expected but not loaded.
+//
+//   architectures: [MixtralForCausalLM]   # required, non-empty list of strings, no duplicates
+//   plugin: llama                         # required string
+//   rename:                               # optional list of {match, replace}; first match wins
+//     - match: '^model\.layers\.(\d+)\.block_sparse_moe\.gate\.(.+)$'
+//       replace: 'model.layers.\1.mlp.gate.\2'
+//   ignore:                               # optional list of regexes (source keys)
+//     - '^model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq$'
+//
+// Parsing checks the YAML shape only; the regexes are compiled (and rejected) by RenameTable.
+// Every error is a kMalformedInput naming `file:line`. A parsed MappingFile is plain data: copyable,
+// immutable after parsing and safe to share across threads.
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace wmap {
+
+struct MappingRule {
+  std::string pattern;  // RE2 syntax, matched against the whole source key
+  std::string replace;  // `\1`..`\9` name the pattern's groups (`\0` the whole key)
+  int line = 0;         // 1-based line of the rule in its file
+};
+
+struct IgnoreRule {
+  std::string pattern;  // RE2 syntax, matched against the whole source key
+  int line = 0;
+};
+
+struct MappingFile {
+  std::filesystem::path file;  // the file it was read from (or the label given to parse_mapping_text)
+  std::vector<std::string> architectures;
+  std::string plugin;
+  std::vector<MappingRule> rename;
+  std::vector<IgnoreRule> ignore;
+  int line_of_architectures = 0;
+};
+
+// Parses YAML text; `label` names the source in error messages (usually the file path).
+MappingFile parse_mapping_text(std::string_view yaml, const std::string& label);
+// Reads and parses a file: kNotFound when it cannot be opened, kMalformedInput when it is invalid.
+MappingFile load_mapping_file(const std::filesystem::path& file);
+
+}  // namespace wmap

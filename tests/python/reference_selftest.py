@@ -1,0 +1,712 @@
+#!/usr/bin/env python3
+"""Self-test of tests/python/reference.py.
+
+Builds tiny checkpoints with numpy (own safetensors writer, independent of reference.py's)
+and checks hand-computed expectations: GQA duplication, vocabulary padding, Qwen2 biases,
+Qwen3 tied embeddings, GPT-2 transposes (with and without `transformer.`), MoE expert
+placement, DeepSeek-V3 MLA/FP8/MTP, NVFP4 renames and inversions, and the CLI exit codes.
+
+Run: /usr/bin/python3 tests/python/reference_selftest.py   (exit 0 on success)
+"""
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import reference as ref  # noqa: E402
+
+REF = os.path.join(HERE, "reference.py")
+FAILS = []
+CHECKS = [0]
+
+
+def check(cond, what):
+    CHECKS[0] += 1
+    if not cond:
+        FAILS.append(what)
+        print("FAIL:", what)
+
+
+def eq(got, want, what):
+    """got: reference Tensor; want: (dtype, ndarray)."""
+    dt, arr = want
+    ok = (got.dtype == dt and tuple(got.shape) == tuple(arr.shape)
+          and got.to_bytes() == np.ascontiguousarray(arr).tobytes())
+    if not ok:
+        what += " (got %s %s, want %s %s)" % (got.dtype, list(got.shape), dt, list(arr.shape))
+    check(ok, what)
+
+
+# ---- own minimal safetensors writer ---------------------------------------------------
+
+def write_st(path, tensors):
+    hdr, blobs, off = {}, [], 0
+    for name, (dt, arr) in tensors.items():
+        b = np.ascontiguousarray(arr).tobytes()
+        hdr[name] = {"dtype": dt, "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    hdr["__metadata__"] = {"format": "pt"}
+    hj = json.dumps(hdr).encode()
+    hj += b" " * (-len(hj) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hj)) + hj + b"".join(blobs))
+
+
+def write_ckpt(d, cfg, tensors, shards=1):
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    names = list(tensors)
+    if shards == 1:
+        write_st(os.path.join(d, "model.safetensors"), tensors)
+        return
+    wm = {}
+    for s in range(shards):
+        fn = "model-%05d-of-%05d.safetensors" % (s + 1, shards)
+        part = {n: tensors[n] for n in names[s::shards]}
+        write_st(os.path.join(d, fn), part)
+        for n in part:
+            wm[n] = fn
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": wm}, f)
+
+
+_counter = [1]
+
+
+def bf16(*shape):
+    """Distinct uint16 patterns (stand-ins for BF16 bits)."""
+    n = int(np.prod(shape))
+    a = (np.arange(_counter[0], _counter[0] + n) % 65521 + 1).astype(np.uint16)
+    _counter[0] += n
+    return ("BF16", a.reshape(shape))
+
+
+def u8(dt, *shape):
+    n = int(np.prod(shape))
+    a = ((np.arange(n) + _counter[0]) % 251 + 1).astype(np.uint8)
+    _counter[0] += n
+    return (dt, a.reshape(shape))
+
+
+def f32(vals, shape=None):
+    a = np.asarray(vals, dtype=np.float32)
+    if shape is not None:
+        a = a.reshape(shape)
+    return ("F32", a.view(np.uint32))
+
+
+def expect(d, T, r, **kw):
+    return ref.expected_params(d, T, r, kw.get("ep", 1), kw.get("mtp"))
+
+
+def run_cli(*args):
+    p = subprocess.run([sys.executable, REF] + list(args), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, universal_newlines=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+# ---- Llama: kv_heads < T, vocab not divisible by T, two shards + index ------------------
+
+def llama_ckpt(d, arch="LlamaForCausalLM", H=8, nh=4, kvh=2, hd=None, V=10, I=12, L=2,
+               qkv_bias=False, qk_norm=False, tie=False, extra_cfg=None):
+    hd_eff = hd or H // nh
+    cfg = {"architectures": [arch], "hidden_size": H, "num_attention_heads": nh,
+           "num_key_value_heads": kvh, "vocab_size": V, "intermediate_size": I,
+           "num_hidden_layers": L, "tie_word_embeddings": tie}
+    if hd:
+        cfg["head_dim"] = hd
+    cfg.update(extra_cfg or {})
+    t = {"model.embed_tokens.weight": bf16(V, H)}
+    for i in range(L):
+        p = "model.layers.%d." % i
+        t[p + "input_layernorm.weight"] = bf16(H)
+        t[p + "self_attn.q_proj.weight"] = bf16(nh * hd_eff, H)
+        t[p + "self_attn.k_proj.weight"] = bf16(kvh * hd_eff, H)
+        t[p + "self_attn.v_proj.weight"] = bf16(kvh * hd_eff, H)
+        if qkv_bias:
+            t[p + "self_attn.q_proj.bias"] = bf16(nh * hd_eff)
+            t[p + "self_attn.k_proj.bias"] = bf16(kvh * hd_eff)
+            t[p + "self_attn.v_proj.bias"] = bf16(kvh * hd_eff)
+        if qk_norm:
+            t[p + "self_attn.q_norm.weight"] = bf16(hd_eff)
+            t[p + "self_attn.k_norm.weight"] = bf16(hd_eff)
+        t[p + "self_attn.o_proj.weight"] = bf16(H, nh * hd_eff)
+        t[p + "self_attn.rotary_emb.inv_freq"] = f32(np.arange(hd_eff // 2))
+        t[p + "post_attention_layernorm.weight"] = bf16(H)
+        t[p + "mlp.gate_proj.weight"] = bf16(I, H)
+        t[p + "mlp.up_proj.weight"] = bf16(I, H)
+        t[p + "mlp.down_proj.weight"] = bf16(H, I)
+    t["model.norm.weight"] = f32(np.linspace(0.5, 1.5, H))
+    if not tie:
+        t["lm_head.weight"] = bf16(V, H)
+    write_ckpt(d, cfg, t, shards=2)
+    return cfg, t
+
+
+def test_llama(tmp):
+    d = os.path.join(tmp, "llama")
+    _, t = llama_ckpt(d)
+    T, r = 4, 1
+    e = expect(d, T, r)
+    q = t["model.layers.0.self_attn.q_proj.weight"][1]
+    k = t["model.layers.0.self_attn.k_proj.weight"][1]
+    v = t["model.layers.0.self_attn.v_proj.weight"][1]
+    # q: 8 rows / 4 ranks -> rows 2..3; kv_heads 2 < T 4: each head repeated twice,
+    # rank 1 gets head 0 (rows 0..1 with head_dim 2).
+    want = np.concatenate([q[2:4], k[0:2], v[0:2]])
+    eq(e["model.layers.0.self_attn.qkv_proj.weight"], ("BF16", want), "llama qkv rank1/4")
+    e2 = expect(d, T, 2)
+    want2 = np.concatenate([q[4:6], k[2:4], v[2:4]])
+    eq(e2["model.layers.0.self_attn.qkv_proj.weight"], ("BF16", want2), "llama qkv rank2/4 (head 1)")
+    e3 = expect(d, T, 3)
+    want3 = np.concatenate([q[6:8], k[2:4], v[2:4]])
+    eq(e3["model.layers.0.self_attn.qkv_proj.weight"], ("BF16", want3), "llama qkv rank3/4 (head 1)")
+    # o_proj row-parallel: columns 2..3.
+    o = t["model.layers.1.self_attn.o_proj.weight"][1]
+    eq(e["model.layers.1.self_attn.o_proj.weight"], ("BF16", o[:, 2:4]), "llama o_proj cols")
+    # gate_up: I=12/4 = 3 rows each.
+    g = t["model.layers.1.mlp.gate_proj.weight"][1]
+    u = t["model.layers.1.mlp.up_proj.weight"][1]
+    eq(e["model.layers.1.mlp.gate_up_proj.weight"], ("BF16", np.concatenate([g[3:6], u[3:6]])),
+       "llama gate_up")
+    dn = t["model.layers.1.mlp.down_proj.weight"][1]
+    eq(e["model.layers.1.mlp.down_proj.weight"], ("BF16", dn[:, 3:6]), "llama down cols")
+    # norms replicated, F32 bits kept.
+    eq(e["model.norm.weight"], t["model.norm.weight"], "llama final norm F32 replicated")
+    eq(e["model.layers.0.input_layernorm.weight"], t["model.layers.0.input_layernorm.weight"],
+       "llama input_layernorm")
+    # vocab: V=10, T=4 -> blocks of 3; rank 1 rows 3..5; rank 3 row 9 + 2 zero rows.
+    emb = t["model.embed_tokens.weight"][1]
+    eq(e["model.embed_tokens.weight"], ("BF16", emb[3:6]), "llama embed rank1")
+    pad = np.zeros((3, 8), np.uint16)
+    pad[0] = emb[9]
+    eq(e3["model.embed_tokens.weight"], ("BF16", pad), "llama embed rank3 zero-padded")
+    lm = t["lm_head.weight"][1]
+    pad2 = np.zeros((3, 8), np.uint16)
+    pad2[0] = lm[9]
+    eq(e3["lm_head.weight"], ("BF16", pad2), "llama lm_head rank3 zero-padded (untied)")
+    names = set(e)
+    check(not any("inv_freq" in n for n in names), "inv_freq not a parameter")
+    want_names = {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"}
+    for i in range(2):
+        p = "model.layers.%d." % i
+        want_names |= {p + s for s in ("input_layernorm.weight", "self_attn.qkv_proj.weight",
+                                        "self_attn.o_proj.weight", "post_attention_layernorm.weight",
+                                        "mlp.gate_up_proj.weight", "mlp.down_proj.weight")}
+    check(names == want_names, "llama param names: extra %s missing %s"
+          % (sorted(names - want_names), sorted(want_names - names)))
+    # T=1 is the identity on everything but fusion.
+    e1 = expect(d, 1, 0)
+    eq(e1["model.embed_tokens.weight"], t["model.embed_tokens.weight"], "llama T=1 embed")
+    # kv_heads >= T: T=2, each rank 1 head.
+    eT2 = expect(d, 2, 1)
+    eq(eT2["model.layers.0.self_attn.qkv_proj.weight"],
+       ("BF16", np.concatenate([q[4:8], k[2:4], v[2:4]])), "llama qkv rank1/2 kv>=T")
+
+    # ---- CLI round trip ----
+    out = os.path.join(tmp, "llama_r1.safetensors")
+    rc, so, se = run_cli("expect", d, "--tp-size", "4", "--tp-rank", "1", "--out", out)
+    check(rc == 0, "cli expect rc=%d %s" % (rc, se))
+    rc, so, se = run_cli("check", d, out, "--tp-size", "4", "--tp-rank", "1")
+    check(rc == 0 and "0 mismatches" in so, "cli check identical: rc=%d %s %s" % (rc, so, se))
+    # written file sorted by name and parseable by our own reader
+    with open(out, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        hdr = json.loads(f.read(n))
+    keys = [k for k in hdr if k != "__metadata__"]
+    check(keys == sorted(keys), "expect output sorted by name")
+    offs = [hdr[k]["data_offsets"] for k in keys]
+    check(all(offs[i][1] == offs[i + 1][0] for i in range(len(offs) - 1)), "offsets contiguous")
+    # tamper one byte of qkv_proj
+    qn = "model.layers.0.self_attn.qkv_proj.weight"
+    data_start = 8 + n
+    pos = data_start + hdr[qn]["data_offsets"][0] + 5
+    bad = os.path.join(tmp, "llama_bad.safetensors")
+    with open(out, "rb") as f:
+        blob = bytearray(f.read())
+    blob[pos] ^= 0xFF
+    with open(bad, "wb") as f:
+        f.write(blob)
+    rc, so, se = run_cli("check", d, bad, "--tp-size", "4", "--tp-rank", "1")
+    check(rc == 1 and (qn + ": bytes differ at offset 5") in so and "1 mismatches" in so,
+          "cli check tampered: rc=%d %s" % (rc, so))
+    # wrong rank: shapes equal, bytes differ / wrong layout
+    rc, so, se = run_cli("check", d, out, "--tp-size", "4", "--tp-rank", "2")
+    check(rc == 1, "cli check other rank mismatches rc=%d" % rc)
+    # missing + extra + dtype differences
+    tens = {}
+    for k in keys:
+        a, b = hdr[k]["data_offsets"]
+        tens[k] = (hdr[k]["dtype"], np.frombuffer(bytes(blob[data_start + a:data_start + b]),
+                                                  dtype=np.uint8))
+    blob[pos] ^= 0xFF
+    mod = {}
+    for k in keys:
+        a, b = hdr[k]["data_offsets"]
+        raw = np.frombuffer(bytes(blob[data_start + a:data_start + b]),
+                            dtype=ref.raw_dtype(hdr[k]["dtype"])).reshape(hdr[k]["shape"])
+        mod[k] = (hdr[k]["dtype"], raw)
+    del mod["model.norm.weight"]
+    mod["extra.weight"] = bf16(2)
+    mod["lm_head.weight"] = ("F16", mod["lm_head.weight"][1])
+    mod["model.layers.0.input_layernorm.weight"] = ("BF16", np.zeros((4,), np.uint16))
+    bad2 = os.path.join(tmp, "llama_bad2.safetensors")
+    write_st(bad2, mod)
+    rc, so, se = run_cli("check", d, bad2, "--tp-size", "4", "--tp-rank", "1")
+    check(rc == 1 and "model.norm.weight: missing from dump" in so
+          and "extra.weight: unexpected in dump" in so
+          and "lm_head.weight: dtype F16, expected BF16" in so
+          and "model.layers.0.input_layernorm.weight: shape [4], expected [8]" in so
+          and "4 mismatches" in so, "cli check mixed mismatches: rc=%d\n%s" % (rc, so))
+    # bad inputs -> 2
+    rc, so, se = run_cli("check", d, os.path.join(tmp, "nope.safetensors"), "--tp-size", "4", "--tp-rank", "1")
+    check(rc == 2, "cli missing dump rc=%d" % rc)
+    rc, so, se = run_cli("expect", os.path.join(tmp, "nodir"), "--tp-size", "1", "--tp-rank", "0",
+                         "--out", os.path.join(tmp, "x.safetensors"))
+    check(rc == 2, "cli missing dir rc=%d" % rc)
+    rc, so, se = run_cli("expect", d, "--tp-size", "4", "--tp-rank", "4", "--out", out)
+    check(rc == 2, "cli bad rank rc=%d" % rc)
+    rc, so, se = run_cli("expect", d, "--tp-size", "3", "--tp-rank", "0", "--out", out)
+    check(rc == 2, "cli T not multiple of kv heads rc=%d" % rc)
+    junk = os.path.join(tmp, "junk.safetensors")
+    with open(junk, "wb") as f:
+        f.write(struct.pack("<Q", 1 << 40) + b"{}")
+    rc, so, se = run_cli("check", d, junk, "--tp-size", "4", "--tp-rank", "1")
+    check(rc == 2, "cli malformed dump rc=%d" % rc)
+    rc, so, se = run_cli("check", d)
+    check(rc == 2, "cli bad usage rc=%d" % rc)
+    # index naming a missing shard -> 2
+    d2 = os.path.join(tmp, "llama_broken")
+    llama_ckpt(d2)
+    os.remove(os.path.join(d2, "model-00002-of-00002.safetensors"))
+    rc, so, se = run_cli("expect", d2, "--tp-size", "1", "--tp-rank", "0", "--out", out)
+    check(rc == 2 and "model-00002-of-00002" in se, "cli index missing shard rc=%d %s" % (rc, se))
+
+
+def test_qwen2(tmp):
+    d = os.path.join(tmp, "qwen2")
+    _, t = llama_ckpt(d, arch="Qwen2ForCausalLM", H=8, nh=4, kvh=4, V=8, I=8, L=1, qkv_bias=True)
+    e = expect(d, 2, 1)
+    p = "model.layers.0.self_attn."
+    qb, kb, vb = (t[p + x + "_proj.bias"][1] for x in "qkv")
+    # kv_heads 4 >= T 2: rank 1 gets heads 2,3 (rows 4..7 with head_dim 2)
+    eq(e[p + "qkv_proj.bias"], ("BF16", np.concatenate([qb[4:8], kb[4:8], vb[4:8]])), "qwen2 qkv bias")
+    q, k, v = (t[p + x + "_proj.weight"][1] for x in "qkv")
+    eq(e[p + "qkv_proj.weight"], ("BF16", np.concatenate([q[4:8], k[4:8], v[4:8]])), "qwen2 qkv weight")
+    check(p + "o_proj.bias" not in e, "qwen2 has no o_proj.bias")
+    # missing bias -> error
+    d2 = os.path.join(tmp, "qwen2_nobias")
+    llama_ckpt(d2, arch="Qwen2ForCausalLM", kvh=4, L=1, qkv_bias=False)
+    try:
+        expect(d2, 2, 0)
+        check(False, "qwen2 without biases must fail")
+    except ref.BadInput:
+        check(True, "")
+
+
+def test_qwen3(tmp):
+    d = os.path.join(tmp, "qwen3")
+    # head_dim 4 given explicitly (!= H/nh = 2)
+    _, t = llama_ckpt(d, arch="Qwen3ForCausalLM", H=8, nh=4, kvh=2, hd=4, V=7, I=8, L=1,
+                      qk_norm=True, tie=True)
+    e = expect(d, 2, 1)
+    check("lm_head.weight" in e, "qwen3 tied lm_head listed")
+    eq(e["lm_head.weight"], ("BF16", e["model.embed_tokens.weight"].data), "qwen3 lm_head == embed data")
+    emb = t["model.embed_tokens.weight"][1]
+    pad = np.zeros((4, 8), np.uint16)
+    pad[:3] = emb[4:7]
+    eq(e["model.embed_tokens.weight"], ("BF16", pad), "qwen3 embed rank1 padded")
+    p = "model.layers.0.self_attn."
+    eq(e[p + "q_norm.weight"], t[p + "q_norm.weight"], "qwen3 q_norm replicated")
+    eq(e[p + "k_norm.weight"], t[p + "k_norm.weight"], "qwen3 k_norm replicated")
+    q, k, v = (t[p + x + "_proj.weight"][1] for x in "qkv")
+    eq(e[p + "qkv_proj.weight"], ("BF16", np.concatenate([q[8:16], k[4:8], v[4:8]])),
+       "qwen3 qkv head_dim from config")
+    o = t[p + "o_proj.weight"][1]
+    eq(e[p + "o_proj.weight"], ("BF16", o[:, 8:16]), "qwen3 o_proj")
+
+
+def gpt2_ckpt(d, prefix, H=6, V=9, L=2, npos=5, seed_state=None):
+    cfg = {"architectures": ["GPT2LMHeadModel"], "n_embd": H, "n_layer": L, "n_head": 3,
+           "vocab_size": V, "n_positions": npos}
+    t = {}
+    t[prefix + "wte.weight"] = bf16(V, H)
+    t[prefix + "wpe.weight"] = bf16(npos, H)
+    for i in range(L):
+        p = "%sh.%d." % (prefix, i)
+        t[p + "ln_1.weight"] = bf16(H)
+        t[p + "ln_1.bias"] = bf16(H)
+        t[p + "attn.bias"] = ("U8", np.ones((1, 1, npos, npos), np.uint8))
+        t[p + "attn.c_attn.weight"] = bf16(H, 3 * H)
+        t[p + "attn.c_attn.bias"] = bf16(3 * H)
+        t[p + "attn.c_proj.weight"] = bf16(H, H)
+        t[p + "attn.c_proj.bias"] = bf16(H)
+        t[p + "ln_2.weight"] = bf16(H)
+        t[p + "ln_2.bias"] = bf16(H)
+        t[p + "mlp.c_fc.weight"] = bf16(H, 4 * H)
+        t[p + "mlp.c_fc.bias"] = bf16(4 * H)
+        t[p + "mlp.c_proj.weight"] = bf16(4 * H, H)
+        t[p + "mlp.c_proj.bias"] = bf16(H)
+    t[prefix + "ln_f.weight"] = bf16(H)
+    t[prefix + "ln_f.bias"] = bf16(H)
+    write_ckpt(d, cfg, t)
+    return t
+
+
+def test_gpt2(tmp):
+    d1 = os.path.join(tmp, "gpt2_prefix")
+    d2 = os.path.join(tmp, "gpt2_bare")
+    save = _counter[0]
+    t1 = gpt2_ckpt(d1, "transformer.")
+    _counter[0] = save
+    t2 = gpt2_ckpt(d2, "")
+    H = 6
+    T = 4  # w = ceil(6/4) = 2: ranks get [0,2) [2,4) [4,6) and an empty slice
+    for r in range(T):
+        e1 = expect(d1, T, r)
+        e2 = expect(d2, T, r)
+        check(sorted(e1) == sorted(e2) and all(e1[n].to_bytes() == e2[n].to_bytes() and
+                                               e1[n].shape == e2[n].shape for n in e1),
+              "gpt2 prefix/no-prefix identical rank %d" % r)
+    r = 1
+    e = expect(d1, T, r)
+    p = "transformer.h.1."
+    W = t1[p + "attn.c_attn.weight"][1].T  # [3H, H]
+    eq(e[p + "attn.qkv_proj.weight"], ("BF16", np.concatenate([W[2:4], W[8:10], W[14:16]])),
+       "gpt2 qkv transposed + split")
+    b = t1[p + "attn.c_attn.bias"][1]
+    eq(e[p + "attn.qkv_proj.bias"], ("BF16", np.concatenate([b[2:4], b[8:10], b[14:16]])), "gpt2 qkv bias")
+    Wo = t1[p + "attn.c_proj.weight"][1].T
+    eq(e[p + "attn.o_proj.weight"], ("BF16", Wo[:, 2:4]), "gpt2 o_proj transposed row-split")
+    eq(e[p + "attn.o_proj.bias"], t1[p + "attn.c_proj.bias"], "gpt2 o_proj bias replicated")
+    Wf = t1[p + "mlp.c_fc.weight"][1].T  # [24, 6]
+    eq(e[p + "mlp.fc.weight"], ("BF16", Wf[6:12]), "gpt2 fc transposed col-split")
+    eq(e[p + "mlp.fc.bias"], ("BF16", t1[p + "mlp.c_fc.bias"][1][6:12]), "gpt2 fc bias split")
+    Wp = t1[p + "mlp.c_proj.weight"][1].T  # [6, 24]
+    eq(e[p + "mlp.proj.weight"], ("BF16", Wp[:, 6:12]), "gpt2 proj transposed row-split")
+    eq(e[p + "mlp.proj.bias"], t1[p + "mlp.c_proj.bias"], "gpt2 proj bias replicated")
+    eq(e["transformer.wpe.weight"], t1["transformer.wpe.weight"], "gpt2 wpe replicated")
+    eq(e[p + "ln_2.bias"], t1[p + "ln_2.bias"], "gpt2 ln_2 bias")
+    eq(e["transformer.ln_f.weight"], t1["transformer.ln_f.weight"], "gpt2 ln_f")
+    wte = t1["transformer.wte.weight"][1]  # V=9, T=4 -> blocks of 3
+    eq(e["transformer.wte.weight"], ("BF16", wte[3:6]), "gpt2 wte vocab split")
+    eq(e["lm_head.weight"], ("BF16", wte[3:6]), "gpt2 lm_head tied")
+    check(not any(n.endswith("attn.bias") for n in e), "gpt2 attn.bias mask ignored")
+    e3 = expect(d2, T, 3)
+    check(e3[p + "attn.qkv_proj.weight"].shape == (0, H), "gpt2 rank3 empty qkv slice")
+    check(e3[p + "attn.o_proj.weight"].shape == (H, 0), "gpt2 rank3 empty o_proj slice")
+    pad = np.zeros((3, H), np.uint16)
+    eq(e3["transformer.wte.weight"], ("BF16", pad), "gpt2 wte rank3 all padding (V=9,T=4)")
+    n_expected = 5 + 2 * 12  # wte wpe ln_f.{w,b} lm_head + 12 per layer
+    check(len(e) == n_expected, "gpt2 param count %d != %d" % (len(e), n_expected))
+    out = os.path.join(tmp, "gpt2.safetensors")
+    rc, so, se = run_cli("expect", d2, "--tp-size", "4", "--tp-rank", "3", "--out", out)
+    rc2, so2, _ = run_cli("check", d1, out, "--tp-size", "4", "--tp-rank", "3")
+    check(rc == 0 and rc2 == 0, "gpt2 cli with empty tensors rc=%d/%d %s" % (rc, rc2, so2))
+
+
+def moe_ckpt(d, arch, E=4, I=4, H=8, L=2):
+    cfg = {"architectures": [arch], "hidden_size": H, "num_attention_heads": 2,
+           "num_key_value_heads": 2, "vocab_size": 8, "num_hidden_layers": L,
+           "intermediate_size": 6}
+    if arch == "MixtralForCausalLM":
+        cfg.update(num_local_experts=E, intermediate_size=I)
+    else:
+        cfg.update(num_experts=E, moe_intermediate_size=I, mlp_only_layers=[0], head_dim=4)
+    t = {"model.embed_tokens.weight": bf16(8, H), "lm_head.weight": bf16(8, H),
+         "model.norm.weight": bf16(H)}
+    for i in range(L):
+        p = "model.layers.%d." % i
+        t[p + "input_layernorm.weight"] = bf16(H)
+        t[p + "post_attention_layernorm.weight"] = bf16(H)
+        for x in "qkv":
+            t[p + "self_attn.%s_proj.weight" % x] = bf16(8, H)
+        t[p + "self_attn.o_proj.weight"] = bf16(H, 8)
+        if arch == "Qwen3MoeForCausalLM":
+            t[p + "self_attn.q_norm.weight"] = bf16(4)
+            t[p + "self_attn.k_norm.weight"] = bf16(4)
+        if arch == "Qwen3MoeForCausalLM" and i == 0:
+            t[p + "mlp.gate_proj.weight"] = bf16(6, H)
+            t[p + "mlp.up_proj.weight"] = bf16(6, H)
+            t[p + "mlp.down_proj.weight"] = bf16(H, 6)
+            continue
+        if arch == "MixtralForCausalLM":
+            t[p + "block_sparse_moe.gate.weight"] = bf16(E, H)
+            for j in range(E):
+                q = p + "block_sparse_moe.experts.%d." % j
+                t[q + "w1.weight"] = bf16(I, H)
+                t[q + "w3.weight"] = bf16(I, H)
+                t[q + "w2.weight"] = bf16(H, I)
+        else:
+            t[p + "mlp.gate.weight"] = bf16(E, H)
+            for j in range(E):
+                q = p + "mlp.experts.%d." % j
+                t[q + "gate_proj.weight"] = bf16(I, H)
+                t[q + "up_proj.weight"] = bf16(I, H)
+                t[q + "down_proj.weight"] = bf16(H, I)
+    write_ckpt(d, cfg, t)
+    return t
+
+
+def test_moe(tmp):
+    for arch, g, u, dn, gate in (("Qwen3MoeForCausalLM", "mlp.experts.%d.gate_proj", "mlp.experts.%d.up_proj",
+                                  "mlp.experts.%d.down_proj", "mlp.gate"),
+                                 ("MixtralForCausalLM", "block_sparse_moe.experts.%d.w1",
+                                  "block_sparse_moe.experts.%d.w3", "block_sparse_moe.experts.%d.w2",
+                                  "block_sparse_moe.gate")):
+        d = os.path.join(tmp, arch)
+        t = moe_ckpt(d, arch)
+        # T=4, P=2: moe_tp=2; rank 1 -> moe_tp_rank 0, moe_ep_rank 1 -> experts 2,3, rows 0..1
+        e = expect(d, 4, 1, ep=2)
+        p = "model.layers.1."
+        w31 = e[p + "mlp.experts.backend.w3_w1_weight"]
+        want = np.stack([np.concatenate([t[p + (u % j) + ".weight"][1][0:2],
+                                         t[p + (g % j) + ".weight"][1][0:2]]) for j in (2, 3)])
+        eq(w31, ("BF16", want), "%s w3_w1 rank1 T4 P2" % arch)
+        w2 = e[p + "mlp.experts.backend.w2_weight"]
+        want = np.stack([t[p + (dn % j) + ".weight"][1][:, 0:2] for j in (2, 3)])
+        eq(w2, ("BF16", want), "%s w2 rank1" % arch)
+        eq(e[p + "mlp.gate.weight"], t[p + gate + ".weight"], "%s router replicated" % arch)
+        # rank 2 -> moe_tp_rank 1, moe_ep_rank 0: experts 0,1, rows 2..3
+        e2 = expect(d, 4, 2, ep=2)
+        want = np.stack([np.concatenate([t[p + (u % j) + ".weight"][1][2:4],
+                                         t[p + (g % j) + ".weight"][1][2:4]]) for j in (0, 1)])
+        eq(e2[p + "mlp.experts.backend.w3_w1_weight"], ("BF16", want), "%s w3_w1 rank2" % arch)
+        check(not any(".experts." in n and "backend" not in n for n in e), "%s no raw expert names" % arch)
+        if arch == "Qwen3MoeForCausalLM":
+            check("model.layers.0.mlp.gate_up_proj.weight" in e
+                  and "model.layers.0.mlp.experts.backend.w2_weight" not in e,
+                  "qwen3moe mlp_only_layers dense")
+        check(w31.shape == (2, 4, 8) and w2.shape == (2, 8, 2), "%s expert shapes" % arch)
+
+
+def dsv3_ckpt(d, fp8, L=2, n_mtp=1):
+    H, nh, nope, rope, vd, R, qr, E, I = 8, 4, 4, 2, 4, 4, 4, 4, 4
+    cfg = {"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": H, "num_attention_heads": nh,
+           "qk_nope_head_dim": nope, "qk_rope_head_dim": rope, "v_head_dim": vd,
+           "kv_lora_rank": R, "q_lora_rank": qr, "num_hidden_layers": L, "vocab_size": 6,
+           "intermediate_size": 8, "moe_intermediate_size": I, "n_routed_experts": E,
+           "n_shared_experts": 1, "first_k_dense_replace": 1, "moe_layer_freq": 1,
+           "num_nextn_predict_layers": n_mtp}
+    if fp8:
+        cfg["quantization_config"] = {"quant_method": "fp8", "weight_block_size": [2, 2],
+                                      "fmt": "e4m3", "activation_scheme": "dynamic"}
+    t = {"model.embed_tokens.weight": bf16(6, H), "model.norm.weight": bf16(H),
+         "lm_head.weight": bf16(6, H)}
+
+    def lin(name, o, i):
+        if fp8:
+            t[name + ".weight"] = u8("F8_E4M3", o, i)
+            t[name + ".weight_scale_inv"] = f32(np.arange(-(-o // 2) * -(-i // 2)) + 0.5 + _counter[0],
+                                                (-(-o // 2), -(-i // 2)))
+            _counter[0] += 7
+        else:
+            t[name + ".weight"] = bf16(o, i)
+
+    for i in range(L + n_mtp):
+        p = "model.layers.%d." % i
+        t[p + "input_layernorm.weight"] = bf16(H)
+        t[p + "post_attention_layernorm.weight"] = bf16(H)
+        lin(p + "self_attn.q_a_proj", qr, H)
+        t[p + "self_attn.q_a_layernorm.weight"] = bf16(qr)
+        lin(p + "self_attn.q_b_proj", nh * (nope + rope), qr)
+        lin(p + "self_attn.kv_a_proj_with_mqa", R + rope, H)
+        t[p + "self_attn.kv_a_layernorm.weight"] = bf16(R)
+        lin(p + "self_attn.kv_b_proj", nh * (nope + vd), R)
+        lin(p + "self_attn.o_proj", H, nh * vd)
+        if i == 0:
+            lin(p + "mlp.gate_proj", 8, H)
+            lin(p + "mlp.up_proj", 8, H)
+            lin(p + "mlp.down_proj", H, 8)
+        else:
+            t[p + "mlp.gate.weight"] = bf16(E, H)
+            t[p + "mlp.gate.e_score_correction_bias"] = f32(np.arange(E) * 0.25)
+            lin(p + "mlp.shared_experts.gate_proj", I, H)
+            lin(p + "mlp.shared_experts.up_proj", I, H)
+            lin(p + "mlp.shared_experts.down_proj", H, I)
+            for j in range(E):
+                lin(p + "mlp.experts.%d.gate_proj" % j, I, H)
+                lin(p + "mlp.experts.%d.up_proj" % j, I, H)
+                lin(p + "mlp.experts.%d.down_proj" % j, H, I)
+        if i >= L:
+            t[p + "embed_tokens.weight"] = bf16(6, H)
+            t[p + "enorm.weight"] = bf16(H)
+            t[p + "hnorm.weight"] = bf16(H)
+            t[p + "eh_proj.weight"] = bf16(H, 2 * H)
+            t[p + "shared_head.norm.weight"] = bf16(H)
+            t[p + "shared_head.head.weight"] = bf16(6, H)
+    write_ckpt(d, cfg, t)
+    return t
+
+
+def test_dsv3(tmp):
+    for fp8 in (False, True):
+        d = os.path.join(tmp, "dsv3_%s" % ("fp8" if fp8 else "bf16"))
+        t = dsv3_ckpt(d, fp8)
+        dt = "F8_E4M3" if fp8 else "BF16"
+        tag = "dsv3 fp8" if fp8 else "dsv3 bf16"
+        T, r = 2, 1
+        e = expect(d, T, r)
+        p = "model.layers.1.self_attn."
+        eq(e[p + "fused_a.weight"], (dt, np.concatenate([t[p + "q_a_proj.weight"][1],
+                                                         t[p + "kv_a_proj_with_mqa.weight"][1]])),
+           tag + " fused_a")
+        kvb = t[p + "kv_b_proj.weight"][1].reshape(4, 8, 4)[2:4]  # heads 2,3
+        kn, vv = kvb[:, :4], kvb[:, 4:]
+        eq(e[p + "kv_b_proj.weight"], (dt, np.concatenate([kn.reshape(8, 4), vv.reshape(8, 4)])),
+           tag + " kv_b_proj")
+        eq(e[p + "k_b_proj_trans"], (dt, kn.transpose(0, 2, 1)), tag + " k_b_proj_trans [Hl,R,nope]")
+        eq(e[p + "v_b_proj"], (dt, vv), tag + " v_b_proj [Hl,v,R]")
+        qb = t[p + "q_b_proj.weight"][1]  # [24, 4] -> rows 12..23
+        eq(e[p + "q_b_proj.weight"], (dt, qb[12:24]), tag + " q_b_proj")
+        o = t[p + "o_proj.weight"][1]  # [8, 16] -> cols 8..15
+        eq(e[p + "o_proj.weight"], (dt, o[:, 8:16]), tag + " o_proj")
+        m = "model.layers.1.mlp."
+        eq(e[m + "gate.e_score_correction_bias"], t[m + "gate.e_score_correction_bias"], tag + " e_score bias")
+        sg, su = t[m + "shared_experts.gate_proj.weight"][1], t[m + "shared_experts.up_proj.weight"][1]
+        eq(e[m + "shared_experts.gate_up_proj.weight"], (dt, np.concatenate([sg[2:4], su[2:4]])),
+           tag + " shared experts gate_up")
+        # experts: T=2, P=1 -> all 4 experts, moe_tp_rank 1 -> rows 2..3
+        w31 = np.stack([np.concatenate([t[m + "experts.%d.up_proj.weight" % j][1][2:4],
+                                        t[m + "experts.%d.gate_proj.weight" % j][1][2:4]]) for j in range(4)])
+        eq(e[m + "experts.backend.w3_w1_weight"], (dt, w31), tag + " experts w3_w1")
+        dm = "model.layers.0.mlp."
+        eq(e[dm + "down_proj.weight"], (dt, t[dm + "down_proj.weight"][1][:, 4:8]), tag + " dense down")
+        if fp8:
+            s = t[p + "kv_b_proj.weight_scale_inv"][1].reshape(4, 4, 2)[2:4]  # [H,(nope+v)/2,R/2]
+            ks, vs = s[:, :2], s[:, 2:]
+            eq(e[p + "kv_b_proj.weight_scale_inv"], ("F32", np.concatenate([ks.reshape(4, 2), vs.reshape(4, 2)])),
+               tag + " kv_b scale")
+            eq(e[p + "k_b_proj_trans_scale"], ("F32", ks.transpose(0, 2, 1)), tag + " k_b_proj_trans_scale")
+            eq(e[p + "v_b_proj_scale"], ("F32", vs), tag + " v_b_proj_scale")
+            eq(e[p + "fused_a.weight_scale_inv"],
+               ("F32", np.concatenate([t[p + "q_a_proj.weight_scale_inv"][1],
+                                       t[p + "kv_a_proj_with_mqa.weight_scale_inv"][1]])), tag + " fused_a scale")
+            eq(e[p + "q_b_proj.weight_scale_inv"], ("F32", t[p + "q_b_proj.weight_scale_inv"][1][6:12]),
+               tag + " q_b scale rows")
+            eq(e[p + "o_proj.weight_scale_inv"], ("F32", t[p + "o_proj.weight_scale_inv"][1][:, 4:8]),
+               tag + " o_proj scale cols")
+            ws = np.stack([np.concatenate([t[m + "experts.%d.up_proj.weight_scale_inv" % j][1][1:2],
+                                           t[m + "experts.%d.gate_proj.weight_scale_inv" % j][1][1:2]])
+                           for j in range(4)])
+            eq(e[m + "experts.backend.w3_w1_weight_scale_inv"], ("F32", ws), tag + " experts w3_w1 scale")
+            w2s = np.stack([t[m + "experts.%d.down_proj.weight_scale_inv" % j][1][:, 1:2] for j in range(4)])
+            eq(e[m + "experts.backend.w2_weight_scale_inv"], ("F32", w2s), tag + " experts w2 scale")
+        else:
+            check(not any(n.endswith("scale_inv") or n.endswith("_scale") for n in e), tag + " no scales")
+        # MTP default K=1: model layer 2 from checkpoint layer 2.
+        check("model.layers.2.eh_proj.weight" in e and "model.layers.3.eh_proj.weight" not in e,
+              tag + " MTP default K")
+        mt = t["model.layers.2.shared_head.head.weight"][1]
+        eq(e["model.layers.2.shared_head.head.weight"], ("BF16", mt[3:6]), tag + " MTP shared_head vocab")
+        eq(e["model.layers.2.enorm.weight"], t["model.layers.2.enorm.weight"], tag + " MTP enorm")
+        # K=3 > n_mtp=1: layers 2,3,4 all load checkpoint layer 2.
+        e3 = expect(d, T, r, mtp=3)
+        same = True
+        for n in e3:
+            if n.startswith("model.layers.2."):
+                for L2 in (3, 4):
+                    n2 = "model.layers.%d." % L2 + n[len("model.layers.2."):]
+                    same = same and n2 in e3 and e3[n2].to_bytes() == e3[n].to_bytes()
+        check(same and "model.layers.5.enorm.weight" not in e3, tag + " MTP sharing K=3")
+        e0 = expect(d, T, r, mtp=0)
+        check(not any(n.startswith("model.layers.2.") for n in e0), tag + " MTP K=0")
+        # P=2 with T=2: moe_tp=1 -> full rows, rank 1 -> experts 2,3
+        ep = expect(d, 2, 1, ep=2)
+        w31 = np.stack([np.concatenate([t[m + "experts.%d.up_proj.weight" % j][1],
+                                        t[m + "experts.%d.gate_proj.weight" % j][1]]) for j in (2, 3)])
+        eq(ep[m + "experts.backend.w3_w1_weight"], (dt, w31), tag + " experts EP=2")
+        out = os.path.join(tmp, "dsv3.safetensors")
+        rc, _, se = run_cli("expect", d, "--tp-size", "2", "--tp-rank", "0", "--mtp-layers", "2", "--out", out)
+        rc2, so2, _ = run_cli("check", d, out, "--tp-size", "2", "--tp-rank", "0", "--mtp-layers", "2")
+        check(rc == 0 and rc2 == 0, tag + " cli round trip %d %d %s" % (rc, rc2, se))
+
+
+def test_nvfp4(tmp):
+    """compressed-tensors NVFP4: renames, global scale inversion, splits."""
+    H, I = 32, 32
+    d = os.path.join(tmp, "nvfp4")
+    cfg = {"architectures": ["LlamaForCausalLM"], "hidden_size": H, "num_attention_heads": 2,
+           "num_key_value_heads": 2, "vocab_size": 4, "intermediate_size": I, "num_hidden_layers": 1,
+           "quantization_config": {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized"}}
+    t = {"model.embed_tokens.weight": bf16(4, H), "lm_head.weight": bf16(4, H), "model.norm.weight": bf16(H)}
+    p = "model.layers.0."
+    t[p + "input_layernorm.weight"] = bf16(H)
+    t[p + "post_attention_layernorm.weight"] = bf16(H)
+
+    def lin(name, o, i, gs=4.0):
+        t[name + ".weight_packed"] = u8("U8", o, i // 2)
+        t[name + ".weight_scale"] = u8("F8_E4M3", o, i // 16)
+        t[name + ".weight_global_scale"] = f32([gs])
+        t[name + ".input_global_scale"] = f32([2.0])
+
+    for x in "qkv":
+        lin(p + "self_attn.%s_proj" % x, H, H)
+    lin(p + "self_attn.o_proj", H, H, gs=8.0)
+    lin(p + "mlp.gate_proj", I, H)
+    lin(p + "mlp.up_proj", I, H)
+    lin(p + "mlp.down_proj", H, I)
+    write_ckpt(d, cfg, t)
+    e = expect(d, 2, 1)
+    a = p + "self_attn."
+    qw = [t[a + "%s_proj.weight_packed" % x][1] for x in "qkv"]
+    eq(e[a + "qkv_proj.weight"], ("U8", np.concatenate([qw[0][16:32], qw[1][16:32], qw[2][16:32]])),
+       "nvfp4 qkv packed rows")
+    eq(e[a + "qkv_proj.weight_scale_2"], f32([0.25]), "nvfp4 weight_scale_2 = 1/global")
+    eq(e[a + "qkv_proj.input_scale"], f32([0.5]), "nvfp4 input_scale = 1/input_global")
+    ow = t[a + "o_proj.weight_packed"][1]  # [32, 16] packed bytes -> cols 8..15
+    eq(e[a + "o_proj.weight"], ("U8", ow[:, 8:16]), "nvfp4 o_proj packed-byte columns")
+    os_ = t[a + "o_proj.weight_scale"][1]  # [32, 2] -> col 1
+    eq(e[a + "o_proj.weight_scale"], ("F8_E4M3", os_[:, 1:2]), "nvfp4 o_proj weight_scale columns")
+    eq(e[a + "o_proj.weight_scale_2"], f32([0.125]), "nvfp4 o_proj global replicated + inverted")
+    # dense layer with a zero global scale -> error; differing fused scales -> error
+    t2 = dict(t)
+    t2[a + "o_proj.weight_global_scale"] = f32([0.0])
+    d2 = os.path.join(tmp, "nvfp4_bad")
+    write_ckpt(d2, cfg, t2)
+    rc, _, se = run_cli("list", d2, "--tp-size", "2", "--tp-rank", "0")
+    check(rc == 2 and "o_proj.weight_global_scale" in se, "nvfp4 dense zero global scale -> 2 (%s)" % se)
+    t3 = dict(t)
+    t3[a + "k_proj.weight_global_scale"] = f32([3.0])
+    d3 = os.path.join(tmp, "nvfp4_bad2")
+    write_ckpt(d3, cfg, t3)
+    rc, _, se = run_cli("list", d3, "--tp-size", "2", "--tp-rank", "0")
+    check(rc == 2 and "k_proj" in se, "nvfp4 differing fused global scales -> 2 (%s)" % se)
+    # MoE experts: non-positive / NaN global scale -> 0 (not an error)
+    x = ref.invert_global_scale("k", ref.Tensor("F32", np.array([4.0, 0.0, -1.0, np.nan, np.inf],
+                                                              np.float32).view(np.uint32)), strict=False)
+    check(list(x.data.view(np.float32)) == [0.25, 0.0, 0.0, 0.0, 0.0], "nvfp4 lenient inversion")
+
+
+def test_shard_rule():
+    check(ref.shard_range(10, 4, 0) == (0, 3) and ref.shard_range(10, 4, 3) == (9, 10),
+          "shard rule 10/4")
+    check(ref.shard_range(5, 4, 3) == (5, 5), "shard rule empty last slice")
+    check(ref.shard_range(8, 4, 2) == (4, 6), "shard rule even")
+
+
+def main():
+    test_shard_rule()
+    with tempfile.TemporaryDirectory() as tmp:
+        test_llama(tmp)
+        test_qwen2(tmp)
+        test_qwen3(tmp)
+        test_gpt2(tmp)
+        test_moe(tmp)
+        test_dsv3(tmp)
+        test_nvfp4(tmp)
+    print("%d checks, %d failures" % (CHECKS[0], len(FAILS)))
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
