@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <mutex>
 #include <set>
 #include <unordered_map>
 
@@ -112,16 +113,26 @@ void resolve_span(PlannedPiece& p) {
 
 }  // namespace
 
+struct LoadPlan::IdCache {
+  std::once_flag once;
+  std::string id;
+};
+
 LoadPlan LoadPlan::build(const ModelSpec& spec, const Catalog& catalog, const RenameTable& renames, const Layout& layout,
                          const PlanOptions& options) {
+  return build(spec, catalog, renames.apply(catalog), layout, options);
+}
+
+LoadPlan LoadPlan::build(const ModelSpec& spec, const Catalog& catalog, const RenamedCatalog& renamed, const Layout& layout,
+                         const PlanOptions& options) {
   LoadPlan plan;
+  plan.id_cache_ = std::make_shared<IdCache>();
   plan.plugin_ = spec.plugin;
   plan.architecture_ = spec.architecture;
   plan.layout_ = layout;
   plan.catalog_id_ = catalog.content_id();
   plan.catalog_tensors_ = catalog.size();
   plan.readers_.assign(catalog.size(), 0);
-  const RenamedCatalog renamed = renames.apply(catalog);
   plan.ignored_ = renamed.ignored().size();
   auto problem = [&plan](PlanProblem::Kind kind, std::string key, std::string message) {
     plan.problems_.push_back({kind, std::move(key), std::move(message)});
@@ -299,8 +310,6 @@ LoadPlan LoadPlan::build(const ModelSpec& spec, const Catalog& catalog, const Re
   };
   std::stable_sort(plan.read_order_.begin(), plan.read_order_.end(), [&](size_t a, size_t b) { return key_of(a) < key_of(b); });
 
-  std::string json = plan.to_json();
-  plan.plan_id_ = sha256_hex(json);
   return plan;
 }
 
@@ -338,9 +347,16 @@ std::string LoadPlan::coverage() const {
   return s;
 }
 
-std::string LoadPlan::to_json() const {
+std::string LoadPlan::plan_id() const {
+  std::call_once(id_cache_->once, [this] { id_cache_->id = sha256_hex(json_text(false)); });
+  return id_cache_->id;
+}
+
+std::string LoadPlan::to_json() const { return json_text(true); }
+
+std::string LoadPlan::json_text(bool with_id) const {
   std::string o = "{\"format\":\"wmap-plan\",\"version\":1";
-  if (!plan_id_.empty()) o += ",\"plan_id\":\"" + plan_id_ + "\"";
+  if (with_id) o += ",\"plan_id\":\"" + plan_id() + "\"";
   o += ",\"catalog_id\":\"" + catalog_id_ + "\",\"plugin\":" + json_string(plugin_) +
        ",\"architecture\":" + json_string(architecture_);
   o += ",\"layout\":{\"tp_size\":" + std::to_string(layout_.tp_size) + ",\"tp_rank\":" + std::to_string(layout_.tp_rank) +

@@ -19,11 +19,11 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 class RenamedProbe final : public KeyProbe {
  public:
-  explicit RenamedProbe(RenamedCatalog renamed) : renamed_(std::move(renamed)) {}
+  explicit RenamedProbe(const RenamedCatalog& renamed) : renamed_(renamed) {}
   bool contains(std::string_view key) const override { return renamed_.find(key) != nullptr; }
 
  private:
-  RenamedCatalog renamed_;
+  const RenamedCatalog& renamed_;
 };
 
 // x > 0 ? 1/x : 0 in fp32, with NaN/Inf -> 0 (experts' global scales).
@@ -140,11 +140,12 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
       throw Error(ErrorCode::kUnsupported, msg);
     }
   }
-  RenamedProbe probe(out->renames.apply(out->catalog));
+  const RenamedCatalog renamed = out->renames.apply(out->catalog);
+  RenamedProbe probe(renamed);
   out->spec = plugins_.build_spec(*out->plugin, out->config, options_.layout, probe);
   if (out->spec.plugin.empty()) out->spec.plugin = out->plugin->name;
   if (out->spec.architecture.empty()) out->spec.architecture = out->architecture;
-  out->plan = std::make_unique<LoadPlan>(LoadPlan::build(out->spec, out->catalog, out->renames, options_.layout));
+  out->plan = std::make_unique<LoadPlan>(LoadPlan::build(out->spec, out->catalog, renamed, options_.layout));
   out->plan_seconds = seconds_since(t0);
   return out;
 }

@@ -721,8 +721,6 @@ class DeepseekV3Builder(Builder):
         self.nope = need(cfg, "qk_nope_head_dim")
         self.vdim = need(cfg, "v_head_dim")
         self.R = need(cfg, "kv_lora_rank")
-        if cfg.get("q_lora_rank") is None:
-            raise BadInput("config.json: q_lora_rank null (no q_a_proj) is not covered by the spec")
         if self.nh % lay.T:
             raise BadInput("num_attention_heads %d not divisible by tp_size %d" % (self.nh, lay.T))
         n_mtp = cfg_get(cfg, "num_nextn_predict_layers", 0)
@@ -772,16 +770,22 @@ class DeepseekV3Builder(Builder):
         self.rep(d + "input_layernorm.weight", s + "input_layernorm.weight")
         self.rep(d + "post_attention_layernorm.weight", s + "post_attention_layernorm.weight")
         sa, da = s + "self_attn.", d + "self_attn."
-        # fused_a = concat(q_a_proj, kv_a_proj_with_mqa), replicated.
-        qa = load_linear(ck, q, sa + "q_a_proj")
         kva = load_linear(ck, q, sa + "kv_a_proj_with_mqa")
-        emit(self.params, da + "fused_a",
-             fuse([{k: v[1] for k, v in qa.parts.items()}, {k: v[1] for k, v in kva.parts.items()}],
-                  [qa.name, kva.name], da + "fused_a"))
-        self.rep(da + "q_a_layernorm.weight", sa + "q_a_layernorm.weight")
+        if cfg.get("q_lora_rank") is None:
+            # V2-Lite style: q_proj column-parallel; kv_a_proj_with_mqa alone, replicated.
+            emit(self.params, da + "q_proj",
+                 split_linear(load_linear(ck, q, sa + "q_proj"), q, 0, lay.T, lay.r))
+            emit(self.params, da + "kv_a_proj_with_mqa", {k: v[1] for k, v in kva.parts.items()})
+        else:
+            # fused_a = concat(q_a_proj, kv_a_proj_with_mqa), replicated.
+            qa = load_linear(ck, q, sa + "q_a_proj")
+            emit(self.params, da + "fused_a",
+                 fuse([{k: v[1] for k, v in qa.parts.items()}, {k: v[1] for k, v in kva.parts.items()}],
+                      [qa.name, kva.name], da + "fused_a"))
+            self.rep(da + "q_a_layernorm.weight", sa + "q_a_layernorm.weight")
+            emit(self.params, da + "q_b_proj",
+                 split_linear(load_linear(ck, q, sa + "q_b_proj"), q, 0, lay.T, lay.r))
         self.rep(da + "kv_a_layernorm.weight", sa + "kv_a_layernorm.weight")
-        emit(self.params, da + "q_b_proj",
-             split_linear(load_linear(ck, q, sa + "q_b_proj"), q, 0, lay.T, lay.r))
         emit(self.params, da + "o_proj",
              split_linear(load_linear(ck, q, sa + "o_proj"), q, 1, lay.T, lay.r))
         self.kv_b(da, sa)

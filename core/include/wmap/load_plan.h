@@ -7,6 +7,7 @@
 // The plan points into the Catalog it was built from, which must outlive it.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,9 @@ class LoadPlan {
  public:
   static LoadPlan build(const ModelSpec& spec, const Catalog& catalog, const RenameTable& renames,
                         const Layout& layout, const PlanOptions& options = {});
+  // The same, with the catalog already renamed (the loader renames once for probe and plan).
+  static LoadPlan build(const ModelSpec& spec, const Catalog& catalog, const RenamedCatalog& renamed,
+                        const Layout& layout, const PlanOptions& options = {});
 
   bool ok() const { return problems_.empty(); }
   const std::vector<PlanProblem>& problems() const { return problems_; }
@@ -73,7 +77,8 @@ class LoadPlan {
   // Checkpoint tensors nothing reads (and not ignored or declared skipped), by source key.
   const std::vector<std::string>& unconsumed() const { return unconsumed_; }
 
-  const std::string& plan_id() const { return plan_id_; }
+  // SHA-256 of the plan's JSON (without the id itself); computed on first use.
+  std::string plan_id() const;
   const std::string& catalog_id() const { return catalog_id_; }
   const Layout& layout() const { return layout_; }
   uint64_t bytes_to_load() const;  // parameter bytes (aliases counted once)
@@ -91,7 +96,10 @@ class LoadPlan {
   std::vector<std::string> warnings_;
   std::vector<std::string> unconsumed_;
   size_t catalog_tensors_ = 0, ignored_ = 0, skipped_ = 0, handed_ = 0;
-  std::string plan_id_, catalog_id_;
+  std::string catalog_id_;
+  std::string json_text(bool with_id) const;
+  struct IdCache;
+  std::shared_ptr<IdCache> id_cache_;
 };
 
 }  // namespace wmap

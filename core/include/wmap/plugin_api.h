@@ -6,7 +6,10 @@
 // WMAP_DEFINE_PLUGIN, which catches everything and reports it as a message.
 //
 // Plugins link against libwmap and exchange C++ types with it, so they must be built against
-// the same core build: `core_build_id` must equal the host's wmap_core_build_id().
+// the same core build: `core_build_id` must equal the host's wmap_core_build_id(), which hashes
+// the headers whose types cross this boundary. WmapPluginInfo may only grow by fields appended
+// at its end (the host reads no further than `struct_size`). A plugin's static constructors run
+// at dlopen, before any check: do no work in them.
 
 #include <cstddef>
 #include <cstdio>
