@@ -141,8 +141,60 @@ Catalog Catalog::from_parts(std::filesystem::path root, std::vector<ShardRecord>
   return cat;
 }
 
+struct Catalog::IdCache {
+  std::once_flag once;
+  std::string id;
+};
+
+const std::string& Catalog::content_id() const {
+  std::call_once(id_->once, [this] { id_->id = sha256_hex(to_json(false)); });
+  return id_->id;
+}
+
 void Catalog::finish() {
-  std::sort(tensors_.begin(), tensors_.end(), [](const TensorRecord& a, const TensorRecord& b) { return a.name < b.name; });
+  id_ = std::make_shared<IdCache>();
+  // Sort light (name, index) keys rather than the records themselves, then move each record
+  // once into place; shards usually come in order already.
+  const size_t n = tensors_.size();
+  std::vector<std::pair<std::string_view, uint32_t>> keys;
+  keys.reserve(n);
+  for (size_t i = 0; i < n; ++i) keys.emplace_back(tensors_[i].name, static_cast<uint32_t>(i));
+  if (!std::is_sorted(keys.begin(), keys.end())) {
+    // Each shard's tensors arrive sorted: merge those runs pairwise (n log(runs) compares)
+    // rather than sorting from scratch.
+    std::vector<size_t> bounds{0};
+    for (size_t i = 1; i < n; ++i) {
+      if (keys[i] < keys[i - 1]) bounds.push_back(i);
+    }
+    bounds.push_back(n);
+    std::vector<std::pair<std::string_view, uint32_t>> scratch(n);
+    while (bounds.size() > 2) {
+      std::vector<size_t> merged{0};
+      for (size_t b = 0; b + 1 < bounds.size(); b += 2) {
+        const size_t lo = bounds[b], mid = bounds[b + 1], hi = b + 2 < bounds.size() ? bounds[b + 2] : mid;
+        std::merge(keys.begin() + lo, keys.begin() + mid, keys.begin() + mid, keys.begin() + hi, scratch.begin() + lo);
+        merged.push_back(hi);
+      }
+      keys.swap(scratch);
+      bounds.swap(merged);
+    }
+    // Apply the permutation in place, cycle by cycle: no second array of records.
+    std::vector<bool> placed(n, false);
+    for (size_t i = 0; i < n; ++i) {
+      if (placed[i] || keys[i].second == i) continue;
+      TensorRecord held = std::move(tensors_[i]);
+      for (size_t j = i;;) {
+        const size_t from = keys[j].second;
+        placed[j] = true;
+        if (from == i) {
+          tensors_[j] = std::move(held);
+          break;
+        }
+        tensors_[j] = std::move(tensors_[from]);
+        j = from;
+      }
+    }
+  }
   for (size_t i = 1; i < tensors_.size(); ++i) {
     if (tensors_[i].name == tensors_[i - 1].name) {
       const auto& a = shards_[tensors_[i - 1].shard].file;
@@ -150,7 +202,6 @@ void Catalog::finish() {
       throw Error(ErrorCode::kDuplicateTensor, "tensor '" + tensors_[i].name + "' is in both " + a + " and " + b);
     }
   }
-  content_id_ = sha256_hex(to_json(false));
 }
 
 uint64_t Catalog::total_bytes() const {
@@ -214,7 +265,7 @@ std::string Catalog::to_json(bool with_signatures) const {
   for (const auto& t : tensors_) estimate += t.name.size() + shards_[t.shard].file.size() + 120;
   out.reserve(estimate);
   out += "{\"format\":\"wmap-catalog\",\"version\":1";
-  if (with_signatures) out += ",\"content_id\":\"" + content_id_ + "\"";
+  if (with_signatures) out += ",\"content_id\":\"" + content_id() + "\"";
   out += ",\"shards\":[";
   for (size_t i = 0; i < shards_.size(); ++i) {
     const auto& s = shards_[i];

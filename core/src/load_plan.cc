@@ -130,7 +130,7 @@ LoadPlan LoadPlan::build(const ModelSpec& spec, const Catalog& catalog, const Re
   plan.plugin_ = spec.plugin;
   plan.architecture_ = spec.architecture;
   plan.layout_ = layout;
-  plan.catalog_id_ = catalog.content_id();
+  plan.catalog_ = &catalog;
   plan.catalog_tensors_ = catalog.size();
   plan.readers_.assign(catalog.size(), 0);
   plan.ignored_ = renamed.ignored().size();
@@ -357,7 +357,7 @@ std::string LoadPlan::to_json() const { return json_text(true); }
 std::string LoadPlan::json_text(bool with_id) const {
   std::string o = "{\"format\":\"wmap-plan\",\"version\":1";
   if (with_id) o += ",\"plan_id\":\"" + plan_id() + "\"";
-  o += ",\"catalog_id\":\"" + catalog_id_ + "\",\"plugin\":" + json_string(plugin_) +
+  o += ",\"catalog_id\":\"" + catalog_id() + "\",\"plugin\":" + json_string(plugin_) +
        ",\"architecture\":" + json_string(architecture_);
   o += ",\"layout\":{\"tp_size\":" + std::to_string(layout_.tp_size) + ",\"tp_rank\":" + std::to_string(layout_.tp_rank) +
        ",\"ep_size\":" + std::to_string(layout_.ep_size);

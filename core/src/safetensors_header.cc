@@ -48,6 +48,7 @@ HeaderTensor parse_tensor(std::string_view name, simdjson::dom::element value, c
       if (field.value.get_array().get(arr)) {
         fail(ErrorCode::kInvalidHeaderJson, file, "tensor " + squote(name) + ": shape is not an array");
       }
+      t.shape.reserve(arr.size());
       for (auto dim : arr) {
         uint64_t v;
         if (dim.get_uint64().get(v)) {
@@ -105,13 +106,14 @@ namespace {
 SafetensorsHeader parse_header_impl(std::string_view json, bool padded, uint64_t file_size, const std::string& file) {
   SafetensorsHeader header;
   header.header_bytes = json.size();
-  if (!simdjson::validate_utf8(json.data(), json.size())) {
-    fail(ErrorCode::kInvalidHeaderUtf8, file, "header (" + std::to_string(json.size()) + " bytes at offset 8) is not valid UTF-8");
-  }
   // One parser per thread: it keeps its buffers between headers.
   thread_local simdjson::dom::parser parser;
   simdjson::dom::element root;
   if (auto err = parser.parse(json.data(), json.size(), !padded).get(root)) {
+    // simdjson validates UTF-8 while parsing, so no separate pass is needed.
+    if (err == simdjson::UTF8_ERROR) {
+      fail(ErrorCode::kInvalidHeaderUtf8, file, "header (" + std::to_string(json.size()) + " bytes at offset 8) is not valid UTF-8");
+    }
     fail(ErrorCode::kInvalidHeaderJson, file, std::string("header is not valid JSON: ") + simdjson::error_message(err));
   }
   simdjson::dom::object obj;
@@ -185,8 +187,10 @@ SafetensorsHeader parse_header_impl(std::string_view json, bool padded, uint64_t
              " bytes (" + (data_end > file_size ? "truncated" : "trailing bytes") + ")");
   }
 
-  std::sort(header.tensors.begin(), header.tensors.end(),
-            [](const HeaderTensor& a, const HeaderTensor& b) { return a.name < b.name; });
+  auto by_name = [](const HeaderTensor& a, const HeaderTensor& b) { return a.name < b.name; };
+  if (!std::is_sorted(header.tensors.begin(), header.tensors.end(), by_name)) {
+    std::sort(header.tensors.begin(), header.tensors.end(), by_name);
+  }
   for (size_t i = 1; i < header.tensors.size(); ++i) {
     if (header.tensors[i].name == header.tensors[i - 1].name) {
       fail(ErrorCode::kDuplicateTensor, file, "tensor " + squote(header.tensors[i].name) + " appears twice in the header");

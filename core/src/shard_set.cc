@@ -21,15 +21,18 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-std::string read_text_file(const fs::path& path) {
+// Returns the file's bytes followed by `padding` zero bytes, which are part of the string's size
+// (simdjson parses in place when the input is padded).
+std::string read_text_file(const fs::path& path, size_t padding = 0) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw Error(ErrorCode::kIo, path.string() + ": cannot open for reading");
   // One read of the known size: an index can be ~10 MB (DeepSeek-R1), and growing a stringstream
   // through it costs more than parsing it.
   const std::streamoff size = in.tellg();
-  std::string text(size > 0 ? static_cast<size_t>(size) : 0, '\0');
+  const size_t n = size > 0 ? static_cast<size_t>(size) : 0;
+  std::string text(n + padding, '\0');
   in.seekg(0);
-  if (!in.read(text.data(), static_cast<std::streamsize>(text.size()))) {
+  if (!in.read(text.data(), static_cast<std::streamsize>(n))) {
     throw Error(ErrorCode::kIo, path.string() + ": read failed");
   }
   return text;
@@ -45,11 +48,20 @@ void check_shard_name(const std::string& name, const std::string& file) {
 
 }  // namespace
 
+namespace {
+ShardIndex parse_index_impl(std::string_view json, bool padded, const std::string& file, std::vector<std::string>& shard_names);
+}
+
 ShardIndex parse_shard_index(std::string_view json, const std::string& file, std::vector<std::string>& shard_names) {
+  return parse_index_impl(json, false, file, shard_names);
+}
+
+namespace {
+// `padded`: json is followed by SIMDJSON_PADDING readable bytes, so it is parsed in place.
+ShardIndex parse_index_impl(std::string_view json, bool padded, const std::string& file, std::vector<std::string>& shard_names) {
   simdjson::dom::parser parser;
-  simdjson::padded_string padded(json);
   simdjson::dom::element root;
-  if (auto err = parser.parse(padded).get(root)) {
+  if (auto err = parser.parse(json.data(), json.size(), !padded).get(root)) {
     throw Error(ErrorCode::kMalformedInput, file + ": not valid JSON: " + simdjson::error_message(err));
   }
   simdjson::dom::object weight_map;
@@ -99,6 +111,7 @@ ShardIndex parse_shard_index(std::string_view json, const std::string& file, std
   }
   return index;
 }
+}  // namespace
 
 ShardSet discover_shards(const fs::path& path, const ShardSetOptions& options) {
   std::error_code ec;
@@ -133,8 +146,9 @@ ShardSet discover_shards(const fs::path& path, const ShardSetOptions& options) {
     return set;
   }
   if (fs::exists(index_path)) {
-    const std::string text = read_text_file(index_path);
-    set.index = parse_shard_index(text, index_path.string(), set.files);
+    const std::string text = read_text_file(index_path, simdjson::SIMDJSON_PADDING);
+    set.index = parse_index_impl(std::string_view(text.data(), text.size() - simdjson::SIMDJSON_PADDING), true,
+                                 index_path.string(), set.files);
     for (const auto& f : set.files) {
       if (!fs::is_regular_file(path / f, ec)) {
         throw Error(ErrorCode::kNotFound, index_path.string() + ": names shard '" + f + "', which does not exist in " + path.string());

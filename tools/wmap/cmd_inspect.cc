@@ -49,7 +49,6 @@ int run_inspect(const InspectOptions& o) {
     e.second += t.nbytes;
   }
   std::printf("checkpoint: %s\n", cat.root().c_str());
-  std::printf("content id: %s\n", cat.content_id().c_str());
   std::printf("shards: %zu\n", cat.shards().size());
   const size_t show = cat.shards().size() <= 12 ? cat.shards().size() : 5;
   for (size_t i = 0; i < show; ++i) {
@@ -63,7 +62,9 @@ int run_inspect(const InspectOptions& o) {
     std::printf("  %-8.*s %8llu tensors  %12s\n", static_cast<int>(dtype.size()), dtype.data(),
                 static_cast<unsigned long long>(e.first), human_bytes(e.second).c_str());
   }
-  if (!o.save_catalog.empty()) std::printf("catalog saved to %s\n", o.save_catalog.c_str());
+  if (!o.save_catalog.empty()) {
+    std::printf("catalog saved to %s (content id %s)\n", o.save_catalog.c_str(), cat.content_id().c_str());
+  }
   return 0;
 }
 

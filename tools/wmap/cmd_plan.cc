@@ -18,8 +18,7 @@ int run_plan(const CommonLoadOptions& o) {
     std::printf("architecture: %s (plugin %s%s)\n", prepared->architecture.c_str(), prepared->plugin->name.c_str(),
                 prepared->mapping ? (", mapping " + prepared->mapping->file.filename().string()).c_str() : "");
     std::printf("layout: %s\n", o.tp_size ? session.options().layout.to_string().c_str() : "");
-    std::printf("catalog: %zu tensors in %zu shards (id %s)\n", prepared->catalog.size(), prepared->catalog.shards().size(),
-                prepared->catalog.content_id().substr(0, 16).c_str());
+    std::printf("catalog: %zu tensors in %zu shards\n", prepared->catalog.size(), prepared->catalog.shards().size());
     std::printf("plan: %s\n", plan.coverage().c_str());
     std::printf("bytes: %llu to load, %llu to read; catalog %.3fs, plan %.3fs\n",
                 static_cast<unsigned long long>(plan.bytes_to_load()), static_cast<unsigned long long>(plan.bytes_to_read()),

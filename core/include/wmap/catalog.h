@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -63,7 +64,8 @@ class Catalog {
 
   // SHA-256 (hex) of the canonical form: shards (file, size, header_bytes) and tensors (name,
   // dtype, shape, file, offset, nbytes). Signatures (mtime, inode) are not part of it.
-  const std::string& content_id() const { return content_id_; }
+  // Computed on first use (hashing ~16 MB for a 92k-tensor checkpoint is not free).
+  const std::string& content_id() const;
 
   const std::filesystem::path& root() const { return root_; }
   // Points a catalog loaded from JSON at the directory holding its shards.
@@ -92,7 +94,8 @@ class Catalog {
   std::filesystem::path root_;
   std::vector<ShardRecord> shards_;
   std::vector<TensorRecord> tensors_;
-  std::string content_id_;
+  struct IdCache;
+  std::shared_ptr<IdCache> id_;  // shared by copies, which have the same content
 };
 
 }  // namespace wmap

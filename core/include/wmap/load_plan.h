@@ -79,7 +79,7 @@ class LoadPlan {
 
   // SHA-256 of the plan's JSON (without the id itself); computed on first use.
   std::string plan_id() const;
-  const std::string& catalog_id() const { return catalog_id_; }
+  const std::string& catalog_id() const { return catalog_->content_id(); }
   const Layout& layout() const { return layout_; }
   uint64_t bytes_to_load() const;  // parameter bytes (aliases counted once)
   uint64_t bytes_to_read() const;  // source bytes the pieces need
@@ -96,7 +96,7 @@ class LoadPlan {
   std::vector<std::string> warnings_;
   std::vector<std::string> unconsumed_;
   size_t catalog_tensors_ = 0, ignored_ = 0, skipped_ = 0, handed_ = 0;
-  std::string catalog_id_;
+  const Catalog* catalog_ = nullptr;
   std::string json_text(bool with_id) const;
   struct IdCache;
   std::shared_ptr<IdCache> id_cache_;
