@@ -253,6 +253,25 @@ LoadPlan LoadPlan::build(const ModelSpec& spec, const Catalog& catalog, const Re
         total += out.out_bytes;
         pp.pieces.push_back(std::move(out));
       }
+      for (const auto& [a, b] : ps.must_match) {
+        const RenamedTensor* ra = renamed.find(a);
+        const RenamedTensor* rb = renamed.find(b);
+        for (const auto& [key, found] : {std::pair{a, ra}, std::pair{b, rb}}) {
+          if (!found) {
+            problem(PlanProblem::Kind::kMissing, key, "'" + key + "' is not in the checkpoint (needed by " + ps.name + ")");
+            broken = true;
+          }
+        }
+        if (ra && rb) {
+          if (ra->source->nbytes != rb->source->nbytes || ra->source->dtype != rb->source->dtype) {
+            problem(PlanProblem::Kind::kShape, b, ps.name + ": '" + a + "' and '" + b + "' must be equal but differ in dtype or size");
+            broken = true;
+          }
+          pp.must_match.emplace_back(ra->source, rb->source);
+          plan.readers_[catalog.index_of(*ra->source)]++;
+          plan.readers_[catalog.index_of(*rb->source)]++;
+        }
+      }
       pp.broken = broken || total != pp.nbytes;
       if (!broken && total != pp.nbytes) {
         problem(PlanProblem::Kind::kSpec, ps.name,
@@ -382,6 +401,13 @@ std::string LoadPlan::json_text(bool with_id) const {
          ",\"nbytes\":" + std::to_string(p.nbytes);
     if (!p.alias_of.empty()) o += ",\"alias_of\":" + json_string(p.alias_of);
     if (p.absent) o += ",\"absent\":true";
+    if (!p.must_match.empty()) {
+      o += ",\"must_match\":[";
+      for (size_t j = 0; j < p.must_match.size(); ++j) {
+        o += (j ? ",[" : "[") + json_string(p.must_match[j].first->name) + "," + json_string(p.must_match[j].second->name) + "]";
+      }
+      o += "]";
+    }
     o += ",\"pieces\":[";
     for (size_t j = 0; j < p.pieces.size(); ++j) {
       const auto& q = p.pieces[j];

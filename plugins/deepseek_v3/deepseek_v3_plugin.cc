@@ -82,7 +82,7 @@ ModuleSpec module(std::string name, std::vector<ParamSpec> params) { return {std
 // A linear's parameters under `dst` (dst.weight, dst.weight_scale_inv).
 std::vector<ParamSpec> linear(const std::string& dst, std::vector<spec::LinearSlice> slices, const DeepseekShape& s) {
   std::vector<ParamSpec> out;
-  spec::add_linear(out, dst + ".weight", dst + ".weight_scale_inv", slices, s.fp8);
+  spec::add_linear(out, dst, ".", slices, s.fp8 ? spec::LinearQuant::fp8(*s.fp8) : spec::LinearQuant::none());
   return out;
 }
 
@@ -185,7 +185,8 @@ void add_layer(ModelSpec& m, uint64_t dst_i, uint64_t src_i, const DeepseekShape
   m.modules.push_back(module(d + "mlp.gate", {spec::replicated(d + "mlp.gate.weight", c + "mlp.gate.weight", {s.experts, h}), bias}));
   if (s.shared_experts) gated_mlp(m.modules, d + "mlp.shared_experts", c + "mlp.shared_experts", s.moe_intermediate * s.shared_experts, s, l);
   m.modules.push_back({d + "mlp.experts.backend",
-                       spec::moe_experts(d + "mlp.experts.backend", c + "mlp.experts", s.experts, s.moe_intermediate, h, l, s.fp8),
+                       spec::moe_experts(d + "mlp.experts.backend", c + "mlp.experts", s.experts, s.moe_intermediate, h, l,
+                                         s.fp8 ? spec::LinearQuant::fp8(*s.fp8) : spec::LinearQuant::none()),
                        {c + "mlp.experts"}});
 }
 

@@ -26,6 +26,7 @@ struct LlamaShape {
   // MoE: experts per layer (0: dense), their intermediate size, which layers are sparse.
   uint64_t experts = 0, moe_intermediate = 0, sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;
+  bool nvfp4 = false;  // compressed-tensors NVFP4 checkpoint
 
   bool is_moe(uint64_t layer) const {
     if (experts == 0) return false;
@@ -74,6 +75,7 @@ LlamaShape read_shape(const ModelConfig& c, const Layout& l) {
   s.o_bias = !qwen2 && !qwen3 && c.get_bool("attention_bias", false);
   s.qk_norm = qwen3 || c.get_bool("use_qk_norm", false);
 
+  s.nvfp4 = c.get_string("quantization_config.quant_method", "") == "compressed-tensors";
   const uint64_t t = l.tp_size;
   if (s.heads % t != 0) {
     c.fail("num_attention_heads", std::to_string(s.heads) + " is not divisible by tp_size " + std::to_string(t));
@@ -87,28 +89,30 @@ LlamaShape read_shape(const ModelConfig& c, const Layout& l) {
   return s;
 }
 
-// concat(q rows of rank r, k heads of rank r, v heads of rank r) for weights ([rows, hidden])
-// or biases ([rows]).
-ParamSpec fused_qkv(const std::string& name, const std::string& prefix, const std::string& suffix, const LlamaShape& s,
-                    const Layout& l, bool bias) {
+// concat(q rows of rank r, k heads of rank r, v heads of rank r) of the 1-D q/k/v biases.
+ParamSpec fused_qkv_bias(const std::string& name, const std::string& prefix, const LlamaShape& s, const Layout& l) {
   const uint64_t q_rows = s.heads * s.head_dim, kv_rows = s.kv_heads * s.head_dim;
-  auto shape_of = [&](uint64_t rows) {
-    return bias ? std::vector<uint64_t>{rows} : std::vector<uint64_t>{rows, s.hidden};
-  };
   const wmap::Range q = wmap::shard_range(q_rows, l.tp_size, l.tp_rank);
   const wmap::Range kv = spec::kv_head_rows(s.kv_heads, s.head_dim, l);
   ParamSpec p;
   p.name = name;
-  p.shape = shape_of(q.size() + 2 * kv.size());
-  p.pieces.push_back(spec::rows(prefix + "q_proj." + suffix, shape_of(q_rows), q));
-  p.pieces.push_back(spec::rows(prefix + "k_proj." + suffix, shape_of(kv_rows), kv));
-  p.pieces.push_back(spec::rows(prefix + "v_proj." + suffix, shape_of(kv_rows), kv));
+  p.shape = {q.size() + 2 * kv.size()};
+  p.pieces.push_back(spec::rows(prefix + "q_proj.bias", {q_rows}, q));
+  p.pieces.push_back(spec::rows(prefix + "k_proj.bias", {kv_rows}, kv));
+  p.pieces.push_back(spec::rows(prefix + "v_proj.bias", {kv_rows}, kv));
   return p;
+}
+
+// The quantisation of one checkpoint linear: NVFP4 when the checkpoint is compressed-tensors
+// and this linear carries its packed companions (some linears, e.g. routers, stay unquantised).
+spec::LinearQuant quant_of(const LlamaShape& s, const wmap::KeyProbe& probe, const std::string& linear, bool strict) {
+  if (s.nvfp4 && probe.contains(linear + ".weight_scale")) return spec::LinearQuant::nvfp4(strict);
+  return spec::LinearQuant::none();
 }
 
 ModuleSpec module(std::string name, std::vector<ParamSpec> params) { return {std::move(name), std::move(params)}; }
 
-ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProbe&) {
+ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProbe& probe) {
   const LlamaShape s = read_shape(c, l);
   ModelSpec m;
   m.plugin = "llama";
@@ -120,14 +124,25 @@ ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProb
     const std::string p = "model.layers." + std::to_string(i) + ".";
     const std::string a = p + "self_attn.";
     m.modules.push_back(module(p + "input_layernorm", {spec::replicated(p + "input_layernorm.weight", p + "input_layernorm.weight", {h})}));
-    std::vector<ParamSpec> qkv{fused_qkv(a + "qkv_proj.weight", a, "weight", s, l, false)};
-    if (s.qkv_bias) qkv.push_back(fused_qkv(a + "qkv_proj.bias", a, "bias", s, l, true));
+    const spec::LinearQuant qq = quant_of(s, probe, a + "q_proj", true);
+    const uint64_t hc = qq.stored_cols(h);
+    const uint64_t kv_rows = s.kv_heads * s.head_dim;
+    const wmap::Range kv = spec::kv_head_rows(s.kv_heads, s.head_dim, l);
+    std::vector<ParamSpec> qkv;
+    spec::add_linear(qkv, a + "qkv_proj", ".",
+                     {spec::linear_rows(a + "q_proj", {q_rows, hc}, wmap::shard_range(q_rows, l.tp_size, l.tp_rank)),
+                      spec::linear_rows(a + "k_proj", {kv_rows, hc}, kv), spec::linear_rows(a + "v_proj", {kv_rows, hc}, kv)},
+                     qq);
+    if (s.qkv_bias) qkv.push_back(fused_qkv_bias(a + "qkv_proj.bias", a, s, l));
     m.modules.push_back(module(a + "qkv_proj", std::move(qkv)));
     if (s.qk_norm) {
       m.modules.push_back(module(a + "q_norm", {spec::replicated(a + "q_norm.weight", a + "q_norm.weight", {s.head_dim})}));
       m.modules.push_back(module(a + "k_norm", {spec::replicated(a + "k_norm.weight", a + "k_norm.weight", {s.head_dim})}));
     }
-    std::vector<ParamSpec> o{spec::row_parallel(a + "o_proj.weight", a + "o_proj.weight", {h, q_rows}, l)};
+    const spec::LinearQuant oq = quant_of(s, probe, a + "o_proj", true);
+    const uint64_t oc = oq.stored_cols(q_rows);
+    std::vector<ParamSpec> o;
+    spec::add_linear(o, a + "o_proj", ".", {spec::linear_cols(a + "o_proj", {h, oc}, wmap::shard_range(oc, l.tp_size, l.tp_rank))}, oq);
     if (s.o_bias) o.push_back(spec::replicated(a + "o_proj.bias", a + "o_proj.bias", {h}));
     m.modules.push_back(module(a + "o_proj", std::move(o)));
     m.modules.push_back(module(p + "post_attention_layernorm",
@@ -136,15 +151,23 @@ ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProb
       // The runtime module is `mlp.experts.backend`; its checkpoint prefix drops the `.backend`.
       m.modules.push_back(module(p + "mlp.gate", {spec::replicated(p + "mlp.gate.weight", p + "mlp.gate.weight", {s.experts, h})}));
       m.modules.push_back({p + "mlp.experts.backend",
-                           spec::moe_experts(p + "mlp.experts.backend", p + "mlp.experts", s.experts, s.moe_intermediate, h, l, std::nullopt),
+                           spec::moe_experts(p + "mlp.experts.backend", p + "mlp.experts", s.experts, s.moe_intermediate, h, l,
+                                             quant_of(s, probe, p + "mlp.experts.0.up_proj", false)),
                            {p + "mlp.experts"}});
       continue;
     }
-    m.modules.push_back(module(p + "mlp.gate_up_proj", {spec::fused_column_parallel(p + "mlp.gate_up_proj.weight",
-                                                                                   {{p + "mlp.gate_proj.weight", {inter, h}},
-                                                                                    {p + "mlp.up_proj.weight", {inter, h}}},
-                                                                                   l)}));
-    m.modules.push_back(module(p + "mlp.down_proj", {spec::row_parallel(p + "mlp.down_proj.weight", p + "mlp.down_proj.weight", {h, inter}, l)}));
+    const spec::LinearQuant gq = quant_of(s, probe, p + "mlp.gate_proj", true);
+    const wmap::Range ir = wmap::shard_range(inter, l.tp_size, l.tp_rank);
+    std::vector<ParamSpec> gate_up, down;
+    spec::add_linear(gate_up, p + "mlp.gate_up_proj", ".",
+                     {spec::linear_rows(p + "mlp.gate_proj", {inter, gq.stored_cols(h)}, ir),
+                      spec::linear_rows(p + "mlp.up_proj", {inter, gq.stored_cols(h)}, ir)},
+                     gq);
+    m.modules.push_back(module(p + "mlp.gate_up_proj", std::move(gate_up)));
+    const spec::LinearQuant dq = quant_of(s, probe, p + "mlp.down_proj", true);
+    const uint64_t dc = dq.stored_cols(inter);
+    spec::add_linear(down, p + "mlp.down_proj", ".", {spec::linear_cols(p + "mlp.down_proj", {h, dc}, wmap::shard_range(dc, l.tp_size, l.tp_rank))}, dq);
+    m.modules.push_back(module(p + "mlp.down_proj", std::move(down)));
   }
   m.modules.push_back(module("model.norm", {spec::replicated("model.norm.weight", "model.norm.weight", {h})}));
   const std::vector<uint64_t> head_shape{wmap::ceil_div(s.vocab, l.tp_size), h};

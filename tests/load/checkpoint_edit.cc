@@ -1,5 +1,6 @@
 #include "checkpoint_edit.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -25,7 +26,12 @@ void copy_checkpoint(const std::filesystem::path& src, const std::filesystem::pa
     const std::string name = e.rename.value_or(t.name);
     const auto path = cat.shard_path(t.shard);
     const uint64_t offset = t.offset;
-    shards[t.shard].push_back({name, t.dtype, e.reshape.value_or(t.shape), t.nbytes, [path, offset](std::span<std::byte> d) {
+    const std::optional<std::string> replacement = e.bytes;
+    shards[t.shard].push_back({name, t.dtype, e.reshape.value_or(t.shape), t.nbytes, [path, offset, replacement](std::span<std::byte> d) {
+                                 if (replacement) {
+                                   std::memcpy(d.data(), replacement->data(), std::min(d.size(), replacement->size()));
+                                   return;
+                                 }
                                  const std::string bytes = read_file(path);
                                  std::memcpy(d.data(), bytes.data() + offset, d.size());
                                }});

@@ -14,6 +14,7 @@ struct TensorEdit {
   bool drop = false;
   std::optional<std::string> rename;
   std::optional<std::vector<uint64_t>> reshape;  // must keep the element count
+  std::optional<std::string> bytes;              // new data (same size)
 };
 
 // Writes `dst` with every tensor of `src` passed through `edit`, one shard per source shard,

@@ -2,6 +2,8 @@
 // reference, at the (T, P, K) layouts issue 4 names; and the plan problems these families cause.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "checkpoint_edit.h"
 #include "test_util.h"
 
@@ -68,6 +70,60 @@ TEST(MoeLoad, DeepseekV3Fp8BitExact) {
 TEST(MoeLoad, DeepseekV2LiteStyleWithoutQLora) {
   TempDir dir;
   expect_all_ranks_match(synth(dir, "deepseek_v3", "--q-lora-rank 0 --fp8"), {{1, 1, -1}, {2, 2, -1}});
+}
+
+TEST(MoeLoad, Nvfp4LlamaBitExact) {
+  TempDir dir;
+  expect_all_ranks_match(synth(dir, "llama", "--nvfp4"), {{1, 1, -1}, {2, 1, -1}, {4, 1, -1}, {8, 1, -1}});
+}
+
+TEST(MoeLoad, Nvfp4MoeWithAZeroExpertGlobalScaleBitExact) {
+  TempDir dir;  // expert 1's global scales are 0: inverted to 0, not an error, for experts
+  expect_all_ranks_match(synth(dir, "qwen3_moe", "--nvfp4"), {{1, 1, -1}, {2, 2, -1}, {4, 2, -1}, {8, 8, -1}});
+}
+
+std::string f32_bytes(float v) {
+  std::string s(4, '\0');
+  std::memcpy(s.data(), &v, 4);
+  return s;
+}
+
+class Nvfp4Problems : public ::testing::Test {
+ protected:
+  CommandResult load_edited(const std::string& family, const std::function<TensorEdit(const std::string&)>& edit) {
+    const auto ckpt = synth(dir_, family, "--nvfp4");
+    const auto broken = dir_ / (family + "_edited");
+    copy_checkpoint(ckpt, broken, edit);
+    return run_wmap("load " + shell_quote(broken.string()));
+  }
+  TempDir dir_;
+};
+
+TEST_F(Nvfp4Problems, DenseZeroGlobalScaleIsAnErrorNamingTheKey) {
+  const std::string key = "model.layers.0.self_attn.o_proj.weight_global_scale";
+  auto r = load_edited("llama", [&](const std::string& n) { return TensorEdit{.bytes = n == key ? std::optional(f32_bytes(0.0f)) : std::nullopt}; });
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("'" + key + "'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("finite scale > 0"), std::string::npos) << r.err;
+}
+
+TEST_F(Nvfp4Problems, FusedSourcesWithDifferentGlobalScalesAreNamed) {
+  const std::string key = "model.layers.1.self_attn.k_proj.weight_global_scale";
+  auto r = load_edited("llama", [&](const std::string& n) { return TensorEdit{.bytes = n == key ? std::optional(f32_bytes(7.0f)) : std::nullopt}; });
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("'model.layers.1.self_attn.q_proj.weight_global_scale' = 3.0"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("'" + key + "' = 7.0"), std::string::npos) << r.err;
+}
+
+TEST_F(Nvfp4Problems, RenameOntoAnExistingKeyIsAnError) {
+  // A checkpoint carrying both `weight_packed` and `weight` for one linear.
+  const auto ckpt = synth(dir_, "llama", "--nvfp4");
+  const auto broken = dir_ / "both";
+  copy_checkpoint(ckpt, broken, [](const std::string&) { return TensorEdit{}; }, {}, {"model.layers.0.mlp.down_proj.weight"});
+  auto r = run_wmap("plan " + shell_quote(broken.string()));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("model.layers.0.mlp.down_proj.weight_packed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("model.layers.0.mlp.down_proj.weight"), std::string::npos) << r.err;
 }
 
 class MoePlanProblems : public ::testing::Test {

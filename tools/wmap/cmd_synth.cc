@@ -32,6 +32,9 @@ int run_synth(SynthOptions& o) {
   if (o.mtp >= 0) c.mtp = static_cast<uint64_t>(o.mtp);
   if (o.q_lora >= 0) c.q_lora = static_cast<uint64_t>(o.q_lora);
   if (c.fp8 && c.family != "deepseek_v3") throw Error(ErrorCode::kInvalidArgument, "synth: --fp8 is only for deepseek_v3");
+  if (c.nvfp4 && (c.family == "deepseek_v3" || c.family == "mixtral")) {
+    throw Error(ErrorCode::kInvalidArgument, "synth: --nvfp4 is for the llama family and qwen3_moe");
+  }
   if (o.shards) c.shards = o.shards;
   const auto dtype = parse_dtype(o.dtype);
   if (!dtype || (*dtype != DType::kBF16 && *dtype != DType::kF16 && *dtype != DType::kF32)) {
@@ -67,6 +70,7 @@ Runner add_synth(CLI::App& app) {
   sub->add_option("--mtp", o->mtp, "deepseek_v3: MTP layers in the checkpoint");
   sub->add_option("--q-lora-rank", o->q_lora, "deepseek_v3: q_lora_rank (0: none, V2-Lite style q_proj)");
   sub->add_flag("--fp8", o->cfg.fp8, "deepseek_v3: F8_E4M3 linears with 128x128 weight_scale_inv blocks");
+  sub->add_flag("--nvfp4", o->cfg.nvfp4, "llama family / qwen3_moe: compressed-tensors NVFP4 linears (expert 1 has a zero global scale)");
   sub->add_flag("--tie-embeddings", o->tie, "Tie lm_head to embed_tokens (qwen3's default)");
   sub->add_flag("--no-tie-embeddings", o->no_tie, "Store a separate lm_head");
   return [o] { return run_synth(*o); };

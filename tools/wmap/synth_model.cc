@@ -152,6 +152,19 @@ std::vector<SynthTensor> deepseek_tensors(const SynthConfig& c) {
 
 }  // namespace
 
+// One linear [rows, cols]: a plain weight, or NVFP4 (compressed-tensors) with global scale `g`
+// (0 allowed: experts treat it as "no scale").
+void add_linear(std::vector<SynthTensor>& out, const SynthConfig& c, const std::string& name, uint64_t rows, uint64_t cols, float g) {
+  if (!c.nvfp4) {
+    out.push_back({name + ".weight", {rows, cols}, c.dtype});
+    return;
+  }
+  out.push_back({name + ".weight_packed", {rows, cols / 2}, DType::kU8});
+  out.push_back({name + ".weight_scale", {rows, cols / 16}, DType::kF8_E4M3});
+  out.push_back({name + ".weight_global_scale", {1}, DType::kF32, g});
+  out.push_back({name + ".input_global_scale", {1}, DType::kF32, g * 0.5f});
+}
+
 std::vector<SynthTensor> synth_tensors(const SynthConfig& c) {
   const Family& f = family_of(c.family);
   if (c.family == "deepseek_v3") return deepseek_tensors(c);
@@ -162,9 +175,10 @@ std::vector<SynthTensor> synth_tensors(const SynthConfig& c) {
   for (uint64_t i = 0; i < c.layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     out.push_back({p + "input_layernorm.weight", {h}, d});
-    out.push_back({p + "self_attn.q_proj.weight", {q, h}, d});
-    out.push_back({p + "self_attn.k_proj.weight", {kv, h}, d});
-    out.push_back({p + "self_attn.v_proj.weight", {kv, h}, d});
+    const float layer_scale = 2.0f + static_cast<float>(i);  // q/k/v (and gate/up) share one
+    add_linear(out, c, p + "self_attn.q_proj", q, h, layer_scale);
+    add_linear(out, c, p + "self_attn.k_proj", kv, h, layer_scale);
+    add_linear(out, c, p + "self_attn.v_proj", kv, h, layer_scale);
     if (f.qkv_bias) {
       out.push_back({p + "self_attn.q_proj.bias", {q}, d});
       out.push_back({p + "self_attn.k_proj.bias", {kv}, d});
@@ -174,7 +188,7 @@ std::vector<SynthTensor> synth_tensors(const SynthConfig& c) {
       out.push_back({p + "self_attn.q_norm.weight", {c.head_dim}, d});
       out.push_back({p + "self_attn.k_norm.weight", {c.head_dim}, d});
     }
-    out.push_back({p + "self_attn.o_proj.weight", {h, q}, d});
+    add_linear(out, c, p + "self_attn.o_proj", h, q, 4.0f);
     out.push_back({p + "post_attention_layernorm.weight", {h}, d});
     // qwen3_moe keeps layer 0 dense (mlp_only_layers: [0]); mixtral is sparse everywhere.
     if (f.moe && !(c.family == "qwen3_moe" && i == 0)) {
@@ -183,15 +197,16 @@ std::vector<SynthTensor> synth_tensors(const SynthConfig& c) {
       out.push_back({m + "gate.weight", {c.experts, h}, d});
       for (uint64_t j = 0; j < c.experts; ++j) {
         const std::string e = m + "experts." + std::to_string(j) + ".";
-        out.push_back({e + (mixtral ? "w1" : "gate_proj") + ".weight", {c.moe_intermediate, h}, d});
-        out.push_back({e + (mixtral ? "w3" : "up_proj") + ".weight", {c.moe_intermediate, h}, d});
-        out.push_back({e + (mixtral ? "w2" : "down_proj") + ".weight", {h, c.moe_intermediate}, d});
+        const float g = j == 1 ? 0.0f : 1.0f + static_cast<float>(j);  // expert 1: a zero global scale
+        add_linear(out, c, e + (mixtral ? "w1" : "gate_proj"), c.moe_intermediate, h, g);
+        add_linear(out, c, e + (mixtral ? "w3" : "up_proj"), c.moe_intermediate, h, g);
+        add_linear(out, c, e + (mixtral ? "w2" : "down_proj"), h, c.moe_intermediate, g * 2.0f);
       }
       continue;
     }
-    out.push_back({p + "mlp.gate_proj.weight", {c.intermediate, h}, d});
-    out.push_back({p + "mlp.up_proj.weight", {c.intermediate, h}, d});
-    out.push_back({p + "mlp.down_proj.weight", {h, c.intermediate}, d});
+    add_linear(out, c, p + "mlp.gate_proj", c.intermediate, h, 8.0f);
+    add_linear(out, c, p + "mlp.up_proj", c.intermediate, h, 8.0f);
+    add_linear(out, c, p + "mlp.down_proj", h, c.intermediate, 16.0f);
   }
   out.push_back({"model.norm.weight", {h}, d});
   if (!c.tie_embeddings) out.push_back({"lm_head.weight", {c.vocab, h}, d});
@@ -218,7 +233,12 @@ std::string synth_config_json(const SynthConfig& c) {
          ",\n  \"num_experts_per_tok\": 2,\n  \"decoder_sparse_step\": 1,\n  \"mlp_only_layers\": [0],\n";
   } else if (c.family == "mixtral") {
     j += "  \"num_local_experts\": " + std::to_string(c.experts) + ",\n  \"num_experts_per_tok\": 2,\n";
-  } else if (c.family == "deepseek_v3") {
+  }
+  if (c.nvfp4) {
+    j += "  \"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"format\": \"nvfp4-pack-quantized\", "
+         "\"ignore\": [\"lm_head\"]},\n";
+  }
+  if (c.family == "deepseek_v3") {
     j += "  \"q_lora_rank\": " + (c.q_lora ? std::to_string(c.q_lora) : std::string("null")) + ",\n";
     j += "  \"kv_lora_rank\": " + std::to_string(c.kv_lora) + ",\n  \"qk_nope_head_dim\": " + std::to_string(c.nope) +
          ",\n  \"qk_rope_head_dim\": " + std::to_string(c.rope) + ",\n  \"v_head_dim\": " + std::to_string(c.v_head) + ",\n";
@@ -270,8 +290,13 @@ uint64_t write_synth_checkpoint(const SynthConfig& cfg_in, const fs::path& out_d
     std::vector<TensorToWrite> files;
     for (const SynthTensor* t : shards[s]) {
       const uint64_t state = fnv1a(t->name, cfg.seed);
-      files.push_back({t->name, t->dtype, t->shape, nbytes_of(*t), [state, &written, &bar](std::span<std::byte> dst) {
-                         fill_random(dst, state);
+      const std::optional<float> value = t->value;
+      files.push_back({t->name, t->dtype, t->shape, nbytes_of(*t), [state, value, &written, &bar](std::span<std::byte> dst) {
+                         if (value) {
+                           for (size_t k = 0; k + 4 <= dst.size(); k += 4) std::memcpy(dst.data() + k, &*value, 4);
+                         } else {
+                           fill_random(dst, state);
+                         }
                          written += dst.size();
                          bar.update(written >> 20);
                        }});

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,12 +32,14 @@ struct SynthConfig {
   uint64_t q_lora = 128, kv_lora = 128, nope = 128, rope = 64, v_head = 128;
   uint64_t shared_experts = 1, first_dense = 1, mtp = 1;
   bool fp8 = false;  // F8_E4M3 linears with F32 weight_scale_inv blocks of 128x128
+  bool nvfp4 = false;  // compressed-tensors NVFP4 linears (packed U8, F8 scales, F32 global scales)
 };
 
 struct SynthTensor {
   std::string name;
   std::vector<uint64_t> shape;
   DType dtype;
+  std::optional<float> value;  // F32 tensors filled with this value instead of random bits
 };
 
 // Applies a named size preset (tiny, small, 1g, 4g) to `cfg`; throws on an unknown name.

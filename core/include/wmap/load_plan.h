@@ -7,6 +7,7 @@
 // The plan points into the Catalog it was built from, which must outlive it.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +44,8 @@ struct PlannedParam {
   std::string alias_of;  // shares that parameter's buffer
   bool absent = false;   // optional and not in the checkpoint: not loaded
   bool broken = false;   // has a problem: skipped by a partial load
+  // Source tensors whose bytes must be equal (fused NVFP4 global scales), checked on load.
+  std::vector<std::pair<const TensorRecord*, const TensorRecord*>> must_match;
 };
 
 struct PlanProblem {
@@ -102,4 +105,11 @@ class LoadPlan {
   std::shared_ptr<IdCache> id_cache_;
 };
 
+}  // namespace wmap
+
+namespace wmap {
+class RandomAccessFile;
+// Reads the (small) tensors of `param.must_match` and throws kValidation naming both keys and
+// their values when a pair differs. `file_for` opens a shard by catalog index.
+void verify_must_match(const PlannedParam& param, const std::function<const RandomAccessFile&(uint32_t shard)>& file_for);
 }  // namespace wmap

@@ -1,0 +1,48 @@
+// Load-time check that fused sources carry identical companion tensors (NVFP4 global scales):
+// the plan can name the pairs from headers, only the data can tell whether they agree.
+#include <cstring>
+
+#include "wmap/error.h"
+#include "wmap/file_io.h"
+#include "wmap/load_plan.h"
+
+namespace wmap {
+namespace {
+
+constexpr uint64_t kMaxCompared = 1 << 20;  // global scales are a few bytes; refuse anything huge
+
+std::string describe(const std::vector<std::byte>& bytes, DType dtype) {
+  if (dtype == DType::kF32 && bytes.size() == 4) {
+    float f;
+    std::memcpy(&f, bytes.data(), 4);
+    return std::to_string(f);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s = "0x";
+  for (size_t i = 0; i < bytes.size() && i < 16; ++i) {
+    s += kHex[static_cast<uint8_t>(bytes[i]) >> 4];
+    s += kHex[static_cast<uint8_t>(bytes[i]) & 15];
+  }
+  return s + (bytes.size() > 16 ? "..." : "");
+}
+
+}  // namespace
+
+void verify_must_match(const PlannedParam& param, const std::function<const RandomAccessFile&(uint32_t shard)>& file_for) {
+  for (const auto& [a, b] : param.must_match) {
+    if (a->nbytes > kMaxCompared || b->nbytes != a->nbytes) {
+      throw Error(ErrorCode::kValidation, param.name + ": '" + a->name + "' and '" + b->name + "' cannot be compared (" +
+                                              std::to_string(a->nbytes) + " vs " + std::to_string(b->nbytes) + " bytes)");
+    }
+    std::vector<std::byte> va(a->nbytes), vb(b->nbytes);
+    file_for(a->shard).read(a->offset, va);
+    file_for(b->shard).read(b->offset, vb);
+    if (va != vb) {
+      throw Error(ErrorCode::kValidation, param.name + ": the fused sources carry different global scales: '" + a->name + "' = " +
+                                              describe(va, a->dtype) + " but '" + b->name + "' = " + describe(vb, b->dtype) +
+                                              " (requantising to a shared scale is not supported)");
+    }
+  }
+}
+
+}  // namespace wmap
