@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Times `wmap inspect` against a minimal Python header reader on DeepSeek-R1's real layout.
+"""Times `wmap inspect` and `wmap plan` against a minimal Python header reader on DeepSeek-R1's real layout.
 
 Builds the 163-shard, 91,991-tensor DeepSeek-R1 checkpoint as sparse files (real headers, holes
 for data; tests/python/sparse_layout.py), then times, end to end as subprocesses (process start
@@ -7,6 +7,8 @@ included, output to /dev/null):
 
   wmap     `wmap inspect DIR`: discovery, every header parsed and validated, the sorted catalog,
            its content id (SHA-256 of the canonical form) and the summary.
+  plan     `wmap plan DIR` at TP8/EP8 (rank 0), TP8/EP2 with 3 MTP layers, and TP1: the whole
+           run (catalog, plugin, renames, spec, plan, validation). Goal (issue 4): <= 2x python.
   python   `python3 -c ...`: for each shard read the 8-byte length and the header and json.loads
            it. No validation, no sorting, no hashing: a floor for what any Python loader pays.
 
@@ -84,20 +86,26 @@ def main():
 
         wmap = time_command([args.wmap, "-q", "inspect", ckpt], args.runs)
         py = time_command([PYTHON, "-c", PY_READER, ckpt], args.runs)
+        plans = [(f"wmap plan {' '.join(flags) or '(tp1)'}", time_command([args.wmap, "-q", "plan", ckpt, *flags], args.runs))
+                 for flags in (["--tp-size", "8", "--ep-size", "8", "--tp-rank", "0"],
+                               ["--tp-size", "8", "--ep-size", "2", "--tp-rank", "0", "--mtp-layers", "3"], [])]
 
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
-    print(f"{'command':<34} {'median ms':>10} {'min ms':>8} {'cpu ms':>8} {'runs':>5}")
-    rows = (("wmap inspect DIR", wmap), ("python3 -c (json.loads headers)", py))
+    print(f"{'command':<60} {'median ms':>10} {'min ms':>8} {'cpu ms':>8} {'runs':>5}")
+    rows = (("wmap inspect DIR", wmap), ("python3 -c (json.loads headers)", py), *plans)
     med = {}
     for name, times in rows:
         wall = [w for w, _ in times]
         cpu = statistics.median(c for _, c in times)
         med[name] = (statistics.median(wall), cpu)
-        print(f"{name:<34} {med[name][0] * 1e3:>10.1f} {min(wall) * 1e3:>8.1f} {cpu * 1e3:>8.1f} {len(times):>5}")
+        print(f"{name:<60} {med[name][0] * 1e3:>10.1f} {min(wall) * 1e3:>8.1f} {cpu * 1e3:>8.1f} {len(times):>5}")
     (w_wall, w_cpu), (p_wall, p_cpu) = med[rows[0][0]], med[rows[1][0]]
     ratio = p_wall / w_wall
     print(f"ratio python / wmap: {ratio:.2f}x wall (medians), {p_cpu / w_cpu:.2f}x cpu  "
           f"(goal >= 4x wall: {'met' if ratio >= 4 else 'MISSED'})")
+    for name, _ in plans:
+        r = med[name][0] / p_wall
+        print(f"{name}: {r:.2f}x python's parse time (goal <= 2x: {'met' if r <= 2 else 'MISSED'})")
     return 0
 
 

@@ -25,7 +25,9 @@ int run_plan(const CommonLoadOptions& o) {
                 prepared->catalog_seconds, prepared->plan_seconds);
   }
   report_plan(*prepared, true);
-  return plan.ok() ? 0 : 1;
+  const int rc = plan.ok() ? 0 : 1;
+  keep_until_exit(std::move(prepared));
+  return rc;
 }
 
 }  // namespace

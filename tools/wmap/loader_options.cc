@@ -42,6 +42,11 @@ void report_plan(const PreparedLoad& prepared, bool quiet_ok) {
   if (!plan.ok() || !quiet_ok) std::fprintf(stderr, "wmap: plan %s\n", plan.coverage().c_str());
 }
 
+void keep_until_exit(std::unique_ptr<PreparedLoad> prepared) {
+  static std::unique_ptr<PreparedLoad> kept;
+  kept = std::move(prepared);
+}
+
 uint64_t peak_rss_bytes() {
   std::ifstream in("/proc/self/status");
   std::string line;

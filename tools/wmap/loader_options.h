@@ -22,6 +22,9 @@ void add_common_load_options(CLI::App& sub, CommonLoadOptions& o);
 LoaderOptions to_loader_options(const CommonLoadOptions& o);
 // Prints the plan's problems (one line each, stderr) and its coverage verdict.
 void report_plan(const PreparedLoad& prepared, bool quiet_ok);
+// Hands a prepared load to a static owner: the CLI exits right after the command (main.cc skips
+// teardown), so a 92k-tensor catalog and plan are not freed piece by piece.
+void keep_until_exit(std::unique_ptr<PreparedLoad> prepared);
 // Peak resident set size of this process, in bytes (VmHWM).
 uint64_t peak_rss_bytes();
 
