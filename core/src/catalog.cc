@@ -17,6 +17,7 @@
 #include "wmap/log.h"
 #include "wmap/safetensors_header.h"
 #include "wmap/sha256.h"
+#include "wmap/torch_checkpoint.h"
 
 namespace wmap {
 
@@ -39,6 +40,15 @@ ParsedShard parse_shard(const ShardSet& set, uint32_t shard, const FileSystem& f
   const auto path = set.path_of(shard);
   auto file = fs.open(path, IoMode::kPread);
   out.record.signature = stat_signature(path);
+  if (set.format == ShardFormat::kTorch) {
+    // A torch.save zip: the records point at the stored entries' bytes (absolute offsets).
+    TorchCheckpoint ckpt = read_torch_checkpoint(*file, path.string());
+    out.record.tensor_count = ckpt.tensors.size();
+    for (auto& t : ckpt.tensors) {
+      out.tensors.push_back(HeaderTensor{std::move(t.name), t.dtype, std::move(t.shape), t.offset, t.offset + t.nbytes});
+    }
+    return out;
+  }
   SafetensorsHeader header = read_safetensors_header(*file);
   out.record.header_bytes = header.header_bytes;
   out.record.tensor_count = header.tensors.size();

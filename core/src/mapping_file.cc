@@ -46,6 +46,10 @@ class Parser {
   }
 
   MappingFile parse(std::string_view text) {
+    if (text.size() > kMaxMappingFileBytes) {
+      fail(1, "is " + std::to_string(text.size()) + " bytes, over the limit of " + std::to_string(kMaxMappingFileBytes) +
+                  " bytes for a mapping file");
+    }
     std::vector<YAML::Node> docs;
     try {
       docs = YAML::LoadAll(std::string(text));
@@ -142,6 +146,7 @@ class Parser {
       if (!have_match) fail(item_line, "'rename' entry lacks 'match'");
       if (!have_replace) fail(item_line, "'rename' entry lacks 'replace'");
       out.rename.push_back(std::move(rule));
+      check_rule_count(out, item_line);
     }
   }
 
@@ -151,6 +156,13 @@ class Parser {
     for (const auto& item : value) {
       const int item_line = line_of(item, line);
       out.ignore.push_back({scalar(item, item_line, "each 'ignore' entry"), item_line});
+      check_rule_count(out, item_line);
+    }
+  }
+
+  void check_rule_count(const MappingFile& out, int line) const {
+    if (out.rename.size() + out.ignore.size() > kMaxMappingRules) {
+      fail(line, "more than " + std::to_string(kMaxMappingRules) + " rename and ignore rules (the limit of a mapping file)");
     }
   }
 

@@ -41,9 +41,18 @@ void Progress::print(uint64_t done, bool final) {
   printed_ = true;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double pct = total_ ? 100.0 * static_cast<double>(done) / static_cast<double>(total_) : 100.0;
-  std::fprintf(stderr, "%swmap: %s %llu/%llu%s (%.0f%%, %.1fs)%s", tty_ ? "\r" : "", label_.c_str(),
-               static_cast<unsigned long long>(done), static_cast<unsigned long long>(total_),
-               unit_.c_str(), pct, secs, (final || !tty_) ? "\n" : "");
+  if (unit_ == kBytes) {
+    const double rate = secs > 0 ? static_cast<double>(done) / secs : 0;
+    char eta[32] = "";
+    if (!final && rate > 0 && done < total_) std::snprintf(eta, sizeof eta, ", ETA %.1fs", static_cast<double>(total_ - done) / rate);
+    std::fprintf(stderr, "%swmap: %s %.2f/%.2f GB (%.0f%%) %.2f GB/s, %.1fs%s%s", tty_ ? "\r" : "", label_.c_str(),
+                 static_cast<double>(done) / 1e9, static_cast<double>(total_) / 1e9, pct, rate / 1e9, secs, eta,
+                 (final || !tty_) ? "\n" : (tty_ ? "   " : ""));
+  } else {
+    std::fprintf(stderr, "%swmap: %s %llu/%llu%s (%.0f%%, %.1fs)%s", tty_ ? "\r" : "", label_.c_str(),
+                 static_cast<unsigned long long>(done), static_cast<unsigned long long>(total_), unit_.c_str(), pct, secs,
+                 (final || !tty_) ? "\n" : "");
+  }
   std::fflush(stderr);
 }
 

@@ -1,6 +1,7 @@
 #include "wmap/safetensors_writer.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,9 +54,14 @@ class OutFile {
   explicit OutFile(std::string path) : path_(std::move(path)) {
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd_ < 0) throw_errno(path_, "open for writing", errno);
+    struct stat st;
+    regular_ = ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
   }
+  // A file not closed successfully is incomplete: remove it (a regular file only, never a device
+  // such as /dev/full), so no partial file is left looking like a finished one.
   ~OutFile() {
     if (fd_ >= 0) ::close(fd_);
+    if (!complete_ && regular_) ::unlink(path_.c_str());
   }
   void write(const void* data, size_t len) {
     const char* p = static_cast<const char*>(data);
@@ -74,12 +80,15 @@ class OutFile {
     const int fd = fd_;
     fd_ = -1;
     if (::close(fd) != 0) throw_errno(path_, "close", errno);
+    complete_ = true;
   }
   uint64_t written() const { return written_; }
 
  private:
   std::string path_;
   int fd_ = -1;
+  bool regular_ = false;
+  bool complete_ = false;
   uint64_t written_ = 0;
 };
 }  // namespace

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "wmap/error.h"
+#include "wmap/torch_checkpoint.h"
 
 namespace fs = std::filesystem;
 
@@ -16,6 +17,7 @@ namespace wmap {
 namespace {
 
 constexpr std::string_view kIndexName = "model.safetensors.index.json";
+constexpr std::string_view kTorchIndexName = "pytorch_model.bin.index.json";
 
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
@@ -121,24 +123,81 @@ ShardSet discover_shards(const fs::path& path, const ShardSetOptions& options) {
   if (fs::is_regular_file(status)) {
     set.root = path.parent_path().empty() ? fs::path(".") : path.parent_path();
     set.files.push_back(path.filename().string());
+    if (is_torch_checkpoint_name(set.files.front())) set.format = ShardFormat::kTorch;
     return set;
   }
   if (!fs::is_directory(status)) throw Error(ErrorCode::kInvalidArgument, path.string() + ": not a file or directory");
   set.root = path;
 
   std::vector<std::string> sharded, consolidated;
+  std::vector<std::string> torch_model, torch_bin, torch_pth;  // pytorch_model*.bin, other *.bin, *.pth
   for (const auto& entry : fs::directory_iterator(path, ec)) {
     const std::string name = entry.path().filename().string();
-    if (!ends_with(name, ".safetensors")) continue;
+    const bool st = ends_with(name, ".safetensors");
+    const bool bin = ends_with(name, ".bin"), pth = ends_with(name, ".pth");
+    if (!st && !bin && !pth) continue;
     std::error_code fec;
     if (!entry.is_regular_file(fec)) continue;
+    if (bin) {
+      if (name.rfind("pytorch_model", 0) == 0) {
+        torch_model.push_back(name);
+      } else if (name != "training_args.bin") {
+        torch_bin.push_back(name);
+      }
+      continue;
+    }
+    if (pth) {
+      if (name.rfind("rng_state", 0) != 0) torch_pth.push_back(name);
+      continue;
+    }
     (name.rfind("consolidated", 0) == 0 ? consolidated : sharded).push_back(name);
   }
   if (ec) throw Error(ErrorCode::kIo, path.string() + ": cannot list directory: " + ec.message());
   std::sort(sharded.begin(), sharded.end());
   std::sort(consolidated.begin(), consolidated.end());
+  for (auto* v : {&torch_model, &torch_bin, &torch_pth}) std::sort(v->begin(), v->end());
 
   const fs::path index_path = path / kIndexName;
+  const fs::path torch_index_path = path / kTorchIndexName;
+  if (sharded.empty() && consolidated.empty() && !fs::exists(index_path)) {
+    // No safetensors at all: a PyTorch checkpoint, if there is one.
+    set.format = ShardFormat::kTorch;
+    if (fs::exists(torch_index_path)) {
+      const std::string text = read_text_file(torch_index_path, simdjson::SIMDJSON_PADDING);
+      set.index = parse_index_impl(std::string_view(text.data(), text.size() - simdjson::SIMDJSON_PADDING), true,
+                                   torch_index_path.string(), set.files);
+      for (const auto& f : set.files) {
+        if (!fs::is_regular_file(path / f, ec)) {
+          throw Error(ErrorCode::kNotFound, torch_index_path.string() + ": names shard '" + f + "', which does not exist in " + path.string());
+        }
+      }
+      if (set.files.empty()) throw Error(ErrorCode::kMalformedInput, torch_index_path.string() + ": weight_map names no shard");
+      const std::set<std::string> named(set.files.begin(), set.files.end());
+      for (auto* v : {&torch_model, &torch_bin, &torch_pth}) {
+        for (const auto& f : *v) {
+          if (!named.count(f)) set.warnings.push_back(f + ": ignored (not named by " + std::string(kTorchIndexName) + ")");
+        }
+      }
+      return set;
+    }
+    set.files = !torch_model.empty() ? torch_model : !torch_bin.empty() ? torch_bin : torch_pth;
+    if (!set.files.empty()) {
+      const auto& others = !torch_model.empty() ? torch_bin : std::vector<std::string>{};
+      for (const auto& f : others) set.warnings.push_back(f + ": ignored (pytorch_model*.bin files were chosen)");
+      if (!torch_model.empty() || !torch_bin.empty()) {
+        for (const auto& f : torch_pth) set.warnings.push_back(f + ": ignored (.bin files were chosen)");
+      }
+      return set;
+    }
+    throw Error(ErrorCode::kNotFound, path.string() + ": no .safetensors file in this directory (nor a PyTorch pytorch_model*.bin / *.bin / *.pth checkpoint)");
+  }
+  // Safetensors win: PyTorch files beside them are never mixed in.
+  for (auto* v : {&torch_model, &torch_bin, &torch_pth}) {
+    for (const auto& f : *v) set.warnings.push_back(f + ": ignored (safetensors files were chosen; PyTorch checkpoints are not mixed in)");
+  }
+  if (fs::exists(torch_index_path)) {
+    set.warnings.push_back(std::string(kTorchIndexName) + ": ignored (safetensors files were chosen)");
+  }
   const bool use_consolidated = !consolidated.empty() && (options.prefer_consolidated || (sharded.empty() && !fs::exists(index_path)));
   if (use_consolidated) {
     set.files = consolidated;

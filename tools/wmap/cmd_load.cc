@@ -1,4 +1,6 @@
-// `wmap load DIR [layout] [--device host|cuda:N] [--catalog FILE] [--dump FILE] [--allow-partial]`
+// `wmap load DIR [layout] [--device host|cuda:N] [--catalog FILE] [--dump FILE] [--allow-partial]
+//   [--io auto|mmap|pread] [--read-workers N] [--load-workers N] [--prefault on|off] [--prefetch auto|on|off]`
+// Worker counts: the flags, else WMAP_READ_WORKERS / WMAP_LOAD_WORKERS, else from the core count.
 #include <cstdio>
 
 #include "commands.h"
@@ -14,10 +16,25 @@ struct LoadOptions {
   CommonLoadOptions common;
   std::string device = "host";
   std::string dump;
-  std::string io = "mmap";
+  std::string io = "auto";
+  std::string prefetch = "auto";
   unsigned workers = 0;
+  unsigned read_workers = 0;
+  std::string prefault = "on";
   bool allow_partial = false;
 };
+
+// An I/O error while reading tensor data or writing --dump is a load failure (exit 1), not
+// unusable input (exit 2, which an unreadable header or config still is).
+template <typename Fn>
+auto as_load_failure(Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kIo || e.code() == ErrorCode::kNotFound) throw Error(ErrorCode::kValidation, e.what());
+    throw;
+  }
+}
 
 std::string replace_rank(std::string s, uint32_t rank) {
   for (size_t at; (at = s.find("{rank}")) != std::string::npos;) s.replace(at, 6, std::to_string(rank));
@@ -33,33 +50,72 @@ int run_load(const LoadOptions& o) {
   report_plan(*prepared, true);
   auto device = make_device(o.device);
   ExecOptions exec;
-  if (o.io == "mmap") {
+  if (o.io == "auto") {
+    exec.io = IoMode::kAuto;
+  } else if (o.io == "mmap") {
     exec.io = IoMode::kMmap;
   } else if (o.io == "pread") {
     exec.io = IoMode::kPread;
   } else {
-    throw Error(ErrorCode::kInvalidArgument, "--io '" + o.io + "': expected mmap or pread");
+    throw Error(ErrorCode::kInvalidArgument, "--io '" + o.io + "': expected auto, mmap or pread");
   }
-  exec.workers = o.workers;
-  Progress bar("load", prepared->plan->bytes_to_load() >> 20, true, " MiB");
-  exec.progress = [&bar](uint64_t done, uint64_t) { bar.update(done >> 20); };
-  LoadedModel model = session.load(*prepared, *device, exec);
+  if (o.prefetch == "auto") {
+    exec.prefetch = ExecOptions::Prefetch::kAuto;
+  } else if (o.prefetch == "on") {
+    exec.prefetch = ExecOptions::Prefetch::kOn;
+  } else if (o.prefetch == "off") {
+    exec.prefetch = ExecOptions::Prefetch::kOff;
+  } else {
+    throw Error(ErrorCode::kInvalidArgument, "--prefetch '" + o.prefetch + "': expected auto, on or off");
+  }
+  // Flags override the environment; both are validated even when a flag wins.
+  const unsigned env_read = worker_count_from_env("WMAP_READ_WORKERS");
+  const unsigned env_load = worker_count_from_env("WMAP_LOAD_WORKERS");
+  exec.read_workers = o.read_workers ? o.read_workers : env_read;
+  exec.workers = o.workers ? o.workers : env_load;
+  if (o.prefault != "on" && o.prefault != "off") {
+    throw Error(ErrorCode::kInvalidArgument, "--prefault '" + o.prefault + "': expected on or off");
+  }
+  exec.prefault = o.prefault == "on";
+  Progress bar("load", prepared->plan->bytes_to_load(), true, Progress::kBytes);
+  exec.progress = [&bar](uint64_t done, uint64_t) { bar.update(done); };
+  LoadedModel model = as_load_failure([&] { return session.load(*prepared, *device, exec); });
   bar.finish();
-  if (!o.dump.empty()) dump_safetensors(model, *device, replace_rank(o.dump, lo.layout.tp_rank));
+  if (!o.dump.empty()) {
+    as_load_failure([&] { return dump_safetensors(model, *device, replace_rank(o.dump, lo.layout.tp_rank)); });
+  }
   const auto& s = model.stats;
   const double gbps = s.seconds > 0 ? static_cast<double>(s.bytes_loaded) / s.seconds / 1e9 : 0;
   const uint64_t rss = peak_rss_bytes();
+  auto req = [](unsigned n) { return n ? std::to_string(n) : std::string("default"); };
   if (o.common.json) {
-    std::printf("{\"params\":%zu,\"bytes_loaded\":%llu,\"bytes_read\":%llu,\"seconds\":%.6f,\"gbps\":%.3f,\"peak_rss\":%llu,"
-                "\"io_path\":%s,\"workers\":%u,\"device\":%s,\"catalog_seconds\":%.6f,\"plan_seconds\":%.6f,\"plan_id\":\"%s\"}\n",
+    std::printf("{\"params\":%zu,\"bytes_loaded\":%llu,\"bytes_read\":%llu,\"bytes_needed\":%llu,\"reads\":%llu,"
+                "\"seconds\":%.6f,\"gbps\":%.3f,\"peak_rss\":%llu,\"io_path\":%s,\"io_requested\":%s,\"io_reason\":%s,"
+                "\"workers\":%u,\"load_workers\":{\"requested\":%u,\"effective\":%u},"
+                "\"read_workers\":{\"requested\":%u,\"effective\":%u},\"prefetch\":%s,\"prefault\":%s,"
+                "\"phases\":{\"catalog\":%.6f,\"plan\":%.6f,\"load\":%.6f,\"read\":%.6f,\"transform\":%.6f,\"copy\":%.6f},"
+                "\"device\":%s,\"catalog_seconds\":%.6f,\"plan_seconds\":%.6f,\"plan_id\":\"%s\"}\n",
                 model.params.size(), static_cast<unsigned long long>(s.bytes_loaded), static_cast<unsigned long long>(s.bytes_read),
-                s.seconds, gbps, static_cast<unsigned long long>(rss), json_string(s.io_path).c_str(), s.workers,
+                static_cast<unsigned long long>(s.bytes_needed), static_cast<unsigned long long>(s.reads), s.seconds, gbps,
+                static_cast<unsigned long long>(rss), json_string(s.io_path).c_str(), json_string(s.io_requested).c_str(),
+                json_string(s.io_reason).c_str(), s.workers, s.load_workers_requested, s.workers, s.read_workers_requested,
+                s.read_workers, s.prefetch ? "true" : "false", s.prefault ? "true" : "false", prepared->catalog_seconds,
+                prepared->plan_seconds, s.seconds, s.read_seconds, s.transform_seconds, s.copy_seconds,
                 json_string(device->name()).c_str(), prepared->catalog_seconds, prepared->plan_seconds,
                 prepared->plan->plan_id().c_str());
   } else {
-    std::printf("loaded %zu parameters (%.1f MiB) for %s on %s in %.3fs: %.2f GB/s, peak RSS %.1f MiB, %s, %u worker(s)\n",
+    std::printf("loaded %zu parameters (%.1f MiB) for %s on %s in %.3fs: %.2f GB/s, peak RSS %.1f MiB\n",
                 model.params.size(), static_cast<double>(s.bytes_loaded) / (1 << 20), lo.layout.to_string().c_str(),
-                device->name().c_str(), s.seconds, gbps, static_cast<double>(rss) / (1 << 20), s.io_path.c_str(), s.workers);
+                device->name().c_str(), s.seconds, gbps, static_cast<double>(rss) / (1 << 20));
+    std::printf("  io %s (requested %s%s%s), read workers %u (requested %s), load workers %u (requested %s), prefetch %s, prefault %s\n",
+                s.io_path.c_str(), s.io_requested.c_str(), s.io_reason.empty() ? "" : "; ", s.io_reason.c_str(), s.read_workers,
+                req(s.read_workers_requested).c_str(), s.workers, req(s.load_workers_requested).c_str(), s.prefetch ? "on" : "off",
+                s.prefault ? "on" : "off");
+    std::printf("  bytes read %.1f MiB for %.1f MiB needed in %llu read calls; phases: catalog %.3fs, plan %.3fs, "
+                "load %.3fs (busy: read %.3fs, transform %.3fs, copy %.3fs)\n",
+                static_cast<double>(s.bytes_read) / (1 << 20), static_cast<double>(s.bytes_needed) / (1 << 20),
+                static_cast<unsigned long long>(s.reads), prepared->catalog_seconds, prepared->plan_seconds, s.seconds,
+                s.read_seconds, s.transform_seconds, s.copy_seconds);
   }
   return prepared->plan->ok() ? 0 : 1;
 }
@@ -73,8 +129,15 @@ Runner add_load(CLI::App& app) {
   add_common_load_options(*sub, o->common);
   sub->add_option("--device", o->device, "host or cuda:N")->capture_default_str();
   sub->add_option("--dump", o->dump, "Write every loaded parameter to this .safetensors file ({rank} is replaced)");
-  sub->add_option("--io", o->io, "mmap or pread")->capture_default_str();
-  sub->add_option("--load-workers", o->workers, "Parallel parameter workers (default: from the core count)");
+  sub->add_option("--io", o->io, "auto, mmap or pread (auto: chosen per checkpoint, reported)")->capture_default_str();
+  sub->add_option("--read-workers", o->read_workers, "Byte ranges read at once (else WMAP_READ_WORKERS, else from the core count)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--load-workers", o->workers, "Pieces copied/transformed at once (else WMAP_LOAD_WORKERS, else from the core count)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--prefault", o->prefault, "on: fault parameter pages in before the read (measured faster); off: the copy faults them")
+      ->capture_default_str();
+  sub->add_option("--prefetch", o->prefetch, "auto, on or off (auto: when the bytes fit in 90% of available memory)")
+      ->capture_default_str();
   sub->add_flag("--allow-partial", o->allow_partial, "Load what the plan can, even when it reports problems (exit 1)");
   return [o] { return run_load(*o); };
 }

@@ -13,7 +13,17 @@
 
 namespace wmap {
 
-enum class IoMode { kMmap, kPread };
+// kAuto is resolved by the executor (see choose_io_mode) before any file is opened; a FileSystem
+// only ever sees kMmap or kPread.
+enum class IoMode { kMmap, kPread, kAuto };
+std::string_view io_mode_name(IoMode mode);
+
+// One contiguous piece of a scattered read: `len` file bytes at `offset` land at `dst`.
+struct ReadSegment {
+  uint64_t offset = 0;
+  uint64_t len = 0;
+  std::byte* dst = nullptr;
+};
 
 class RandomAccessFile {
  public:
@@ -23,11 +33,24 @@ class RandomAccessFile {
   // Reads exactly dst.size() bytes at `offset`; throws kIo naming the file and offset.
   virtual void read(uint64_t offset, std::span<std::byte> dst) const = 0;
   // A zero-copy view of [offset, offset + len) when the file is memory-mapped; empty otherwise.
+  // Touching a view of a file that shrank raises SIGBUS: copy out of it under guard_sigbus().
   virtual std::span<const std::byte> view(uint64_t offset, uint64_t len) const = 0;
-  // Hints that [offset, offset + len) is no longer needed (its pages may be dropped).
+  // Hints that [offset, offset + len) is no longer needed: a mapped range is dropped from this
+  // process (RSS); the page cache is left alone, so other ranks still find it warm.
   virtual void release(uint64_t offset, uint64_t len) const = 0;
-  // Hints that [offset, offset + len) will be read soon.
+  // Hints that [offset, offset + len) will be read soon (asynchronous readahead).
   virtual void will_need(uint64_t offset, uint64_t len) const = 0;
+
+  // Reads segments sorted by offset, as few system calls as possible: segments whose gaps hold
+  // no whole page are read in one preadv (gap bytes go to scratch), and strided reads do not
+  // trigger readahead, so only the pages holding wanted bytes enter the page cache. The default
+  // reads each segment through read() (so wrappers that inject faults see every byte range).
+  // Returns the file bytes read (segments plus the gaps read through).
+  virtual uint64_t read_segments(std::span<const ReadSegment> segments) const;
+  // Maps [offset, offset + len) in now (MADV_POPULATE_READ; WILLNEED where the kernel lacks it)
+  // so a copy out of view() does not fault page by page. Throws kIo naming the file and offset
+  // when the range is no longer backed by the file (it shrank). Default: will_need().
+  virtual void populate(uint64_t offset, uint64_t len) const { will_need(offset, len); }
 };
 
 class FileSystem {
@@ -46,5 +69,15 @@ struct FileSignature {
   bool operator==(const FileSignature&) const = default;
 };
 FileSignature stat_signature(const std::filesystem::path& path);
+
+// Runs fn(ctx) on the calling thread. A SIGBUS raised inside it (a mapped file shrank under a
+// copy) abandons fn and returns the faulting address instead of killing the process; nullptr
+// when fn completed. fn must not own objects with destructors (it is left with siglongjmp).
+// A SIGBUS outside a guarded call keeps its default action. Thread-safe; not re-entrant.
+const void* guard_sigbus(void (*fn)(void*), void* ctx);
+
+// Memory the process may still use without pressure: min(MemAvailable, cgroup limit - usage)
+// (cgroup v2 memory.max, or v1 memory.limit_in_bytes). 0 when unknown.
+uint64_t available_memory_bytes();
 
 }  // namespace wmap

@@ -14,12 +14,19 @@
 // Every error is a kMalformedInput naming `file:line`. A parsed MappingFile is plain data: copyable,
 // immutable after parsing and safe to share across threads.
 
+#include <cstddef>
 #include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace wmap {
+
+// Limits that keep a mapping file's cost bounded (first-match renames try every rule on every key,
+// so a checkpoint's keys x rules regex matches): a larger file or more rules is a kMalformedInput
+// naming the file, raised before any regex is compiled. Real mapping files hold tens of rules.
+inline constexpr size_t kMaxMappingFileBytes = 1 << 20;  // 1 MiB of YAML
+inline constexpr size_t kMaxMappingRules = 4096;         // rename + ignore rules together
 
 struct MappingRule {
   std::string pattern;  // RE2 syntax, matched against the whole source key

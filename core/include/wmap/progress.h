@@ -1,7 +1,8 @@
 #pragma once
 // A progress line on stderr for operations that take more than a second: nothing is printed
 // before the first second, so quick operations stay silent. Not thread-safe: update from one
-// thread (the caller's).
+// thread (the caller's), or serialise the calls. With the unit kBytes the line shows GB done,
+// the rate in GB/s and the time left (ETA).
 
 #include <chrono>
 #include <cstdint>
@@ -11,6 +12,7 @@ namespace wmap {
 
 class Progress {
  public:
+  static constexpr const char* kBytes = "bytes";
   Progress(std::string label, uint64_t total, bool enabled, std::string unit = "");
   ~Progress();
   void update(uint64_t done);

@@ -5,6 +5,12 @@
 // exist; a .safetensors file it does not name is ignored with a warning); else `*.safetensors`
 // sorted by name. Sharded files win over `consolidated*.safetensors` unless asked otherwise.
 // No shard: an error naming the directory. PATH may also be a single .safetensors file.
+//
+// Without any safetensors file, PyTorch checkpoints (format kTorch): `pytorch_model.bin.index.json`
+// and the shards it names, else `pytorch_model*.bin` (else any other `*.bin` but
+// training_args.bin, else `*.pth` but rng_state*.pth) sorted by name. With safetensors present,
+// .bin/.pth files are ignored with a warning naming them: the formats are never mixed.
+// A single file ending in .bin, .pth or .pt is a PyTorch checkpoint.
 
 #include <cstdint>
 #include <filesystem>
@@ -24,11 +30,17 @@ struct ShardIndex {
   std::vector<std::pair<std::string, uint32_t>> weight_map;  // tensor -> shard, sorted by tensor
 };
 
+enum class ShardFormat : uint8_t {
+  kSafetensors,  // *.safetensors
+  kTorch,        // torch.save zip checkpoints (*.bin, *.pth, *.pt), see torch_checkpoint.h
+};
+
 struct ShardSet {
   std::filesystem::path root;          // directory holding the shards
   std::vector<std::string> files;      // shard file names relative to root, in catalog order
   std::optional<ShardIndex> index;     // present when an index.json was used
   std::vector<std::string> warnings;   // ignored files and the like
+  ShardFormat format = ShardFormat::kSafetensors;  // every file of a set has the same format
 
   std::filesystem::path path_of(uint32_t shard) const { return root / files[shard]; }
 };

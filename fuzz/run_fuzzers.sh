@@ -1,0 +1,117 @@
+#!/bin/bash
+# Runs every built fuzzer for a bounded time on a seed corpus made, at run time, from the shared
+# interop test data; fails on any crash, leak, sanitizer report or timeout.
+#
+#   fuzz/run_fuzzers.sh BUILD_DIR SECONDS_PER_TARGET
+#
+# BUILD_DIR was configured with CC=clang CXX=clang++ -DWMAP_BUILD_FUZZERS=ON and built
+# (`ninja -C BUILD_DIR wmap_fuzzers wmap_cli`); this script configures and builds nothing.
+# Reproducers land in BUILD_DIR/fuzz-artifacts/; the grown corpora in BUILD_DIR/fuzz-corpus/.
+set -euo pipefail
+
+if [[ $# -ne 2 || ! "$2" =~ ^[0-9]+$ ]]; then
+  echo "usage: $0 BUILD_DIR SECONDS_PER_TARGET" >&2
+  exit 2
+fi
+build=$(cd "$1" && pwd)
+seconds=$2
+src=$(cd "$(dirname "$0")/.." && pwd)
+testdata=${WMAP_TESTDATA_DIR:-$src/../shared/testdata}
+python=/usr/bin/python3
+
+for f in safetensors_header_fuzzer shard_index_fuzzer catalog_json_fuzzer model_config_fuzzer mapping_fuzzer torch_pickle_fuzzer; do
+  [[ -x $build/fuzz/$f ]] || { echo "$0: $build/fuzz/$f is not built (ninja -C $build wmap_fuzzers)" >&2; exit 2; }
+done
+[[ -d $testdata/interop ]] || { echo "$0: no test data at $testdata (set WMAP_TESTDATA_DIR)" >&2; exit 2; }
+
+seeds=$(mktemp -d)
+trap 'rm -rf "$seeds"' EXIT
+mkdir -p "$seeds"/{header,index,catalog,config,mapping,torch} "$build/fuzz-artifacts"
+
+# Header seeds: every interop .safetensors file (valid and invalid) and the format's own vectors.
+i=0
+while IFS= read -r -d '' f; do
+  cp "$f" "$seeds/header/$((i++))-$(basename "$f")"
+done < <(find "$testdata/interop" -name '*.safetensors' -size -1000k -print0)
+"$python" - "$testdata/interop/format_vectors.json" "$seeds/header" <<'PY'
+import json, os, sys
+doc = json.load(open(sys.argv[1]))
+items = doc if isinstance(doc, list) else doc.get("vectors", doc)
+if isinstance(items, dict):
+    items = [dict(v, name=k) if isinstance(v, dict) else {"name": k, "hex": v} for k, v in items.items()]
+for n, v in enumerate(items):
+    hexdata = next((v[k] for k in ("hex", "bytes", "data", "input") if isinstance(v.get(k), str)), None)
+    if hexdata is not None:
+        open(os.path.join(sys.argv[2], f"vector-{n}"), "wb").write(bytes.fromhex(hexdata))
+PY
+
+# Index seeds: the interop sharded index and the real layouts' index files under 256 KiB.
+while IFS= read -r -d '' f; do
+  cp "$f" "$seeds/index/$((i++))-index.json"
+done < <(find "$testdata" -name 'model.safetensors.index.json' -size -256k -print0)
+
+# Config seeds: every config.json of the shared test data (real layouts) and of the interop set.
+while IFS= read -r -d '' f; do
+  cp "$f" "$seeds/config/$((i++))-config.json"
+done < <(find "$testdata" -name 'config.json' -size -256k -print0)
+
+# Mapping seeds: the mapping files shipped with wmap, and the YAML fixtures of the tests.
+while IFS= read -r -d '' f; do
+  cp "$f" "$seeds/mapping/$((i++))-$(basename "$f")"
+done < <(find "$src/mappings" "$src/tests" -name '*.yaml' -size -64k -print0)
+
+# Torch seeds: small torch.save checkpoints (whole .bin files, and their data.pkl alone), made by
+# Debian's python3-torch when it is installed; otherwise the fuzzer starts from an empty corpus.
+"$python" - "$seeds/torch" <<'PY' || echo "$0: warning: no torch; torch_pickle_fuzzer starts from an empty corpus" >&2
+import os, sys, zipfile
+import torch
+out = sys.argv[1]
+base = torch.arange(12, dtype=torch.float32)
+cases = {
+    "linear": torch.nn.Linear(3, 2).state_dict(),
+    "dtypes": {"bf16": torch.ones(2, 3, dtype=torch.bfloat16), "f16": torch.zeros(4, dtype=torch.float16),
+               "i64": torch.arange(5), "u8": torch.ones(3, dtype=torch.uint8), "b": torch.ones(2, dtype=torch.bool)},
+    "views": {"a": base[2:5], "b": base[4:8].view(2, 2), "tied": base, "tied2": base},
+}
+for name, sd in cases.items():
+    path = os.path.join(out, name + ".bin")
+    torch.save(sd, path)
+    z = zipfile.ZipFile(path)
+    pkl = [n for n in z.namelist() if n.endswith("/data.pkl")][0]
+    open(os.path.join(out, name + ".pkl"), "wb").write(z.read(pkl))
+PY
+
+# Catalog seeds: catalogs saved by this build's wmap from the valid interop checkpoints.
+if [[ -x $build/bin/wmap ]]; then
+  for d in "$testdata"/interop/valid/*/ "$testdata"/interop/valid/*/*.safetensors; do
+    "$build/bin/wmap" -q inspect "$d" --save-catalog "$seeds/catalog/$((i++)).json" >/dev/null 2>&1 || true
+  done
+else
+  echo "$0: warning: $build/bin/wmap not built; catalog_json_fuzzer starts from an empty corpus" >&2
+fi
+echo "seeds: $(ls "$seeds/header" | wc -l) headers, $(ls "$seeds/index" | wc -l) indexes, $(ls "$seeds/catalog" | wc -l) catalogs," \
+  "$(ls "$seeds/config" | wc -l) configs, $(ls "$seeds/mapping" | wc -l) mappings, $(ls "$seeds/torch" | wc -l) torch"
+
+status=0
+run() {  # fuzzer seed-folder
+  local name=$1 corpus=$build/fuzz-corpus/$1
+  mkdir -p "$corpus"
+  echo "== $name for ${seconds}s"
+  if ! "$build/fuzz/$name" "$corpus" "$seeds/$2" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+      -max_len=65536 -use_value_profile=1 -print_final_stats=1 \
+      -artifact_prefix="$build/fuzz-artifacts/$name-" >"$build/fuzz-artifacts/$name.log" 2>&1; then
+    echo "FAILED: $name (log: $build/fuzz-artifacts/$name.log)"
+    grep -E 'ERROR|SUMMARY|Test unit written|runtime error|deadly signal' "$build/fuzz-artifacts/$name.log" | head -20 || true
+    status=1
+  else
+    grep -E '^stat::number_of_executed_units|^stat::new_units_added' "$build/fuzz-artifacts/$name.log" | tr '\n' ' '
+    echo
+  fi
+}
+run safetensors_header_fuzzer header
+run shard_index_fuzzer index
+run catalog_json_fuzzer catalog
+run model_config_fuzzer config
+run mapping_fuzzer mapping
+run torch_pickle_fuzzer torch
+exit $status

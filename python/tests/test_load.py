@@ -1,0 +1,149 @@
+"""wmap.load through .numpy(): bit-exact against tests/python/reference.py, zero-copy, lifetimes,
+and how each dtype goes out (numpy dtype, DLPack codes of legacy and versioned capsules)."""
+
+import ctypes
+import gc
+import os
+import weakref
+
+import numpy as np
+
+import wmap
+from wmap_test_util import TempDir, check, eq, reference, run_tests, synth
+
+ref = reference()
+RAW = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def compare_numpy(params, expected, label):
+    eq(sorted(params), sorted(expected), label + ": parameter names")
+    for name, (dtype, shape, data) in expected.items():
+        t = params[name]
+        eq(t.dtype, dtype, "%s %s dtype" % (label, name))
+        eq(tuple(t.shape), tuple(shape), "%s %s shape" % (label, name))
+        eq(t.nbytes, len(data), "%s %s nbytes" % (label, name))
+        a = t.numpy()
+        eq(tuple(a.shape), tuple(shape), "%s %s numpy shape" % (label, name))
+        if dtype == "BF16":
+            eq(a.dtype, np.dtype(np.uint16), "%s %s numpy dtype" % (label, name))
+        check(a.tobytes() == data, "%s %s: bytes differ from the reference" % (label, name))
+
+
+def test_llama_two_layouts():
+    with TempDir() as d:
+        ck = synth(os.path.join(d, "llama"), "llama")  # vocab 250: the last rank's block is padded
+        for tp_size, tp_rank in ((1, 0), (4, 3)):
+            params = wmap.load(ck, tp_size=tp_size, tp_rank=tp_rank, quiet=True)
+            expected = ref.expected_summary(ck, tp_size, tp_rank)
+            compare_numpy(params, expected, "llama tp %d/%d" % (tp_rank, tp_size))
+
+
+def test_tied_embeddings_share_memory():
+    with TempDir() as d:
+        ck = synth(os.path.join(d, "qwen3"), "qwen3")
+        params = wmap.load(ck, tp_size=2, tp_rank=1, quiet=True)
+        compare_numpy(params, ref.expected_summary(ck, 2, 1), "qwen3 tp 1/2")
+        check("lm_head.weight" in params, "tied lm_head is listed")
+        eq(params["lm_head.weight"].data_ptr, params["model.embed_tokens.weight"].data_ptr,
+           "tied lm_head shares embed_tokens' buffer")
+
+
+def test_zero_copy_and_lifetime():
+    with TempDir() as d:
+        ck = synth(os.path.join(d, "llama"), "llama")
+        expected = ref.expected_summary(ck, 2, 0)
+        params = wmap.load(ck, tp_size=2, tp_rank=0, quiet=True)
+        name = "model.layers.0.mlp.gate_up_proj.weight"
+        t = params[name]
+        a = t.numpy()
+        b = t.numpy()
+        eq(a.__array_interface__["data"][0], t.data_ptr, "numpy views the Tensor's memory")
+        eq(b.__array_interface__["data"][0], t.data_ptr, "a second view too")
+        eq(np.asarray(t).__array_interface__["data"][0], t.data_ptr, "np.asarray(tensor)")
+        # A write through one view is seen by the other: one memory.
+        a[0, 0] ^= 0x5A5A
+        eq(int(b[0, 0]), int(a[0, 0]), "write visible through the other view")
+        a[0, 0] ^= 0x5A5A
+        # The array keeps the Tensor (and its buffer) alive after every other reference is gone.
+        alive = weakref.ref(t)
+        del t, b, params
+        gc.collect()
+        check(alive() is not None, "the numpy array keeps its Tensor alive")
+        junk = [np.full(1 << 16, 0xFF, np.uint8) for _ in range(64)]  # reuse freed memory, if any
+        check(a.tobytes() == expected[name][2], "bytes intact while only the array holds them")
+        del a, junk
+        gc.collect()
+        check(alive() is None, "the Tensor is freed with its last view")
+
+
+def capsule_tensor(capsule, versioned):
+    """Reads (device, ndim, dtype code, bits, lanes, data) from a DLPack capsule (ctypes)."""
+    api = ctypes.pythonapi
+    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    api.PyCapsule_GetName.restype = ctypes.c_char_p
+    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+    name = api.PyCapsule_GetName(capsule)
+    eq(name, b"dltensor_versioned" if versioned else b"dltensor", "capsule name")
+    p = api.PyCapsule_GetPointer(capsule, name)
+    base = p + (32 if versioned else 0)  # version, manager_ctx, deleter, flags precede the DLTensor
+    data = ctypes.c_void_p.from_address(base).value
+    dev_type, dev_id = (ctypes.c_int32 * 2).from_address(base + 8)
+    ndim = ctypes.c_int32.from_address(base + 16).value
+    code, bits = (ctypes.c_uint8 * 2).from_address(base + 20)
+    lanes = ctypes.c_uint16.from_address(base + 22).value
+    version = tuple((ctypes.c_uint32 * 2).from_address(p)) if versioned else None
+    return dict(device=(dev_type, dev_id), ndim=ndim, code=code, bits=bits, lanes=lanes, data=data, version=version)
+
+
+def test_dtype_exports():
+    # DeepSeek-V3 FP8: F8_E4M3 weights, F32 scales, BF16 norms.
+    with TempDir() as d:
+        ck = synth(os.path.join(d, "dsv3"), "deepseek_v3", "--fp8")
+        params = wmap.load(ck, quiet=True)
+        compare_numpy(params, ref.expected_summary(ck, 1, 0), "deepseek_v3 fp8")
+        by_dtype = {}
+        for t in params.values():
+            by_dtype.setdefault(t.dtype, t)
+        check("F8_E4M3" in by_dtype and "BF16" in by_dtype and "F32" in by_dtype, "dtypes present: %s" % sorted(by_dtype))
+        want = {  # dtype: (numpy dtype, legacy (code, bits), v1.0 code, v1.1 code)
+            "F8_E4M3": (np.uint8, (1, 8), 1, 10),
+            "BF16": (np.uint16, (4, 16), 4, 4),
+            "F32": (np.float32, (2, 32), 2, 2),
+        }
+        for dtype, (np_dtype, legacy, v10, v11) in want.items():
+            t = by_dtype[dtype]
+            eq(t.numpy().dtype, np.dtype(np_dtype), dtype + " numpy dtype")
+            eq(t.__dlpack_device__(), (1, 0), dtype + " __dlpack_device__ (kDLCPU)")
+            c = capsule_tensor(t.__dlpack__(), versioned=False)
+            eq((c["code"], c["bits"], c["lanes"]), legacy + (1,), dtype + " legacy capsule dtype")
+            eq(c["data"], t.data_ptr, dtype + " legacy capsule data")
+            eq(c["ndim"], len(t.shape), dtype + " ndim")
+            c = capsule_tensor(t.__dlpack__(max_version=(1, 0)), versioned=True)
+            eq(c["version"], (1, 0), dtype + " v1.0 capsule version")
+            eq(c["code"], v10, dtype + " v1.0 capsule code")
+            c = capsule_tensor(t.__dlpack__(max_version=(1, 1)), versioned=True)
+            eq(c["version"], (1, 1), dtype + " v1.1 capsule version")
+            eq(c["code"], v11, dtype + " v1.1 capsule code")
+            eq(c["data"], t.data_ptr, dtype + " versioned capsule data")
+        # Unconsumed capsules free their context (no leak, no crash); the Tensor stays usable.
+        gc.collect()
+        t = by_dtype["F32"]
+        check(np.array_equal(np.from_dlpack(t), t.numpy()), "numpy.from_dlpack(F32 tensor)")
+        eq(np.from_dlpack(t).__array_interface__["data"][0], t.data_ptr, "numpy.from_dlpack shares memory")
+        for bad in (dict(dl_device=(2, 0)), dict(copy=True)):
+            try:
+                t.__dlpack__(**bad)
+            except BufferError:
+                pass
+            else:
+                raise AssertionError("__dlpack__(%r) should raise BufferError" % bad)
+
+
+if __name__ == "__main__":
+    run_tests([
+        ("llama at tp 1/1 and 3/4, bit-exact through .numpy()", test_llama_two_layouts),
+        ("qwen3 tied embeddings share one buffer", test_tied_embeddings_share_memory),
+        ("zero-copy views and lifetimes", test_zero_copy_and_lifetime),
+        ("dtype exports: numpy dtypes and DLPack codes", test_dtype_exports),
+    ])

@@ -1,0 +1,527 @@
+// wmap._wmap: the pybind11 extension behind `import wmap` (python/wmap/__init__.py is its front).
+//
+// It runs the same LoaderSession path as the CLI (`wmap load`, `wmap plan`, `wmap inspect`) and
+// hands each loaded parameter out as a wmap.Tensor that owns a std::shared_ptr<DeviceBuffer>:
+// `.numpy()` arrays keep the Tensor alive through their base object, and DLPack capsules keep the
+// buffer alive through their manager context, so memory lives exactly as long as any view of it.
+// The GIL is released for everything that touches files (catalog, plan, load).
+//
+// Errors: wmap::Error becomes wmap.MalformedInputError (the CLI's exit code 2: bad usage,
+// unreadable or malformed input) or wmap.ValidationError (exit code 1), both subclasses of
+// wmap.Error, with the C++ message unchanged and `.code` / `.exit_code` attributes.
+
+#include <pybind11/pybind11.h>
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "wmap/catalog.h"
+#include "wmap/device.h"
+#include "wmap/dtype.h"
+#include "wmap/error.h"
+#include "wmap/executor.h"
+#include "wmap/load_plan.h"
+#include "wmap/loader.h"
+#include "wmap/log.h"
+#include "wmap/progress.h"
+#include "wmap/shard_set.h"
+
+namespace py = pybind11;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// DLPack ABI (https://dmlc.github.io/dlpack/latest/c_api.html). The C structs are a stable ABI;
+// they are declared here because Debian 12 ships no DLPack >= 1.1 header (libdlpack-dev is 0.6).
+// Legacy (unversioned) capsules use only codes every DLPack consumer knows; the 1.x versioned
+// capsule is produced when the consumer asks for it with max_version, and the float8 codes of
+// DLPack 1.1 are used only when the consumer's max_version is at least (1, 1).
+namespace dl {
+
+enum DeviceType : int32_t { kDLCPU = 1, kDLCUDA = 2 };
+enum TypeCode : uint8_t {
+  kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4, kDLComplex = 5, kDLBool = 6,
+  kDLFloat8_e4m3fn = 10, kDLFloat8_e5m2 = 12, kDLFloat8_e8m0fnu = 14,  // DLPack 1.1
+};
+
+struct Device { int32_t device_type; int32_t device_id; };
+struct DataType { uint8_t code; uint8_t bits; uint16_t lanes; };
+struct Tensor {
+  void* data;
+  Device device;
+  int32_t ndim;
+  DataType dtype;
+  int64_t* shape;
+  int64_t* strides;  // null: compact row-major
+  uint64_t byte_offset;
+};
+struct ManagedTensor {
+  Tensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(ManagedTensor*);
+};
+struct PackVersion { uint32_t major; uint32_t minor; };
+struct ManagedTensorVersioned {
+  PackVersion version;
+  void* manager_ctx;
+  void (*deleter)(ManagedTensorVersioned*);
+  uint64_t flags;
+  Tensor dl_tensor;
+};
+
+}  // namespace dl
+
+// ---------------------------------------------------------------------------------------------
+// Exceptions.
+PyObject* g_error = nullptr;            // wmap.Error
+PyObject* g_malformed_error = nullptr;  // wmap.MalformedInputError
+PyObject* g_validation_error = nullptr; // wmap.ValidationError
+
+py::str message_str(const char* what) {
+  const std::string s(what);
+  PyObject* u = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "surrogateescape");
+  if (u == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(u);
+}
+
+void set_python_error(PyObject* cls, const char* what, py::object code, int exit_code) {
+  py::object type = py::reinterpret_borrow<py::object>(cls);
+  py::object exc = type(message_str(what));
+  exc.attr("code") = std::move(code);
+  exc.attr("exit_code") = exit_code;
+  PyErr_SetObject(cls, exc.ptr());
+}
+
+void translate_exception(std::exception_ptr p) {
+  try {
+    if (p) std::rethrow_exception(p);
+  } catch (const wmap::Error& e) {
+    const int rc = wmap::exit_code_for(e.code());
+    set_python_error(rc == 2 ? g_malformed_error : g_validation_error, e.what(),
+                     py::str(std::string(wmap::error_code_name(e.code()))), rc);
+  } catch (const py::error_already_set&) {
+    throw;
+  } catch (const py::builtin_exception&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw;  // MemoryError
+  } catch (const std::exception& e) {
+    // Not a wmap::Error (e.g. a plugin throwing something else): the CLI reports it with exit 1.
+    set_python_error(g_error, e.what(), py::none(), 1);
+  }
+}
+
+[[noreturn]] void throw_error(wmap::ErrorCode code, const std::string& message) { throw wmap::Error(code, message); }
+
+// ---------------------------------------------------------------------------------------------
+// What a load's tensors share: the session (its plugins' library handles) and the device. Each
+// Tensor and each DLPack capsule holds it, so the device outlives every buffer it allocated.
+struct LoadState {
+  std::unique_ptr<wmap::LoaderSession> session;
+  std::unique_ptr<wmap::Device> device;
+  std::string device_name;
+  dl::Device dl_device{dl::kDLCPU, 0};
+};
+
+dl::Device dl_device_of(const std::string& name) {
+  if (name.rfind("cuda:", 0) == 0) return {dl::kDLCUDA, static_cast<int32_t>(std::stoi(name.substr(5)))};
+  return {dl::kDLCPU, 0};
+}
+
+// How a dtype goes out: numpy type string and DLPack type; sub-byte dtypes go out as raw bytes.
+struct Export {
+  const char* numpy;  // numpy typestr of one element
+  dl::DataType legacy;
+  dl::DataType v1_1;  // for a versioned capsule when the consumer knows DLPack >= 1.1
+  dl::DataType v1_0;
+  bool raw_bytes;     // F4/F6: a flat uint8 array of nbytes
+};
+
+Export export_of(wmap::DType t) {
+  using wmap::DType;
+  auto same = [](const char* np, dl::DataType d) { return Export{np, d, d, d, false}; };
+  switch (t) {
+    case DType::kBOOL: return {"|b1", {dl::kDLUInt, 8, 1}, {dl::kDLBool, 8, 1}, {dl::kDLBool, 8, 1}, false};
+    case DType::kU8: return same("|u1", {dl::kDLUInt, 8, 1});
+    case DType::kI8: return same("|i1", {dl::kDLInt, 8, 1});
+    case DType::kU16: return same("<u2", {dl::kDLUInt, 16, 1});
+    case DType::kI16: return same("<i2", {dl::kDLInt, 16, 1});
+    case DType::kU32: return same("<u4", {dl::kDLUInt, 32, 1});
+    case DType::kI32: return same("<i4", {dl::kDLInt, 32, 1});
+    case DType::kU64: return same("<u8", {dl::kDLUInt, 64, 1});
+    case DType::kI64: return same("<i8", {dl::kDLInt, 64, 1});
+    case DType::kF16: return same("<f2", {dl::kDLFloat, 16, 1});
+    case DType::kF32: return same("<f4", {dl::kDLFloat, 32, 1});
+    case DType::kF64: return same("<f8", {dl::kDLFloat, 64, 1});
+    case DType::kC64: return same("<c8", {dl::kDLComplex, 64, 1});
+    case DType::kBF16: return same("<u2", {dl::kDLBfloat, 16, 1});  // numpy: uint16 bit patterns
+    case DType::kF8_E4M3:
+      return {"|u1", {dl::kDLUInt, 8, 1}, {dl::kDLFloat8_e4m3fn, 8, 1}, {dl::kDLUInt, 8, 1}, false};
+    case DType::kF8_E5M2:
+      return {"|u1", {dl::kDLUInt, 8, 1}, {dl::kDLFloat8_e5m2, 8, 1}, {dl::kDLUInt, 8, 1}, false};
+    case DType::kF8_E8M0:
+      return {"|u1", {dl::kDLUInt, 8, 1}, {dl::kDLFloat8_e8m0fnu, 8, 1}, {dl::kDLUInt, 8, 1}, false};
+    case DType::kF4:
+    case DType::kF6_E2M3:
+    case DType::kF6_E3M2:
+      return {"|u1", {dl::kDLUInt, 8, 1}, {dl::kDLUInt, 8, 1}, {dl::kDLUInt, 8, 1}, true};
+  }
+  throw_error(wmap::ErrorCode::kInternal, "unknown dtype");
+}
+
+alignas(64) std::byte g_empty[64];  // the address of zero-byte tensors (never read or written)
+
+// ---------------------------------------------------------------------------------------------
+// wmap.Tensor: one loaded parameter. Immutable metadata; the bytes are writable in place.
+class Tensor {
+ public:
+  Tensor(const wmap::LoadedParam& p, std::shared_ptr<const LoadState> state)
+      : name_(p.name), dtype_(p.dtype), shape_(p.shape), buffer_(p.buffer), state_(std::move(state)) {}
+
+  const std::string& name() const { return name_; }
+  std::string dtype() const { return std::string(wmap::dtype_name(dtype_)); }
+  py::tuple shape() const {
+    py::tuple t(shape_.size());
+    for (size_t i = 0; i < shape_.size(); ++i) t[i] = shape_[i];
+    return t;
+  }
+  uint64_t nbytes() const { return buffer_ ? buffer_->size() : 0; }
+  const std::string& device() const { return state_->device_name; }
+  bool on_host() const { return state_->dl_device.device_type == dl::kDLCPU; }
+
+  // The address of the first byte: host memory, or device memory for a CUDA tensor.
+  void* address() const {
+    if (nbytes() == 0) return g_empty;
+    void* p = buffer_->host_data();
+    // A CUDA buffer has no host address; the DeviceBuffer interface does not expose its device
+    // pointer yet (the CUDA backend, issue 7, adds it).
+    if (p == nullptr) {
+      throw_error(wmap::ErrorCode::kUnsupported, "'" + name_ + "' on " + device() +
+                                                     ": this build cannot address device memory from Python");
+    }
+    return p;
+  }
+  uintptr_t data_ptr() const { return reinterpret_cast<uintptr_t>(address()); }
+
+  // Element shape and byte strides as exported (sub-byte dtypes: one flat byte dimension).
+  std::vector<int64_t> export_shape() const {
+    if (export_of(dtype_).raw_bytes) return {static_cast<int64_t>(nbytes())};
+    std::vector<int64_t> s(shape_.begin(), shape_.end());
+    return s;
+  }
+
+  py::array numpy(py::object self) const {
+    if (!on_host()) {
+      throw_error(wmap::ErrorCode::kUnsupported, "'" + name_ + "' is on " + device() +
+                                                     ": .numpy() needs host memory (use torch.from_dlpack)");
+    }
+    const Export ex = export_of(dtype_);
+    py::dtype dt(std::string(ex.numpy));
+    const auto shape = export_shape();
+    std::vector<py::ssize_t> dims(shape.begin(), shape.end());
+    std::vector<py::ssize_t> strides(dims.size());
+    py::ssize_t stride = dt.itemsize();
+    for (size_t i = dims.size(); i-- > 0;) {
+      strides[i] = stride;
+      stride *= dims[i];
+    }
+    // `self` is the array's base: the Tensor (and its buffer) lives as long as the array.
+    return py::array(dt, dims, strides, address(), self);
+  }
+
+  py::tuple dlpack_device() const { return py::make_tuple(state_->dl_device.device_type, state_->dl_device.device_id); }
+
+  py::object dlpack(py::object stream, py::object max_version, py::object dl_device, py::object copy) const {
+    (void)stream;  // the load has completed and synchronised: nothing is pending on any stream
+    if (!dl_device.is_none()) {
+      auto want = dl_device.cast<std::pair<int32_t, int32_t>>();
+      if (want.first != state_->dl_device.device_type || want.second != state_->dl_device.device_id) {
+        throw py::buffer_error("wmap.Tensor '" + name_ + "' is on " + device() + "; copying to another device is not supported");
+      }
+    }
+    if (!copy.is_none() && copy.cast<bool>()) throw py::buffer_error("wmap.Tensor.__dlpack__: copy=True is not supported");
+    uint32_t major = 0, minor = 0;
+    if (!max_version.is_none()) {
+      auto v = max_version.cast<std::pair<uint32_t, uint32_t>>();
+      major = v.first, minor = v.second;
+    }
+    const Export ex = export_of(dtype_);
+    auto ctx = std::make_unique<Context>();
+    ctx->state = state_;
+    ctx->buffer = buffer_;
+    ctx->shape = export_shape();
+    dl::Tensor t{};
+    t.data = address();
+    t.device = state_->dl_device;
+    t.ndim = static_cast<int32_t>(ctx->shape.size());
+    t.shape = ctx->shape.empty() ? nullptr : ctx->shape.data();
+    t.strides = nullptr;  // compact row-major
+    t.byte_offset = 0;
+    if (major >= 1) {
+      const bool v11 = minor >= 1 || major > 1;
+      t.dtype = v11 ? ex.v1_1 : ex.v1_0;
+      ctx->versioned.version = {1, v11 ? 1u : 0u};
+      ctx->versioned.manager_ctx = ctx.get();
+      ctx->versioned.deleter = [](dl::ManagedTensorVersioned* m) { delete static_cast<Context*>(m->manager_ctx); };
+      ctx->versioned.flags = 0;
+      ctx->versioned.dl_tensor = t;
+      PyObject* cap = PyCapsule_New(&ctx->versioned, "dltensor_versioned", &destroy_versioned_capsule);
+      if (cap == nullptr) throw py::error_already_set();
+      ctx.release();
+      return py::reinterpret_steal<py::object>(cap);
+    }
+    t.dtype = ex.legacy;
+    ctx->legacy.dl_tensor = t;
+    ctx->legacy.manager_ctx = ctx.get();
+    ctx->legacy.deleter = [](dl::ManagedTensor* m) { delete static_cast<Context*>(m->manager_ctx); };
+    PyObject* cap = PyCapsule_New(&ctx->legacy, "dltensor", &destroy_legacy_capsule);
+    if (cap == nullptr) throw py::error_already_set();
+    ctx.release();
+    return py::reinterpret_steal<py::object>(cap);
+  }
+
+  std::string repr() const {
+    std::string s = "wmap.Tensor('" + name_ + "', " + dtype() + ", [";
+    for (size_t i = 0; i < shape_.size(); ++i) s += (i ? ", " : "") + std::to_string(shape_[i]);
+    return s + "], " + device() + ")";
+  }
+
+ private:
+  // A DLPack export's manager context: owns the buffer (and the device) until the consumer's
+  // deleter runs. Holds no Python object, so the deleter may run without the GIL.
+  struct Context {
+    std::shared_ptr<const LoadState> state;  // declared first: released last
+    std::shared_ptr<wmap::DeviceBuffer> buffer;
+    std::vector<int64_t> shape;
+    dl::ManagedTensor legacy{};
+    dl::ManagedTensorVersioned versioned{};
+  };
+  // A capsule nobody consumed (still named "dltensor"/"dltensor_versioned") frees its tensor.
+  static void destroy_legacy_capsule(PyObject* cap) {
+    if (PyCapsule_IsValid(cap, "dltensor")) {
+      auto* m = static_cast<dl::ManagedTensor*>(PyCapsule_GetPointer(cap, "dltensor"));
+      if (m != nullptr && m->deleter != nullptr) m->deleter(m);
+    }
+  }
+  static void destroy_versioned_capsule(PyObject* cap) {
+    if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+      auto* m = static_cast<dl::ManagedTensorVersioned*>(PyCapsule_GetPointer(cap, "dltensor_versioned"));
+      if (m != nullptr && m->deleter != nullptr) m->deleter(m);
+    }
+  }
+
+  std::string name_;
+  wmap::DType dtype_;
+  std::vector<uint64_t> shape_;
+  std::shared_ptr<wmap::DeviceBuffer> buffer_;
+  std::shared_ptr<const LoadState> state_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Options shared by load() and plan().
+struct Common {
+  std::optional<std::filesystem::path> path, catalog, config, plugin_dir, mappings;
+  uint32_t tp_size = 1, tp_rank = 0, ep_size = 1;
+  std::optional<uint32_t> mtp_layers;
+};
+
+wmap::LoaderOptions loader_options(const Common& c, bool progress) {
+  wmap::LoaderOptions l;
+  l.checkpoint = c.path;
+  l.catalog_file = c.catalog;
+  l.config_file = c.config;
+  l.plugin_dir = c.plugin_dir;
+  l.mappings_dir = c.mappings;
+  l.layout.tp_size = c.tp_size;
+  l.layout.tp_rank = c.tp_rank;
+  l.layout.ep_size = c.ep_size;
+  l.layout.mtp_layers = c.mtp_layers;
+  l.progress = progress;
+  return l;
+}
+
+// The CLI's plan report (tools/wmap/loader_options.cc): problems, warnings, verdict on stderr.
+std::string problem_line(const wmap::PlanProblem& p) {
+  return std::string(wmap::problem_kind_name(p.kind)) + ": " + p.message;
+}
+
+void report_plan(const wmap::LoadPlan& plan) {
+  for (const auto& p : plan.problems()) std::fprintf(stderr, "wmap: %s\n", problem_line(p).c_str());
+  for (const auto& w : plan.warnings()) std::fprintf(stderr, "wmap: warning: %s\n", w.c_str());
+  if (!plan.ok()) std::fprintf(stderr, "wmap: plan %s\n", plan.coverage().c_str());
+  std::fflush(stderr);
+}
+
+// wmap.load: the CLI's `wmap load`, returning the rank's parameters in plan order.
+py::dict load(const std::filesystem::path& path, uint32_t tp_size, uint32_t tp_rank, uint32_t ep_size,
+              std::optional<uint32_t> mtp_layers, const std::string& device,
+              std::optional<std::filesystem::path> plugin_dir, std::optional<std::filesystem::path> mappings,
+              bool quiet) {
+  Common c;
+  c.path = path;
+  c.plugin_dir = std::move(plugin_dir);
+  c.mappings = std::move(mappings);
+  c.tp_size = tp_size, c.tp_rank = tp_rank, c.ep_size = ep_size, c.mtp_layers = mtp_layers;
+  auto state = std::make_shared<LoadState>();
+  wmap::LoadedModel model;
+  {
+    py::gil_scoped_release nogil;
+    state->session = std::make_unique<wmap::LoaderSession>(loader_options(c, !quiet));
+    auto prepared = state->session->prepare();
+    if (!quiet) report_plan(*prepared->plan);
+    state->device = wmap::make_device(device);
+    state->device_name = state->device->name();
+    state->dl_device = dl_device_of(device);
+    wmap::ExecOptions exec;  // I/O path chosen per checkpoint, as the CLI's default `--io auto`
+    exec.read_workers = wmap::worker_count_from_env("WMAP_READ_WORKERS");
+    exec.workers = wmap::worker_count_from_env("WMAP_LOAD_WORKERS");
+    wmap::Progress bar("load", prepared->plan->bytes_to_load(), !quiet, wmap::Progress::kBytes);
+    exec.progress = [&bar](uint64_t done, uint64_t) { bar.update(done); };
+    try {
+      model = state->session->load(*prepared, *state->device, exec);
+    } catch (const wmap::Error& e) {
+      // As `wmap load`: an I/O error while reading tensor data is a load failure (exit 1), not
+      // unusable input (exit 2, which an unreadable header or config still is).
+      if (e.code() == wmap::ErrorCode::kIo || e.code() == wmap::ErrorCode::kNotFound) {
+        throw wmap::Error(wmap::ErrorCode::kValidation, e.what());
+      }
+      throw;
+    }
+    state->device->synchronize();
+    bar.finish();
+  }
+  std::shared_ptr<const LoadState> shared = state;
+  py::dict out;
+  for (const auto& p : model.params) out[py::str(p.name)] = py::cast(Tensor(p, shared));
+  return out;
+}
+
+// wmap.Plan: a validated plan with everything it points into.
+class Plan {
+ public:
+  Plan(std::unique_ptr<wmap::LoaderSession> session, std::unique_ptr<wmap::PreparedLoad> prepared)
+      : session_(std::move(session)), prepared_(std::move(prepared)) {}
+  const wmap::LoadPlan& plan() const { return *prepared_->plan; }
+  const wmap::PreparedLoad& prepared() const { return *prepared_; }
+
+ private:
+  std::unique_ptr<wmap::LoaderSession> session_;  // declared first: destroyed last
+  std::unique_ptr<wmap::PreparedLoad> prepared_;
+};
+
+Plan make_plan(std::optional<std::filesystem::path> path, std::optional<std::filesystem::path> catalog,
+               std::optional<std::filesystem::path> config, uint32_t tp_size, uint32_t tp_rank, uint32_t ep_size,
+               std::optional<uint32_t> mtp_layers, std::optional<std::filesystem::path> plugin_dir,
+               std::optional<std::filesystem::path> mappings) {
+  Common c;
+  c.path = std::move(path), c.catalog = std::move(catalog), c.config = std::move(config);
+  c.plugin_dir = std::move(plugin_dir), c.mappings = std::move(mappings);
+  c.tp_size = tp_size, c.tp_rank = tp_rank, c.ep_size = ep_size, c.mtp_layers = mtp_layers;
+  py::gil_scoped_release nogil;
+  auto session = std::make_unique<wmap::LoaderSession>(loader_options(c, false));
+  auto prepared = session->prepare();
+  return Plan(std::move(session), std::move(prepared));
+}
+
+// wmap.inspect: the text of `wmap inspect --json`.
+std::string inspect_json(const std::filesystem::path& path) {
+  py::gil_scoped_release nogil;
+  wmap::ShardSet set = wmap::discover_shards(path);
+  for (const auto& w : set.warnings) wmap::log().warn("{}", w);
+  return wmap::Catalog::build(set).to_json(true);
+}
+
+PyObject* new_exception(py::module_& m, const char* name, PyObject* base, const char* doc) {
+  const std::string qualified = std::string("wmap.") + name;
+  PyObject* cls = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, base, nullptr);
+  if (cls == nullptr) throw py::error_already_set();
+  m.add_object(name, py::reinterpret_borrow<py::object>(cls));
+  return cls;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_wmap, m) {
+  m.doc() = "wmap's C++ core: load Hugging Face safetensors checkpoints onto one rank's parameters";
+
+  g_error = new_exception(m, "Error", PyExc_Exception,
+                          "A wmap failure; str(e) is the C++ message unchanged. Attributes: code (the wmap "
+                          "error code name, e.g. 'NotFound'), exit_code (what the CLI would exit with).");
+  g_malformed_error = new_exception(m, "MalformedInputError", g_error,
+                                    "Bad arguments or unreadable/malformed input (the CLI's exit code 2).");
+  g_validation_error = new_exception(m, "ValidationError", g_error,
+                                     "A well-formed input that fails validation or loading (the CLI's exit code 1).");
+  py::register_exception_translator(&translate_exception);
+
+  py::class_<Tensor>(m, "Tensor", "One loaded parameter; its memory lives while any view of it does.")
+      .def_property_readonly("name", &Tensor::name)
+      .def_property_readonly("dtype", &Tensor::dtype, "The safetensors dtype name, e.g. 'BF16'")
+      .def_property_readonly("shape", &Tensor::shape)
+      .def_property_readonly("ndim", [](const Tensor& t) { return py::len(t.shape()); })
+      .def_property_readonly("nbytes", &Tensor::nbytes)
+      .def_property_readonly("device", &Tensor::device, "'host' or 'cuda:N'")
+      .def_property_readonly("data_ptr", &Tensor::data_ptr, "The address of the first byte")
+      .def("numpy", [](py::object self) { return self.cast<const Tensor&>().numpy(self); },
+           "A zero-copy numpy view (BF16 as uint16 bit patterns, F8 as uint8, F4/F6 as flat bytes)")
+      .def("__array__", [](py::object self, py::object dtype, py::object) {
+             py::object a = self.cast<const Tensor&>().numpy(self);
+             return dtype.is_none() ? a : a.attr("astype")(dtype);
+           }, py::arg("dtype") = py::none(), py::arg("copy") = py::none())
+      .def("__dlpack__", &Tensor::dlpack, py::kw_only(), py::arg("stream") = py::none(),
+           py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(), py::arg("copy") = py::none())
+      .def("__dlpack_device__", &Tensor::dlpack_device)
+      .def("__repr__", &Tensor::repr);
+
+  py::class_<Plan>(m, "Plan", "A rank's validated load plan (built from headers only)")
+      .def_property_readonly("ok", [](const Plan& p) { return p.plan().ok(); })
+      .def_property_readonly("problems", [](const Plan& p) {
+        std::vector<std::string> out;
+        for (const auto& x : p.plan().problems()) out.push_back(problem_line(x));
+        return out;
+      }, "One line per problem, as `wmap plan` prints them (without the 'wmap: ' prefix)")
+      .def_property_readonly("problem_details", [](const Plan& p) {
+        py::list out;
+        for (const auto& x : p.plan().problems()) {
+          out.append(py::make_tuple(std::string(wmap::problem_kind_name(x.kind)), x.key, x.message));
+        }
+        return out;
+      }, "(kind, key, message) per problem")
+      .def_property_readonly("warnings", [](const Plan& p) { return p.plan().warnings(); })
+      .def_property_readonly("unconsumed", [](const Plan& p) { return p.plan().unconsumed(); })
+      .def_property_readonly("coverage", [](const Plan& p) { return p.plan().coverage(); })
+      .def_property_readonly("plan_id", [](const Plan& p) { return p.plan().plan_id(); })
+      .def_property_readonly("catalog_id", [](const Plan& p) { return p.plan().catalog_id(); })
+      .def_property_readonly("architecture", [](const Plan& p) { return p.prepared().architecture; })
+      .def_property_readonly("plugin", [](const Plan& p) { return p.prepared().plugin->name; })
+      .def_property_readonly("mapping", [](const Plan& p) -> py::object {
+        if (p.prepared().mapping == nullptr) return py::none();
+        return py::str(p.prepared().mapping->file.string());
+      })
+      .def_property_readonly("num_params", [](const Plan& p) { return p.plan().params().size(); })
+      .def_property_readonly("bytes_to_load", [](const Plan& p) { return p.plan().bytes_to_load(); })
+      .def_property_readonly("bytes_to_read", [](const Plan& p) { return p.plan().bytes_to_read(); })
+      .def("to_json", [](const Plan& p) { return p.plan().to_json(); }, "The text `wmap plan --json` prints")
+      .def("__repr__", [](const Plan& p) {
+        return "wmap.Plan(" + p.prepared().architecture + ", " + p.plan().layout().to_string() + ", " +
+               (p.plan().ok() ? "ok" : std::to_string(p.plan().problems().size()) + " problem(s)") + ")";
+      });
+
+  m.def("load", &load,
+        "Loads one rank's parameters, as `wmap load`: validates the plan (an incomplete one raises\n"
+        "ValidationError, its problems printed on stderr unless quiet), then loads. Returns\n"
+        "{name: wmap.Tensor} in plan order. The GIL is released while loading.",
+        py::arg("path"), py::kw_only(), py::arg("tp_size") = 1, py::arg("tp_rank") = 0,
+        py::arg("ep_size") = 1, py::arg("mtp_layers") = py::none(), py::arg("device") = "host",
+        py::arg("plugin_dir") = py::none(), py::arg("mappings") = py::none(), py::arg("quiet") = false);
+  m.def("_plan", &make_plan, py::arg("path"), py::arg("catalog"), py::arg("config"), py::arg("tp_size"),
+        py::arg("tp_rank"), py::arg("ep_size"), py::arg("mtp_layers"), py::arg("plugin_dir"), py::arg("mappings"));
+  m.def("_inspect_json", &inspect_json, py::arg("path"));
+}

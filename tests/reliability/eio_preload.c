@@ -1,0 +1,93 @@
+// LD_PRELOAD shim for the CLI reliability tests: pread()/pread64() of a file whose path contains
+// $WMAP_EIO_FILE (and preadv()/preadv64()/preadv2()) fails with EIO (or $WMAP_EIO_ERRNO) when the read covers byte $WMAP_EIO_OFFSET.
+
+// Everything else goes to the real functions.
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+static int matches(int fd) {
+  const char* want = getenv("WMAP_EIO_FILE");
+  if (want == NULL || *want == '\0') return 0;
+  char link[64], path[PATH_MAX];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  const ssize_t n = readlink(link, path, sizeof path - 1);
+  if (n <= 0) return 0;
+  path[n] = '\0';
+  return strstr(path, want) != NULL;
+}
+
+static int faults(int fd, size_t count, off_t offset) {
+  const char* at = getenv("WMAP_EIO_OFFSET");
+  if (at == NULL || !matches(fd)) return 0;
+  const unsigned long long bad = strtoull(at, NULL, 10);
+  return bad >= (unsigned long long)offset && bad - (unsigned long long)offset < count;
+}
+
+static int fault_errno(void) {
+  const char* e = getenv("WMAP_EIO_ERRNO");
+  return e ? atoi(e) : EIO;
+}
+
+ssize_t pread(int fd, void* buf, size_t count, off_t offset) {
+  static ssize_t (*real)(int, void*, size_t, off_t);
+  if (!real) real = (ssize_t(*)(int, void*, size_t, off_t))dlsym(RTLD_NEXT, "pread");
+  if (faults(fd, count, offset)) {
+    errno = fault_errno();
+    return -1;
+  }
+  return real(fd, buf, count, offset);
+}
+
+ssize_t pread64(int fd, void* buf, size_t count, off_t offset) {
+  static ssize_t (*real)(int, void*, size_t, off_t);
+  if (!real) real = (ssize_t(*)(int, void*, size_t, off_t))dlsym(RTLD_NEXT, "pread64");
+  if (faults(fd, count, offset)) {
+    errno = fault_errno();
+    return -1;
+  }
+  return real(fd, buf, count, offset);
+}
+
+static size_t iov_len(const struct iovec* iov, int n) {
+  size_t len = 0;
+  for (int i = 0; i < n; ++i) len += iov[i].iov_len;
+  return len;
+}
+
+ssize_t preadv(int fd, const struct iovec* iov, int n, off_t offset) {
+  static ssize_t (*real)(int, const struct iovec*, int, off_t);
+  if (!real) real = (ssize_t(*)(int, const struct iovec*, int, off_t))dlsym(RTLD_NEXT, "preadv");
+  if (faults(fd, iov_len(iov, n), offset)) {
+    errno = fault_errno();
+    return -1;
+  }
+  return real(fd, iov, n, offset);
+}
+
+ssize_t preadv64(int fd, const struct iovec* iov, int n, off_t offset) {
+  static ssize_t (*real)(int, const struct iovec*, int, off_t);
+  if (!real) real = (ssize_t(*)(int, const struct iovec*, int, off_t))dlsym(RTLD_NEXT, "preadv64");
+  if (faults(fd, iov_len(iov, n), offset)) {
+    errno = fault_errno();
+    return -1;
+  }
+  return real(fd, iov, n, offset);
+}
+
+ssize_t preadv2(int fd, const struct iovec* iov, int n, off_t offset, int flags) {
+  static ssize_t (*real)(int, const struct iovec*, int, off_t, int);
+  if (!real) real = (ssize_t(*)(int, const struct iovec*, int, off_t, int))dlsym(RTLD_NEXT, "preadv2");
+  if (offset >= 0 && faults(fd, iov_len(iov, n), offset)) {
+    errno = fault_errno();
+    return -1;
+  }
+  return real(fd, iov, n, offset, flags);
+}

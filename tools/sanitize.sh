@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# ASan + UBSan build of the whole test suite: configures BUILD_DIR (default build-asan) with
+# -DWMAP_SANITIZE=address,undefined, builds everything (core, plugins, CLI, test fixtures) and runs
+# the whole ctest suite under the sanitizers. Any report fails the run (-fno-sanitize-recover=all,
+# halt_on_error). Assumes tools/setup.sh has run (tools/test.sh runs it first).
+#
+#   tools/sanitize.sh [BUILD_DIR]        WMAP_JOBS=N (default nproc), WMAP_SANITIZE_FRESH=1 wipes BUILD_DIR
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-${WMAP_ASAN_BUILD_DIR:-build-asan}}
+JOBS=${WMAP_JOBS:-$(nproc)}
+[[ ${WMAP_SANITIZE_FRESH:-0} == 1 ]] && rm -rf "$BUILD"
+start=$(date +%s)
+# -O1: sanitized code at -O0 makes the load tests several times slower; -O2 builds slower.
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DCMAKE_C_FLAGS_DEBUG="-O1 -g" \
+  -DWMAP_SANITIZE=address,undefined -DWMAP_BUILD_TESTS=ON >/dev/null
+cmake --build "$BUILD" -j "$JOBS"
+built=$(date +%s)
+# Every process the tests start (the wmap CLI, its plugins) inherits these.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=0:detect_stack_use_after_return=0:strict_string_checks=1:check_initialization_order=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tools/lsan.supp:print_suppressions=0}
+(cd "$BUILD" && ctest --output-on-failure -j "$JOBS" --timeout 900)
+end=$(date +%s)
+echo "wmap: sanitizer suite passed (build $((built - start))s, tests $((end - built))s)"
