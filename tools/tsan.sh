@@ -12,7 +12,7 @@ JOBS=${WMAP_JOBS:-$(nproc)}
 FILTER=${WMAP_TSAN_FILTER:-'Executor*:FamilyLoad.IoPathsAndWorkerCountsGiveTheSameBytes'}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DCMAKE_C_FLAGS_DEBUG="-O1 -g" \
   -DWMAP_SANITIZE=thread -DWMAP_BUILD_PYTHON=OFF >/dev/null
-cmake --build "$BUILD" -j "$JOBS"
+cmake --build "$BUILD" -j "$JOBS" --target wmap_tests wmap_cli wmap_plugin_llama wmap_plugin_deepseek_v3
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 "$BUILD/tests/wmap_tests" --gtest_filter="$FILTER"
 echo "wmap: TSan executor tests passed"

@@ -45,22 +45,52 @@ class Parser {
     return s;
   }
 
+  // Line of a document marker that starts a second document ("---" after content, or anything
+  // after "..."), 0 when there is none. Markers sit at column 0; block scalars are indented.
+  static int second_document_line(std::string_view text) {
+    bool content = false, ended = false;
+    int line = 0;
+    for (size_t at = 0; at <= text.size();) {
+      const size_t nl = text.find('\n', at);
+      const std::string_view l = text.substr(at, nl == std::string_view::npos ? std::string_view::npos : nl - at);
+      ++line;
+      auto marker = [&l](std::string_view m) {
+        return l.substr(0, 3) == m && (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r' || l[3] == '#');
+      };
+      const size_t first = l.find_first_not_of(" \t\r");
+      const bool blank = first == std::string_view::npos || l[first] == '#';
+      if (marker("---")) {
+        if (content || ended) return line;
+        content = l.find_first_not_of(" \t\r", 3) != std::string_view::npos && l[l.find_first_not_of(" \t\r", 3)] != '#';
+      } else if (marker("...")) {
+        ended = true;
+      } else if (!blank) {
+        if (ended) return line;
+        content = true;
+      }
+      if (nl == std::string_view::npos) break;
+      at = nl + 1;
+    }
+    return 0;
+  }
+
   MappingFile parse(std::string_view text) {
     if (text.size() > kMaxMappingFileBytes) {
       fail(1, "is " + std::to_string(text.size()) + " bytes, over the limit of " + std::to_string(kMaxMappingFileBytes) +
                   " bytes for a mapping file");
     }
-    std::vector<YAML::Node> docs;
+    // A second document is found by its marker, not by YAML::LoadAll: yaml-cpp 0.7's LoadAll can
+    // loop forever on some malformed inputs (found by fuzz/mapping_fuzzer).
+    if (const int second = second_document_line(text)) fail(second, "holds more than one YAML document; expected one");
+    YAML::Node root;
     try {
-      docs = YAML::LoadAll(std::string(text));
+      root = YAML::Load(std::string(text));
     } catch (const YAML::Exception& e) {
       // e.mark is where the parser gave up; e.msg is the reason without the position prefix.
       const int line = e.mark.is_null() ? 1 : e.mark.line + 1;
       fail(line, "not valid YAML: " + e.msg + (e.mark.is_null() ? "" : " (column " + std::to_string(e.mark.column + 1) + ")"));
     }
-    if (docs.empty() || docs[0].IsNull()) fail(1, "empty mapping file (expected keys architectures, plugin, rename, ignore)");
-    if (docs.size() > 1) fail(line_of(docs[1], 1), "holds " + std::to_string(docs.size()) + " YAML documents; expected one");
-    const YAML::Node& root = docs[0];
+    if (!root.IsDefined() || root.IsNull()) fail(1, "empty mapping file (expected keys architectures, plugin, rename, ignore)");
     if (!root.IsMap()) fail(line_of(root, 1), "top level must be a mapping of keys, got " + kind_of(root));
 
     MappingFile out;

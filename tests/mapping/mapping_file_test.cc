@@ -77,7 +77,7 @@ TEST(MappingFileTest, TopLevelShape) {
   EXPECT_TRUE(contains(parse_error("- a\n- b\n"), "m.yaml:1: top level must be a mapping"));
   EXPECT_TRUE(contains(parse_error("just text\n"), "top level must be a mapping"));
   EXPECT_TRUE(contains(parse_error("architectures: [A]\nplugin: llama\n---\narchitectures: [B]\nplugin: x\n"),
-              "2 YAML documents"));
+              "m.yaml:3: holds more than one YAML document"));
   EXPECT_TRUE(contains(parse_error("architectures: [A]\nplugin: llama\nplugin: moe\n"),
               "m.yaml:3: key 'plugin' appears twice"));
 }
