@@ -9,33 +9,13 @@
 
 #include "wmap/error.h"
 #include "wmap/file_io.h"
+#include "memory_file.h"
 #include "wmap/safetensors_header.h"
 
-namespace {
-
-class MemoryFile final : public wmap::RandomAccessFile {
- public:
-  MemoryFile(const uint8_t* data, size_t size) : data_(data), size_(size) {}
-  const std::string& path() const override { return path_; }
-  uint64_t size() const override { return size_; }
-  void read(uint64_t offset, std::span<std::byte> dst) const override {
-    if (offset > size_ || dst.size() > size_ - offset) throw wmap::Error(wmap::ErrorCode::kIo, "read past end");
-    if (!dst.empty()) std::memcpy(dst.data(), data_ + offset, dst.size());
-  }
-  std::span<const std::byte> view(uint64_t, uint64_t) const override { return {}; }
-  void release(uint64_t, uint64_t) const override {}
-  void will_need(uint64_t, uint64_t) const override {}
-
- private:
-  const uint8_t* data_;
-  size_t size_;
-  std::string path_ = "fuzz.safetensors";
-};
-
-}  // namespace
+using wmap::fuzz::MemoryFile;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  MemoryFile file(data, size);
+  MemoryFile file(data, size, "fuzz.safetensors");
   try {
     wmap::read_safetensors_header(file);
   } catch (const wmap::Error&) {
