@@ -132,6 +132,15 @@ ParamSpec alias(std::string name, std::string of, std::vector<uint64_t> shape) {
   return s;
 }
 
+void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, uint64_t hidden, bool tie, const Layout& l) {
+  if (tie) {
+    m.modules.push_back({"lm_head", {alias("lm_head.weight", embed_param, {ceil_div(vocab, l.tp_size), hidden})}, {}});
+    m.skipped_keys.push_back("lm_head.weight");  // some tied checkpoints still carry a copy
+  } else {
+    m.modules.push_back({"lm_head", {vocab_parallel("lm_head.weight", "lm_head.weight", {vocab, hidden}, l)}, {}});
+  }
+}
+
 Range kv_head_rows(uint64_t kv_heads, uint64_t unit_rows, const Layout& l) {
   const uint64_t t = l.tp_size;
   if (kv_heads >= t) {

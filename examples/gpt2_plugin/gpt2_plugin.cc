@@ -126,13 +126,7 @@ ModelSpec build_gpt2(const ModelConfig& c, const Layout& l, const wmap::KeyProbe
   }
   m.modules.push_back(norm("transformer.ln_f", "ln_f"));
 
-  const std::vector<uint64_t> head_shape{wmap::ceil_div(s.vocab, l.tp_size), h};
-  if (s.tie) {
-    m.modules.push_back(module("lm_head", {spec::alias("lm_head.weight", "transformer.wte.weight", head_shape)}));
-    m.skipped_keys.push_back("lm_head.weight");  // a tied checkpoint may still carry a copy
-  } else {
-    m.modules.push_back(module("lm_head", {spec::vocab_parallel("lm_head.weight", "lm_head.weight", {s.vocab, h}, l)}));
-  }
+  spec::add_lm_head(m, "transformer.wte.weight", s.vocab, h, s.tie, l);
   return m;
 }
 

@@ -217,13 +217,7 @@ ModelSpec build_deepseek(const ModelConfig& c, const Layout& l, const wmap::KeyP
     for (uint64_t k = 0; k < s.mtp_in_checkpoint; ++k) m.skipped_prefixes.push_back("model.layers." + std::to_string(s.layers + k));
   }
   m.modules.push_back(module("model.norm", {spec::replicated("model.norm.weight", "model.norm.weight", {h})}));
-  const std::vector<uint64_t> head_shape{wmap::ceil_div(s.vocab, l.tp_size), h};
-  if (s.tie) {
-    m.modules.push_back(module("lm_head", {spec::alias("lm_head.weight", "model.embed_tokens.weight", head_shape)}));
-    m.skipped_keys.push_back("lm_head.weight");
-  } else {
-    m.modules.push_back(module("lm_head", {spec::vocab_parallel("lm_head.weight", "lm_head.weight", {s.vocab, h}, l)}));
-  }
+  spec::add_lm_head(m, "model.embed_tokens.weight", s.vocab, h, s.tie, l);
   return m;
 }
 

@@ -170,13 +170,7 @@ ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProb
     m.modules.push_back(module(p + "mlp.down_proj", std::move(down)));
   }
   m.modules.push_back(module("model.norm", {spec::replicated("model.norm.weight", "model.norm.weight", {h})}));
-  const std::vector<uint64_t> head_shape{wmap::ceil_div(s.vocab, l.tp_size), h};
-  if (s.tie) {
-    m.modules.push_back(module("lm_head", {spec::alias("lm_head.weight", "model.embed_tokens.weight", head_shape)}));
-    m.skipped_keys.push_back("lm_head.weight");  // some tied checkpoints still carry a copy
-  } else {
-    m.modules.push_back(module("lm_head", {spec::vocab_parallel("lm_head.weight", "lm_head.weight", {s.vocab, h}, l)}));
-  }
+  spec::add_lm_head(m, "model.embed_tokens.weight", s.vocab, h, s.tie, l);
   return m;
 }
 

@@ -82,6 +82,10 @@ ParamSpec fused_column_parallel(std::string name, const std::vector<std::pair<st
                                 const Layout& l);
 ParamSpec alias(std::string name, std::string of, std::vector<uint64_t> shape);
 
+// Appends the `lm_head` module: `lm_head.weight` vocabulary-parallel from the checkpoint, or, when
+// tied, an alias of `embed_param` (read once) with a stray `lm_head.weight` declared skipped.
+void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, uint64_t hidden, bool tie, const Layout& l);
+
 // A slice of one checkpoint linear (`linear` is its prefix: `linear + ".weight"`).
 struct LinearSlice {
   std::string linear;
