@@ -21,17 +21,12 @@
 
 namespace wmap {
 
-uint64_t TensorRecord::numel() const {
-  uint64_t n = 1;
-  for (uint64_t d : shape) n *= d;  // validated against overflow when catalogued
-  return n;
-}
-
 namespace {
 
 struct ParsedShard {
   ShardRecord record;
   std::vector<HeaderTensor> tensors;
+  std::vector<std::vector<uint64_t>> strides;  // torch only: per tensor, empty when contiguous
 };
 
 ParsedShard parse_shard(const ShardSet& set, uint32_t shard, const FileSystem& fs) {
@@ -44,8 +39,10 @@ ParsedShard parse_shard(const ShardSet& set, uint32_t shard, const FileSystem& f
     // A torch.save zip: the records point at the stored entries' bytes (absolute offsets).
     TorchCheckpoint ckpt = read_torch_checkpoint(*file, path.string());
     out.record.tensor_count = ckpt.tensors.size();
+    out.record.header_bytes = ckpt.pickle_bytes;
     for (auto& t : ckpt.tensors) {
       out.tensors.push_back(HeaderTensor{std::move(t.name), t.dtype, std::move(t.shape), t.offset, t.offset + t.nbytes});
+      out.strides.push_back(std::move(t.strides));
     }
     return out;
   }
@@ -97,7 +94,8 @@ Catalog Catalog::build(const ShardSet& set, const CatalogBuildOptions& options) 
   cat.root_ = set.root;
   cat.tensors_.reserve(total);
   for (uint32_t s = 0; s < n; ++s) {
-    for (auto& t : parsed[s].tensors) {
+    for (size_t i = 0; i < parsed[s].tensors.size(); ++i) {
+      HeaderTensor& t = parsed[s].tensors[i];
       TensorRecord r;
       r.name = std::move(t.name);
       r.shard = s;
@@ -105,6 +103,7 @@ Catalog Catalog::build(const ShardSet& set, const CatalogBuildOptions& options) 
       r.shape = std::move(t.shape);
       r.offset = t.begin;
       r.nbytes = t.end - t.begin;
+      if (i < parsed[s].strides.size()) r.strides = std::move(parsed[s].strides[i]);
       cat.tensors_.push_back(std::move(r));
     }
     cat.shards_.push_back(std::move(parsed[s].record));
@@ -318,7 +317,16 @@ std::string Catalog::to_json(bool with_signatures) const {
       if (d) out += ',';
       append_uint(out, t.shape[d]);
     }
-    out += "],\"file\":";
+    out += ']';
+    if (t.strided()) {  // only non-contiguous torch views carry strides
+      out += ",\"strides\":[";
+      for (size_t d = 0; d < t.strides.size(); ++d) {
+        if (d) out += ',';
+        append_uint(out, t.strides[d]);
+      }
+      out += ']';
+    }
+    out += ",\"file\":";
     out += quoted_files[t.shard];
     out += ",\"offset\":";
     append_uint(out, t.offset);
@@ -350,6 +358,21 @@ T get_field(simdjson::dom::object obj, std::string_view key, const std::string& 
   T v;
   if (obj[key].get(v)) bad_catalog(label, where + ": missing or mistyped \"" + std::string(key) + "\"");
   return v;
+}
+
+// span_bytes() of a record read from JSON, with its strides checked against overflow first.
+uint64_t strided_span_checked(const TensorRecord& r, const std::string& label, const std::string& where) {
+  if (!r.strided() || r.nbytes == 0) return r.nbytes;
+  uint64_t last = 0;
+  for (size_t d = 0; d < r.shape.size(); ++d) {
+    uint64_t step;
+    if (__builtin_mul_overflow(r.shape[d] - 1, r.strides[d], &step) || __builtin_add_overflow(last, step, &last)) {
+      bad_catalog(label, where + ": strided extent overflows 64 bits");
+    }
+  }
+  uint64_t span;
+  if (last == UINT64_MAX || __builtin_mul_overflow(last + 1, uint64_t{dtype_bits(r.dtype) / 8}, &span)) bad_catalog(label, where + ": strided extent overflows 64 bits");
+  return span;
 }
 
 }  // namespace
@@ -406,6 +429,18 @@ Catalog Catalog::parse_json(std::string_view json, const std::string& label) {
       if (d.get(v)) bad_catalog(label, where + ": shape holds a non-integer");
       r.shape.push_back(v);
     }
+    simdjson::dom::array strides;
+    if (to["strides"].get(strides) == simdjson::SUCCESS) {
+      for (auto d : strides) {
+        uint64_t v;
+        if (d.get(v)) bad_catalog(label, where + ": strides hold a non-integer");
+        r.strides.push_back(v);
+      }
+      if (r.strides.size() != r.shape.size()) {
+        bad_catalog(label, where + ": " + std::to_string(r.strides.size()) + " strides for a " + std::to_string(r.shape.size()) + "-d shape");
+      }
+      if (dtype_bits(r.dtype) % 8 != 0) bad_catalog(label, where + ": strides on a sub-byte dtype");
+    }
     const std::string file(get_field<std::string_view>(to, "file", label, where));
     auto it = shard_ids.find(file);
     if (it == shard_ids.end()) bad_catalog(label, where + ": names unknown shard '" + file + "'");
@@ -418,8 +453,9 @@ Catalog Catalog::parse_json(std::string_view json, const std::string& label) {
       bad_catalog(label, where + ": nbytes " + std::to_string(r.nbytes) + " does not match its dtype and shape");
     }
     const uint64_t size = shards[r.shard].signature.size;
-    if (r.offset > size || r.nbytes > size - r.offset) {
-      bad_catalog(label, where + ": bytes [" + std::to_string(r.offset) + ", +" + std::to_string(r.nbytes) +
+    const uint64_t span = strided_span_checked(r, label, where);
+    if (r.offset > size || span > size - r.offset) {
+      bad_catalog(label, where + ": bytes [" + std::to_string(r.offset) + ", +" + std::to_string(span) +
                              ") lie outside " + file + " (" + std::to_string(size) + " bytes)");
     }
     tensors.push_back(std::move(r));

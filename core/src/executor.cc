@@ -271,11 +271,18 @@ struct CopyPieceCtx {
   const std::byte* tensor;
   const CopyGeometry* g;
   std::byte* dst;
+  const TensorRecord* strided = nullptr;  // set: `tensor` is its span, gathered into `gathered` first
+  std::byte* gathered = nullptr;
 };
 
 void copy_piece_guarded(void* p) {
   auto* c = static_cast<CopyPieceCtx*>(p);
-  run_copy(c->tensor, *c->g, c->dst);
+  if (c->strided) {
+    gather_tensor(*c->strided, c->tensor, c->gathered);
+    run_copy(c->gathered, *c->g, c->dst);
+  } else {
+    run_copy(c->tensor, *c->g, c->dst);
+  }
 }
 
 #ifndef MADV_POPULATE_WRITE
@@ -375,7 +382,7 @@ LoadedModel execute_plan(const LoadPlan& plan, const Catalog& catalog, Device& d
       const auto pi = static_cast<uint32_t>(i), pj = static_cast<uint32_t>(j);
       if (!piece.record) {
         if (piece.out_bytes) zeros.push_back({Unit::Kind::kZero, 0, 0, 0, 0, 0, pi, pj, at}), ++left[i];
-      } else if (piece.out_bytes > 0 && is_identity(piece)) {
+      } else if (piece.out_bytes > 0 && is_identity(piece) && !piece.record->strided()) {
         const TensorRecord& r = *piece.record;
         uint64_t dst = at;
         for_each_run(piece, [&](uint64_t off, uint64_t len) {
@@ -626,6 +633,7 @@ LoadedModel execute_plan(const LoadPlan& plan, const Catalog& catalog, Device& d
   // Load pool: copies out of mapped windows or staging, zero fills, transforms, publishes.
   auto load_work = [&] {
     std::vector<std::byte*> dsts;
+    std::vector<std::byte> gathered;  // a strided source in row-major order, reused
     for (Job j; queue.pop(j);) {
       try {
         if (j.kind == Job::Kind::kFinish) {
@@ -648,12 +656,17 @@ LoadedModel execute_plan(const LoadPlan& plan, const Catalog& catalog, Device& d
           const CopyGeometry g = copy_geometry(piece);
           std::byte* dst = dst_of(u.param).data() + u.dst_off;
           const uint64_t before = piece.span_begin - piece.record->offset;  // geometry is tensor-relative
+          // A strided source (non-contiguous PyTorch view): its whole span was read; the gather
+          // into row-major order happens here, then the piece is cut as from any tensor.
+          const TensorRecord* strided = piece.record->strided() ? piece.record : nullptr;
+          if (strided && gathered.size() < strided->nbytes) gathered.resize(strided->nbytes);
           if (j.kind == Job::Kind::kCopyStaged) {
-            run_copy(staging.buffer(j.staging).data() - before, g, dst);
+            CopyPieceCtx ctx{staging.buffer(j.staging).data() - before, &g, dst, strided, gathered.data()};
+            copy_piece_guarded(&ctx);
             staging.release(j.staging);
           } else {
             std::span<const std::byte> v = f.view(u.begin, u.end - u.begin);
-            CopyPieceCtx ctx{v.data() - before, &g, dst};
+            CopyPieceCtx ctx{v.data() - before, &g, dst, strided, gathered.data()};
             if (const void* fault = guard_sigbus(copy_piece_guarded, &ctx)) throw sigbus_error(u, v.data(), u.begin, fault);
             f.release(u.begin, u.end - u.begin);
           }

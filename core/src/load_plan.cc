@@ -99,6 +99,12 @@ void resolve_span(PlannedPiece& p) {
     p.span_begin = p.span_end = p.record->offset;
     return;
   }
+  if (p.record->strided()) {
+    // A non-contiguous view is gathered whole before the piece is cut from it.
+    p.span_begin = p.record->offset;
+    p.span_end = p.record->offset + p.record->span_bytes();
+    return;
+  }
   const size_t n = p.view.size();
   std::vector<uint64_t> stride(n, p.elem_bytes);
   for (size_t d = n; d-- > 1;) stride[d - 1] = stride[d] * p.view[d];

@@ -26,6 +26,16 @@ std::string describe(const std::vector<std::byte>& bytes, DType dtype) {
   return s + (bytes.size() > 16 ? "..." : "");
 }
 
+// A (small) tensor's bytes in row-major order, gathered when the record is a strided view.
+std::vector<std::byte> read_tensor(const RandomAccessFile& file, const TensorRecord& r) {
+  std::vector<std::byte> span(r.span_bytes());
+  file.read(r.offset, span);
+  if (!r.strided()) return span;
+  std::vector<std::byte> out(r.nbytes);
+  gather_tensor(r, span.data(), out.data());
+  return out;
+}
+
 }  // namespace
 
 void verify_must_match(const PlannedParam& param, const std::function<const RandomAccessFile&(uint32_t shard)>& file_for) {
@@ -34,9 +44,7 @@ void verify_must_match(const PlannedParam& param, const std::function<const Rand
       throw Error(ErrorCode::kValidation, param.name + ": '" + a->name + "' and '" + b->name + "' cannot be compared (" +
                                               std::to_string(a->nbytes) + " vs " + std::to_string(b->nbytes) + " bytes)");
     }
-    std::vector<std::byte> va(a->nbytes), vb(b->nbytes);
-    file_for(a->shard).read(a->offset, va);
-    file_for(b->shard).read(b->offset, vb);
+    const std::vector<std::byte> va = read_tensor(file_for(a->shard), *a), vb = read_tensor(file_for(b->shard), *b);
     if (va != vb) {
       throw Error(ErrorCode::kValidation, param.name + ": the fused sources carry different global scales: '" + a->name + "' = " +
                                               describe(va, a->dtype) + " but '" + b->name + "' = " + describe(vb, b->dtype) +

@@ -71,12 +71,6 @@ TorchCheckpoint read_torch_checkpoint(const RandomAccessFile& file, const std::s
   out.tensors.reserve(refs.size());
   for (auto& ref : refs) {
     const std::string where = label + ": tensor '" + ref.name + "'";
-    if (!torch_is_contiguous(ref.shape, ref.strides)) {
-      std::string s;
-      for (size_t d = 0; d < ref.strides.size(); ++d) s += (d ? "," : "") + std::to_string(ref.strides[d]);
-      throw Error(ErrorCode::kUnsupported, where + " is a non-contiguous view (strides [" + s +
-                                               "]); re-save it after .contiguous() or convert the checkpoint to safetensors");
-    }
     auto it = storages.find(ref.storage_key);
     if (it == storages.end()) {
       const std::string entry_name = prefix + "data/" + ref.storage_key;
@@ -91,16 +85,38 @@ TorchCheckpoint read_torch_checkpoint(const RandomAccessFile& file, const std::s
     for (uint64_t d : ref.shape) {
       if (mul_overflows(numel, d, numel)) throw Error(ErrorCode::kOverflow, where + ": shape overflows 64 bits");
     }
-    uint64_t nbytes = 0, begin = 0, end_elem = 0;
-    if (mul_overflows(numel, item, nbytes) || mul_overflows(ref.storage_offset, item, begin) ||
-        __builtin_add_overflow(ref.storage_offset, numel, &end_elem)) {
+    if (ref.strides.size() != ref.shape.size()) {
+      throw Error(ErrorCode::kMalformedInput, where + ": " + std::to_string(ref.shape.size()) + "-d shape with " +
+                                                  std::to_string(ref.strides.size()) + " strides");
+    }
+    // The view's elements lie at storage_offset + sum(i[d] * stride[d]); the last one bounds it.
+    const bool contiguous = torch_is_contiguous(ref.shape, ref.strides);
+    uint64_t span_elems = numel;
+    if (!contiguous && numel > 0) {
+      uint64_t last = 0;
+      for (size_t d = 0; d < ref.shape.size(); ++d) {
+        uint64_t step = 0;
+        if (ref.strides[d] < 0) {
+          throw Error(ErrorCode::kMalformedInput, where + ": negative stride " + std::to_string(ref.strides[d]) + " in dim " +
+                                                      std::to_string(d));
+        }
+        if (mul_overflows(ref.shape[d] - 1, static_cast<uint64_t>(ref.strides[d]), step) ||
+            __builtin_add_overflow(last, step, &last)) {
+          throw Error(ErrorCode::kOverflow, where + ": strided extent overflows 64 bits");
+        }
+      }
+      span_elems = last + 1;
+    }
+    uint64_t nbytes = 0, span_bytes = 0, begin = 0, end_elem = 0;
+    if (mul_overflows(numel, item, nbytes) || mul_overflows(span_elems, item, span_bytes) ||
+        mul_overflows(ref.storage_offset, item, begin) || __builtin_add_overflow(ref.storage_offset, span_elems, &end_elem)) {
       throw Error(ErrorCode::kOverflow, where + ": byte range overflows 64 bits");
     }
-    if (numel > 0 && (end_elem > ref.storage_numel || begin + nbytes > entry_bytes)) {
+    if (numel > 0 && (end_elem > ref.storage_numel || begin + span_bytes > entry_bytes)) {
       throw Error(ErrorCode::kMalformedInput,
-                  where + ": view of " + std::to_string(numel) + " elements at element offset " + std::to_string(ref.storage_offset) +
-                      " runs past its storage '" + ref.storage_key + "' (" + std::to_string(ref.storage_numel) + " elements declared, " +
-                      std::to_string(entry_bytes) + " bytes stored)");
+                  where + ": view of " + std::to_string(numel) + " elements" + (contiguous ? "" : " (strided, spanning " + std::to_string(span_elems) + ")") +
+                      " at element offset " + std::to_string(ref.storage_offset) + " runs past its storage '" + ref.storage_key + "' (" +
+                      std::to_string(ref.storage_numel) + " elements declared, " + std::to_string(entry_bytes) + " bytes stored)");
     }
     TorchCatalogTensor t;
     t.name = std::move(ref.name);
@@ -108,6 +124,7 @@ TorchCheckpoint read_torch_checkpoint(const RandomAccessFile& file, const std::s
     t.shape = std::move(ref.shape);
     t.offset = numel > 0 ? start + begin : start;
     t.nbytes = nbytes;
+    if (!contiguous && numel > 0) t.strides.assign(ref.strides.begin(), ref.strides.end());
     out.tensors.push_back(std::move(t));
   }
   return out;

@@ -2,8 +2,13 @@
 """Writes PyTorch (torch.save) checkpoints for the wmap .bin tests, with PyTorch itself.
 
   make_torch_checkpoints.py basic DIR        single/ and sharded/ checkpoints + expected/<name>.raw
-  make_torch_checkpoints.py convert SRC DST  a safetensors checkpoint re-saved as pytorch_model-*.bin
-                                             shards + pytorch_model.bin.index.json (+ config.json)
+  make_torch_checkpoints.py convert SRC DST [--views]
+                                             a safetensors checkpoint re-saved as pytorch_model-*.bin
+                                             shards + pytorch_model.bin.index.json (+ config.json);
+                                             --views saves every 2-D tensor as a transposed
+                                             (column-major, non-contiguous) view of the same values
+  make_torch_checkpoints.py views DIR        non-contiguous views (transpose, column slice, step,
+                                             permute, expand, offset) + expected/<name>.raw
   make_torch_checkpoints.py malicious DIR    *.bin whose pickles call os.system / builtins.eval /
                                              subprocess.Popen (each would create DIR/marker-<kind>)
   make_torch_checkpoints.py bad DIR          truncated, compressed, short-storage, non-state-dict,
@@ -106,7 +111,42 @@ def read_safetensors(path):
     return out
 
 
-def convert(src, dst, shards=2):
+def views_tensors():
+    g = torch.Generator().manual_seed(11)
+    sd = collections.OrderedDict()
+    w = torch.randn(6, 10, generator=g).to(torch.bfloat16)
+    sd["w"] = w                                   # contiguous, shares its storage with w.t
+    sd["w.t"] = w.t()                             # a transpose of the same storage
+    m = torch.randn(8, 8, generator=g)
+    sd["cols"] = m[:, 2:6]                        # a column slice: rows 8 elements apart
+    sd["step"] = torch.arange(20, dtype=torch.int64)[1::3]
+    sd["perm"] = torch.randn(2, 3, 4, generator=g).to(torch.float16).permute(2, 0, 1)
+    sd["expand"] = torch.arange(3, dtype=torch.int32).expand(4, 3)   # stride 0
+    base = torch.randn(50, generator=g)
+    sd["offset.t"] = base[7:37].view(5, 6).t()    # a transpose at a storage offset
+    sd["u8.t"] = torch.arange(12, dtype=torch.uint8).reshape(3, 4).t()
+    return sd
+
+
+def views(root):
+    sd = views_tensors()
+    exp = os.path.join(root, "expected")
+    os.makedirs(exp, exist_ok=True)
+    for k, v in sd.items():
+        open(os.path.join(exp, k + ".raw"), "wb").write(raw_bytes(v))
+    torch.save(sd, os.path.join(root, "pytorch_model.bin"))
+    # The file really holds strided views (torch.load gives them back non-contiguous).
+    back = torch.load(os.path.join(root, "pytorch_model.bin"), weights_only=True)
+    assert not back["w.t"].is_contiguous() and not back["expand"].is_contiguous()
+    assert back["expand"].stride() == (0, 1)
+
+
+def as_view(t):
+    """The same values, stored column-major: a non-contiguous view for torch.save."""
+    return t.t().contiguous().t() if t.dim() == 2 and min(t.shape) > 1 else t
+
+
+def convert(src, dst, shards=2, views=False):
     os.makedirs(dst, exist_ok=True)
     tensors = collections.OrderedDict()
     for f in sorted(os.listdir(src)):
@@ -120,7 +160,8 @@ def convert(src, dst, shards=2):
     for i in range(shards):
         part = names[i * per:(i + 1) * per]
         fname = f"pytorch_model-{i + 1:05d}-of-{shards:05d}.bin"
-        torch.save(collections.OrderedDict((k, tensors[k]) for k in part), os.path.join(dst, fname))
+        part_sd = collections.OrderedDict((k, as_view(tensors[k]) if views else tensors[k]) for k in part)
+        torch.save(part_sd, os.path.join(dst, fname))
         weight_map.update({k: fname for k in part})
     json.dump({"metadata": {}, "weight_map": weight_map},
               open(os.path.join(dst, "pytorch_model.bin.index.json"), "w"), indent=1)
@@ -170,7 +211,12 @@ def bad(root):
                 lambda n, d: (d[: len(d) // 2] if "/data/" in n else d, zipfile.ZIP_STORED))
     torch.save([torch.ones(2)], os.path.join(root, "list.bin"))
     torch.save({"w": torch.ones(2), "step": 3}, os.path.join(root, "not_tensors.bin"))
-    torch.save({"t": torch.arange(12, dtype=torch.float32).reshape(3, 4).t()}, os.path.join(root, "transposed.bin"))
+    # A column slice (32 elements spanning 60) whose storage entry is cut to 40 elements: the
+    # element count fits, the strided span does not.
+    torch.save({"c": torch.arange(64, dtype=torch.float32).reshape(8, 8)[:, :4]}, os.path.join(root, "short_strided.bin"))
+    rewrite_zip(os.path.join(root, "short_strided.bin"), os.path.join(root, "short_strided.bin.tmp"),
+                lambda n, d: (d[:160] if "/data/" in n else d, zipfile.ZIP_STORED))
+    os.replace(os.path.join(root, "short_strided.bin.tmp"), os.path.join(root, "short_strided.bin"))
     # A rewritten (Python zipfile) archive of a good checkpoint still loads: offsets come from the
     # local headers, whatever their padding.
     rewrite_zip(good, os.path.join(root, "rezipped.bin"), lambda n, d: (d, zipfile.ZIP_STORED))
@@ -202,7 +248,9 @@ def main():
     if cmd == "basic":
         basic(args[0])
     elif cmd == "convert":
-        convert(args[0], args[1])
+        convert(args[0], args[1], views="--views" in args[2:])
+    elif cmd == "views":
+        views(args[0])
     elif cmd == "malicious":
         malicious(args[0])
     elif cmd == "bad":

@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "wmap/catalog.h"
+#include "wmap/torch_checkpoint.h"
 #include "wmap/log.h"
 #include "wmap/progress.h"
 #include "wmap/shard_set.h"
@@ -53,8 +54,9 @@ int run_inspect(const InspectOptions& o) {
   const size_t show = cat.shards().size() <= 12 ? cat.shards().size() : 5;
   for (size_t i = 0; i < show; ++i) {
     const auto& s = cat.shards()[i];
-    std::printf("  %-48s %12s  %6llu tensors  header %llu bytes\n", s.file.c_str(), human_bytes(s.signature.size).c_str(),
-                static_cast<unsigned long long>(s.tensor_count), static_cast<unsigned long long>(s.header_bytes));
+    std::printf("  %-48s %12s  %6llu tensors  %s %llu bytes\n", s.file.c_str(), human_bytes(s.signature.size).c_str(),
+                static_cast<unsigned long long>(s.tensor_count), is_torch_checkpoint_name(s.file) ? "data.pkl" : "header",
+                static_cast<unsigned long long>(s.header_bytes));
   }
   if (show < cat.shards().size()) std::printf("  ... and %zu more\n", cat.shards().size() - show);
   std::printf("tensors: %zu (%s of data)\n", cat.size(), human_bytes(cat.total_bytes()).c_str());

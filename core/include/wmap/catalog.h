@@ -29,15 +29,27 @@ struct TensorRecord {
   DType dtype = DType::kU8;
   std::vector<uint64_t> shape;
   uint64_t offset = 0;       // absolute byte offset of the data in the shard file
-  uint64_t nbytes = 0;
+  uint64_t nbytes = 0;       // bytes of the tensor's elements (dtype x shape)
+  // Element strides of a non-contiguous view (PyTorch checkpoints); empty when the data is
+  // row-major contiguous, which is always the case for safetensors. A strided record's bytes
+  // are [offset, offset + span_bytes()) and are gathered into row-major order when read.
+  std::vector<uint64_t> strides;
 
   uint64_t numel() const;
+  bool strided() const { return !strides.empty(); }
+  // File bytes the tensor's data covers: nbytes when contiguous, from the first to the last
+  // element (gaps included) when strided.
+  uint64_t span_bytes() const;
 };
+
+// Gathers a strided record's elements from `span` (its bytes [offset, offset + span_bytes()))
+// into `out` (nbytes, row-major). For a contiguous record, a plain copy.
+void gather_tensor(const TensorRecord& record, const std::byte* span, std::byte* out);
 
 struct ShardRecord {
   std::string file;           // file name relative to the catalog root
   FileSignature signature;    // size, mtime, inode when catalogued
-  uint64_t header_bytes = 0;  // JSON length N
+  uint64_t header_bytes = 0;  // safetensors: JSON length N; PyTorch: size of data.pkl
   uint64_t tensor_count = 0;
   std::vector<std::pair<std::string, std::string>> metadata;  // `__metadata__`
 };

@@ -15,8 +15,9 @@
 //    count, nesting and string lengths are bounded.
 //  - read_torch_checkpoint (torch_checkpoint.cc): ties both together into HeaderTensor-style
 //    records whose byte ranges are absolute offsets in the checkpoint file, so a contiguous
-//    tensor is read lazily exactly like a safetensors one. Non-contiguous views are refused
-//    (kUnsupported, naming the tensor); views at an offset into a shared storage are fine.
+//    tensor is read lazily exactly like a safetensors one. Views at an offset into a shared
+//    storage are fine; non-contiguous views (a transpose, a column slice, an expand) keep their
+//    strides and are gathered into row-major order when read (gather_tensor in catalog.h).
 //
 // All functions are thread-safe (no shared state).
 
@@ -83,8 +84,9 @@ struct TorchCatalogTensor {
   std::string name;
   DType dtype = DType::kU8;
   std::vector<uint64_t> shape;
-  uint64_t offset = 0;  // absolute byte offset in the checkpoint file
-  uint64_t nbytes = 0;
+  uint64_t offset = 0;  // absolute byte offset in the checkpoint file (of element 0)
+  uint64_t nbytes = 0;  // dtype x shape
+  std::vector<uint64_t> strides;  // element strides of a non-contiguous view; empty when contiguous
 };
 
 struct TorchCheckpoint {

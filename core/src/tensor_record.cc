@@ -1,0 +1,58 @@
+// TensorRecord geometry: element counts, the file span of a strided view, and the gather that
+// materialises a non-contiguous view (PyTorch checkpoints) in row-major order.
+#include <cstring>
+
+#include "wmap/catalog.h"
+
+namespace wmap {
+
+uint64_t TensorRecord::numel() const {
+  uint64_t n = 1;
+  for (uint64_t d : shape) n *= d;  // validated against overflow when catalogued
+  return n;
+}
+
+uint64_t TensorRecord::span_bytes() const {
+  if (strides.empty() || nbytes == 0) return nbytes;
+  // Strides are non-negative, so element (0, ..., 0) is the lowest address and the last
+  // element the highest; overflow was ruled out when the record was catalogued.
+  uint64_t last = 0;
+  for (size_t d = 0; d < shape.size(); ++d) last += (shape[d] - 1) * strides[d];
+  return (last + 1) * (dtype_bits(dtype) / 8);
+}
+
+namespace {
+
+// Copies the sub-tensor at dims [d, n) to `out`; the innermost dim is one memcpy when its
+// stride is 1.
+void gather_dims(const TensorRecord& r, uint64_t elem, size_t d, const std::byte* src, std::byte*& out) {
+  const size_t n = r.shape.size();
+  if (d + 1 == n && r.strides[d] == 1) {
+    const uint64_t run = r.shape[d] * elem;
+    std::memcpy(out, src, run);
+    out += run;
+    return;
+  }
+  const uint64_t step = r.strides[d] * elem;
+  for (uint64_t i = 0; i < r.shape[d]; ++i) {
+    if (d + 1 == n) {
+      std::memcpy(out, src + i * step, elem);
+      out += elem;
+    } else {
+      gather_dims(r, elem, d + 1, src + i * step, out);
+    }
+  }
+}
+
+}  // namespace
+
+void gather_tensor(const TensorRecord& record, const std::byte* span, std::byte* out) {
+  if (record.nbytes == 0) return;
+  if (record.strides.empty() || record.shape.empty()) {
+    std::memcpy(out, span, record.nbytes);
+    return;
+  }
+  gather_dims(record, dtype_bits(record.dtype) / 8, 0, span, out);
+}
+
+}  // namespace wmap
