@@ -55,9 +55,12 @@ TEST_F(ChangedShard, RewrittenShardNewInodeIsRefused) {
   const auto shard = ckpt_ / kShard2;
   const std::string bytes = read_file(shard);
   const auto mtime = fs::last_write_time(shard);
-  fs::remove(shard);
-  write_file(shard, bytes);
-  fs::last_write_time(shard, mtime);  // same size and mtime: only the inode tells
+  // Written beside the old file and renamed over it: both exist at once, so the new inode
+  // cannot be the old one recycled (remove-then-write sometimes got the same number back).
+  const auto fresh = ckpt_ / (kShard2 + ".new");
+  write_file(fresh, bytes);
+  fs::last_write_time(fresh, mtime);  // same size and mtime: only the inode tells
+  fs::rename(fresh, shard);
   expect_refused("inode");
 }
 

@@ -246,6 +246,28 @@ TEST_F(TorchCheckpointTest, LlamaWithStridedViewsLoadsBitExactAtEveryRank) {
   }
 }
 
+// Expert and tensor parallelism from .bin shards: a Qwen3-MoE checkpoint (some weights saved as
+// transposed views) at uneven and expert-parallel layouts.
+TEST_F(TorchCheckpointTest, MoeBinLoadsBitExactWithExpertParallelism) {
+  const auto st = dir / "moe_st";
+  const auto bin = dir / "moe_bin";
+  ASSERT_EQ(run_wmap("synth qwen3_moe " + shell_quote(st.string()) + " --shards 2").exit_code, 0);
+  MAKE_OR_SKIP("convert " + shell_quote(st.string()) + " " + shell_quote(bin.string()) + " --views");
+  for (const auto& [t, p] : std::vector<std::pair<uint32_t, uint32_t>>{{1, 1}, {2, 2}, {4, 2}}) {
+    for (uint32_t r = 0; r < t; ++r) {
+      const auto dump = dir / ("moe" + std::to_string(t) + "_" + std::to_string(p) + "_" + std::to_string(r) + ".safetensors");
+      const std::string layout =
+          " --tp-size " + std::to_string(t) + " --tp-rank " + std::to_string(r) + " --ep-size " + std::to_string(p);
+      const CommandResult load = run_wmap("load " + shell_quote(bin.string()) + layout + " --dump " + shell_quote(dump.string()));
+      ASSERT_EQ(load.exit_code, 0) << load.err;
+      const CommandResult check = run_command(python() + " " + shell_quote(reference_py()) + " check " +
+                                              shell_quote(st.string()) + " " + shell_quote(dump.string()) + layout);
+      EXPECT_EQ(check.exit_code, 0) << "rank " << r << " of (" << t << "," << p << "):\n" << check.out << check.err;
+      EXPECT_NE(check.out.find(" 0 mismatches"), std::string::npos) << check.out;
+    }
+  }
+}
+
 TEST_F(TorchCheckpointTest, MaliciousPicklesAreRefusedAndNothingRuns) {
   const auto mal = dir / "mal";
   MAKE_OR_SKIP("malicious " + shell_quote(mal.string()));
