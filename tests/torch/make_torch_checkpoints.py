@@ -61,12 +61,18 @@ def basic_tensors():
     return sd
 
 
-def basic(root):
-    sd = basic_tensors()
+def write_expected(root, sd):
+    """expected/<name>.raw: each tensor's bytes as .contiguous() gives them."""
     exp = os.path.join(root, "expected")
     os.makedirs(exp, exist_ok=True)
     for k, v in sd.items():
         open(os.path.join(exp, k + ".raw"), "wb").write(raw_bytes(v))
+    return exp
+
+
+def basic(root):
+    sd = basic_tensors()
+    exp = write_expected(root, sd)
     dtypes = {k: str(v.dtype).replace("torch.", "") for k, v in sd.items()}
     json.dump({k: {"dtype": dtypes[k], "shape": list(v.shape)} for k, v in sd.items()},
               open(os.path.join(exp, "tensors.json"), "w"), indent=1)
@@ -130,10 +136,7 @@ def views_tensors():
 
 def views(root):
     sd = views_tensors()
-    exp = os.path.join(root, "expected")
-    os.makedirs(exp, exist_ok=True)
-    for k, v in sd.items():
-        open(os.path.join(exp, k + ".raw"), "wb").write(raw_bytes(v))
+    write_expected(root, sd)
     torch.save(sd, os.path.join(root, "pytorch_model.bin"))
     # The file really holds strided views (torch.load gives them back non-contiguous).
     back = torch.load(os.path.join(root, "pytorch_model.bin"), weights_only=True)
