@@ -10,6 +10,12 @@ namespace wmap::cli {
 
 using Runner = std::function<int()>;
 
+// Thrown once a failure has been printed (by every rank of an MPI job, see rank_context.h): the
+// process exits with exit_code and prints nothing more.
+struct ReportedFailure {
+  int exit_code = 1;
+};
+
 Runner add_inspect(CLI::App& app);
 Runner add_synth(CLI::App& app);
 Runner add_plan(CLI::App& app);

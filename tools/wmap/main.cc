@@ -47,6 +47,8 @@ int main(int argc, char** argv) {
       return rc;
     }
     return 2;
+  } catch (const wmap::cli::ReportedFailure& f) {
+    return f.exit_code;
   } catch (const wmap::Error& e) {
     std::fprintf(stderr, "wmap: error: %s\n", e.what());
     return wmap::exit_code_for(e.code());
