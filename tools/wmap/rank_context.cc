@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "loader_options.h"
 #include "wmap/json_text.h"
 #include "wmap/mpi/io_policy.h"
 #include "wmap/mpi/launch_env.h"
@@ -127,11 +128,12 @@ std::string RankContext::json_fields(const LoadStats& stats) const {
   std::snprintf(buf, sizeof buf,
                 ",\"rank\":%u,\"world_size\":%u,\"io_policy_requested\":\"%s\",\"io_policy\":\"%s\",\"io_policy_reason\":%s,"
                 "\"storage_bytes\":%llu,\"received_bytes\":%llu,\"sent_bytes\":%llu,\"needed_bytes\":%llu,\"union_bytes\":%llu,"
-                "\"io_policy_seconds\":%.6f,\"end_to_end_gbps\":%.3f",
+                "\"os_read_bytes\":%llu,\"io_policy_seconds\":%.6f,\"end_to_end_gbps\":%.3f",
                 m.rank, m.world_size, std::string(mpi::io_policy_name(m.requested)).c_str(), m.effective.c_str(),
                 json_string(m.reason).c_str(), static_cast<unsigned long long>(m.storage_bytes),
                 static_cast<unsigned long long>(m.received_bytes), static_cast<unsigned long long>(m.sent_bytes),
-                static_cast<unsigned long long>(m.needed_bytes), static_cast<unsigned long long>(m.union_bytes), m.policy_seconds, gbps);
+                static_cast<unsigned long long>(m.needed_bytes), static_cast<unsigned long long>(m.union_bytes), static_cast<unsigned long long>(os_storage_read_bytes()),
+                m.policy_seconds, gbps);
   return buf;
 }
 
