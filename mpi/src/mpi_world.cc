@@ -102,8 +102,8 @@ void MpiWorld::agree(std::string_view phase, std::exception_ptr error) {
                  text_of(mine).c_str());
     throw AgreedFailure{code_of(mine)};
   }
-  std::fprintf(stderr, "%s: stopping: rank %d%s failed during %.*s: %s\n", tag().c_str(), first,
-               failed > 1 ? (" and " + std::to_string(failed - 1) + " other rank(s)").c_str() : "",
+  const std::string others = failed > 1 ? " and " + std::to_string(failed - 1) + " other rank(s)" : "";
+  std::fprintf(stderr, "%s: stopping: rank %d%s failed during %.*s: %s\n", tag().c_str(), first, others.c_str(),
                static_cast<int>(phase.size()), phase.data(), text_of(all[first]).c_str());
   throw AgreedFailure{1};
 }

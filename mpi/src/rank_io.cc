@@ -187,8 +187,4 @@ RankIo::RankIo(MpiWorld& world, IoPolicy requested, const PreparedLoad& prepared
   }
 }
 
-void RankIo::add_load_reads(uint64_t bytes_read) {
-  if (report_.effective == "native") report_.storage_bytes += bytes_read;
-}
-
 }  // namespace wmap::mpi

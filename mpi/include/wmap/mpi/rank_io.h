@@ -39,8 +39,6 @@ class RankIo {
   // The FileSystem the load reads through: null for the real files.
   const FileSystem* file_system() const { return store_.get(); }
   const RankIoReport& report() const { return report_; }
-  // Native loads read storage themselves: the executor's count is added once the load is done.
-  void add_load_reads(uint64_t bytes_read);
 
  private:
   RankIoReport report_;
