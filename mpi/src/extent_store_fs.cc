@@ -17,11 +17,9 @@ class StoreFile final : public RandomAccessFile {
   void read(uint64_t offset, std::span<std::byte> dst) const override {
     if (!dst.empty()) std::memcpy(dst.data(), fs_.find(shard_, offset, dst.size()), dst.size());
   }
-  // Zero-copy, so --io mmap works too: the received bytes are already in memory.
-  std::span<const std::byte> view(uint64_t offset, uint64_t len) const override {
-    if (len == 0) return {};
-    return {fs_.find(shard_, offset, len), len};
-  }
+  // No views: the mmap path views whole read units, gaps between strided runs included, and
+  // those bytes were never received. Loads from the store run with IoMode::kPread.
+  std::span<const std::byte> view(uint64_t, uint64_t) const override { return {}; }
   void release(uint64_t, uint64_t) const override {}
   void will_need(uint64_t, uint64_t) const override {}
   void populate(uint64_t, uint64_t) const override {}

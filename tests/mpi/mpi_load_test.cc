@@ -109,10 +109,11 @@ fs::path synth(const TempDir& dir, const std::string& family, const std::string&
 }
 
 // `mpirun -np T wmap load` under `policy`; checks every rank's dump and returns the JSON lines.
-std::map<int, RankJson> load_all_ranks(const fs::path& ckpt, uint32_t t, uint32_t p, const std::string& policy) {
+std::map<int, RankJson> load_all_ranks(const fs::path& ckpt, uint32_t t, uint32_t p, const std::string& policy,
+                                       const std::string& extra = "") {
   TempDir out;
   const std::string args = "load " + shell_quote(ckpt.string()) + " --tp-size " + std::to_string(t) + " --ep-size " +
-                           std::to_string(p) + " --io-policy " + policy + " --json --dump " +
+                           std::to_string(p) + " --io-policy " + policy + " " + extra + " --json --dump " +
                            shell_quote((out / "rank{rank}.safetensors").string());
   auto r = run_mpi("-np " + std::to_string(t) + " " + wmap_cli() + " " + args);
   EXPECT_EQ(r.exit_code, 0) << policy << ":\n" << r.err;
@@ -171,6 +172,19 @@ TEST(MpiLoad, LlamaTp4BitExactUnderEveryPolicy) {
   TempDir dir;
   // 8 heads, 2 KV heads: at TP4 each KV head is duplicated on two ranks.
   expect_every_policy_bit_exact(synth(dir, "llama", "--preset small"), 4, 1);
+}
+
+// --io mmap maps whole read units (gaps between strided runs included): under exchange the rank
+// copies its received bytes instead, and under rank-striped it maps the warm files.
+TEST(MpiLoad, MmapRequestedStaysBitExact) {
+  SKIP_WITHOUT_MPIRUN();
+  TempDir dir;
+  const auto ckpt = synth(dir, "llama", "--preset small");
+  for (const std::string policy : {"rank-striped", "exchange"}) {
+    for (const auto& [rank, j] : load_all_ranks(ckpt, 4, 1, policy, "--io mmap")) {
+      EXPECT_EQ(j.field("io_path"), policy == "exchange" ? "pread" : "mmap") << rank;
+    }
+  }
 }
 
 TEST(MpiLoad, DeepSeekTp4Ep2BitExactUnderEveryPolicy) {

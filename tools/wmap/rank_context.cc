@@ -107,6 +107,8 @@ void RankContext::before_load(const PreparedLoad& prepared, ExecOptions& exec) {
   impl_->union_bytes = r.union_bytes;
   impl_->policy_seconds = r.seconds;
   exec.fs = impl_->io->file_system();
+  // The exchanged bytes are in memory already, and only they: read (copy) them, never map.
+  if (exec.fs) exec.io = IoMode::kPread;
 #else
   (void)prepared;
   (void)exec;

@@ -3,7 +3,8 @@
 // (extent by extent, back to back in one buffer) stand in for the shard files, so the executor
 // runs unchanged (ExecOptions::fs). A read outside the received extents is an internal error
 // naming the file and range: the extents are computed from the same plan, so it means a bug,
-// not a bad checkpoint. Filled before the load, then read-only and thread-safe.
+// not a bad checkpoint. Serves read() only (no mmap views): load from it with IoMode::kPread.
+// Filled before the load, then read-only and thread-safe.
 
 #include <filesystem>
 #include <memory>
