@@ -28,21 +28,9 @@ import sys
 import tempfile
 import time
 
+from page_cache import evict, shards
+
 MIB = 1 << 20
-
-
-def shards(d):
-    return sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".safetensors"))
-
-
-def evict(d):
-    os.sync()
-    for path in shards(d):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 def run_ranks(wmap, d, n, policy):
