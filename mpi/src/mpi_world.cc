@@ -6,6 +6,20 @@
 
 namespace wmap::mpi {
 
+namespace {
+bool g_unagreed = false;  // set by ~MpiWorld on the main thread, read by abort_if_unagreed
+}  // namespace
+
+void abort_if_unagreed(int exit_code) {
+  if (!g_unagreed) return;
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::fprintf(stderr, "wmap[rank %d/%d]: the error above was not agreed with the other ranks: aborting the MPI job\n", rank, size);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+}
+
 MpiWorld::MpiWorld() {
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
@@ -22,10 +36,10 @@ MpiWorld::MpiWorld() {
 
 MpiWorld::~MpiWorld() {
   if (std::uncaught_exceptions() > uncaught_at_start_ && !agreed_failure_) {
-    // An error escaped without an agreement: the other ranks may be waiting in a collective.
-    std::fprintf(stderr, "%s: error outside an agreed phase; aborting the MPI job so no rank hangs\n", tag().c_str());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    // An error escaped without an agreement: the other ranks may be waiting in a collective, so
+    // MPI_Finalize could hang. Keep MPI up until the error is printed (abort_if_unagreed).
+    g_unagreed = true;
+    return;
   }
   if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
   MPI_Finalize();

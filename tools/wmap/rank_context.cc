@@ -68,6 +68,13 @@ RankContext::RankContext(const std::string& io_policy, bool tp_rank_given, Layou
 
 RankContext::~RankContext() = default;
 
+int after_error(int exit_code) {
+#ifdef WMAP_HAVE_MPI
+  mpi::abort_if_unagreed(exit_code);
+#endif
+  return exit_code;
+}
+
 bool RankContext::multi_rank() const {
 #ifdef WMAP_HAVE_MPI
   return impl_->world != nullptr;

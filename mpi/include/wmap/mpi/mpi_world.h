@@ -1,7 +1,8 @@
 #pragma once
 // One process's view of an MPI job: MPI is initialised by the constructor and finalised by the
-// destructor (or the whole job is aborted, when the process unwinds from an error the other
-// ranks were never told about, so no rank hangs in a collective). Only the thread that built it
+// destructor, except when the process unwinds from an error the other ranks were never told
+// about: MPI is then left running so the error can be printed, and abort_if_unagreed() must end
+// the whole job (MPI_Abort) so no rank hangs in a collective. Only the thread that built it
 // may call it (MPI_THREAD_FUNNELED). Everything that decides which collectives run next goes
 // through agree(), so every rank takes the same branch.
 
@@ -20,6 +21,10 @@ namespace wmap::mpi {
 struct AgreedFailure {
   int exit_code = 1;
 };
+
+// Ends the whole job with `exit_code` when an MpiWorld was left by an error that was not agreed
+// (call it once that error is printed); returns otherwise.
+void abort_if_unagreed(int exit_code);
 
 class MpiWorld {
  public:
