@@ -152,10 +152,11 @@ void RankContext::print_summary(const LoadStats& stats) const {
   const double mib = 1 << 20;
   const double seconds = m.policy_seconds + stats.seconds;
   const double gbps = seconds > 0 ? static_cast<double>(stats.bytes_loaded) / seconds / 1e9 : 0;
+  const std::string tag = multi_rank() ? "wmap[rank " + std::to_string(m.rank) + "/" + std::to_string(m.world_size) + "]" : "wmap";
   std::fprintf(stderr,
-               "wmap[rank %u/%u]: io-policy %s (requested %s%s%s): needed %.1f MiB, read from storage %.1f MiB, received %.1f MiB, "
+               "%s: io-policy %s (requested %s%s%s): needed %.1f MiB, read from storage %.1f MiB, received %.1f MiB, "
                "sent %.1f MiB; %s %.3fs + load %.3fs: %.2f GB/s\n",
-               m.rank, m.world_size, m.effective.c_str(), std::string(mpi::io_policy_name(m.requested)).c_str(),
+               tag.c_str(), m.effective.c_str(), std::string(mpi::io_policy_name(m.requested)).c_str(),
                m.reason.empty() ? "" : "; fell back: ", m.reason.c_str(), static_cast<double>(m.needed_bytes) / mib,
                static_cast<double>(m.storage_bytes) / mib, static_cast<double>(m.received_bytes) / mib,
                static_cast<double>(m.sent_bytes) / mib, m.effective == "exchange" ? "exchange" : m.effective == "rank-striped" ? "read-ahead" : "pre-load", m.policy_seconds,
