@@ -3,7 +3,9 @@
 // chunks; chunk c is read from storage by rank c mod N alone and each rank is sent (point to
 // point) exactly its overlap with the chunk, straight into its ExtentStoreFileSystem. Storage
 // traffic is the union once, however many ranks load. Collective over the world communicator;
-// call it on the thread that owns the MpiWorld.
+// call it on the thread that owns the MpiWorld (the only one that calls MPI: a reader thread of
+// its own does the preads, so reads and transfers overlap). In flight per rank: kExchangeSlots
+// chunks, i.e. at most 4 x 32 MiB of read buffers plus their packed copies.
 
 #include <cstdint>
 #include <vector>
@@ -23,7 +25,7 @@ struct ExchangeStats {
   double seconds = 0;
 };
 
-// Reads of one chunk in flight per slot; a slot is reused once its sends completed.
+// Chunks in flight per rank: one per slot; a slot is reused once its sends completed.
 constexpr int kExchangeSlots = 4;
 
 // Chunk size for a union of `union_bytes` over `ranks` ranks: about 8 chunks per rank (so the
