@@ -238,6 +238,24 @@ TEST(MpiLoad, DifferentFilesOnOneRankFallBackToNativeOnAllRanks) {
   }
 }
 
+// The policy decides which collectives run, so ranks asking for different ones all run native.
+TEST(MpiLoad, RanksAskingForDifferentPoliciesAllRunNative) {
+  SKIP_WITHOUT_MPIRUN();
+  TempDir dir;
+  const auto ckpt = synth(dir, "llama", "");
+  auto args = [&](const std::string& policy) {
+    return wmap_cli() + " load " + shell_quote(ckpt.string()) + " --tp-size 4 --json --io-policy " + policy;
+  };
+  auto r = run_mpi("-np 2 " + args("exchange") + " : " + sanitizer_env() + "-np 2 " + args("rank-striped"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto ranks = ranks_of(r.out);
+  ASSERT_EQ(ranks.size(), 4u) << r.out;
+  for (const auto& [rank, j] : ranks) {
+    EXPECT_EQ(j.field("io_policy"), "native") << rank;
+    EXPECT_EQ(j.field("io_policy_reason"), "rank 2 asked for --io-policy rank-striped, rank 0 for exchange") << rank;
+  }
+}
+
 // Rank 3's checkpoint has a truncated shard: its catalog fails, and every rank exits non-zero
 // at that phase boundary instead of waiting for it in the exchange.
 TEST(MpiLoad, OneRankFailingStopsEveryRankPromptly) {
