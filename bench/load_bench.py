@@ -28,6 +28,8 @@ import time
 
 import numpy as np
 
+from page_cache import evict, shards
+
 NUMPY_LOADER = r'''
 import json, os, struct, sys, time, resource
 import numpy as np
@@ -54,20 +56,6 @@ for name in sorted(os.listdir(d)):
 secs = time.perf_counter() - t0
 print(json.dumps({"seconds": secs, "bytes": n, "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
 '''
-
-
-def shards(d):
-    return sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".safetensors"))
-
-
-def evict(d):
-    os.sync()
-    for path in shards(d):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 def warm(d):

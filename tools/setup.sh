@@ -6,6 +6,7 @@ PACKAGES=(
   libboost-dev libboost-filesystem-dev libyaml-cpp-dev libre2-dev libspdlog-dev libfmt-dev
   libsimdjson-dev libcli11-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy clang libclang-rt-14-dev util-linux pybind11-dev python3-pybind11 python3-torch
+  libopenmpi-dev openmpi-bin
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

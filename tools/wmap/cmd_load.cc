@@ -1,10 +1,11 @@
 // `wmap load DIR [layout] [--device host|cuda:N] [--catalog FILE] [--dump FILE] [--allow-partial]
-//   [--io auto|mmap|pread] [--read-workers N] [--load-workers N] [--prefault on|off] [--prefetch auto|on|off]`
+//   [--io-policy native|rank-striped|exchange] [--io auto|mmap|pread] [--read-workers N] [--load-workers N] [--prefault on|off] [--prefetch auto|on|off]`
 // Worker counts: the flags, else WMAP_READ_WORKERS / WMAP_LOAD_WORKERS, else from the core count.
 #include <cstdio>
 
 #include "commands.h"
 #include "loader_options.h"
+#include "rank_context.h"
 #include "wmap/error.h"
 #include "wmap/json_text.h"
 #include "wmap/progress.h"
@@ -22,6 +23,8 @@ struct LoadOptions {
   unsigned read_workers = 0;
   std::string prefault = "on";
   bool allow_partial = false;
+  std::string io_policy = "native";
+  bool tp_rank_given = false;
 };
 
 // An I/O error while reading tensor data or writing --dump is a load failure (exit 1), not
@@ -45,8 +48,10 @@ int run_load(const LoadOptions& o) {
   if (o.common.checkpoint.empty()) throw Error(ErrorCode::kInvalidArgument, "wmap load needs the checkpoint DIR");
   LoaderOptions lo = to_loader_options(o.common);
   lo.allow_partial = o.allow_partial;
-  LoaderSession session(lo);
-  auto prepared = session.prepare();
+  // Under mpirun: the rank comes from MPI and each phase below is agreed by every rank.
+  RankContext ranks(o.io_policy, o.tp_rank_given, lo.layout);
+  auto session = ranks.phase("startup", [&] { return std::make_unique<LoaderSession>(lo); });
+  auto prepared = ranks.phase("catalog/plan", [&] { return session->prepare(); });
   report_plan(*prepared, true);
   auto device = make_device(o.device);
   ExecOptions exec;
@@ -79,10 +84,14 @@ int run_load(const LoadOptions& o) {
   exec.prefault = o.prefault == "on";
   Progress bar("load", prepared->plan->bytes_to_load(), true, Progress::kBytes);
   exec.progress = [&bar](uint64_t done, uint64_t) { bar.update(done); };
-  LoadedModel model = as_load_failure([&] { return session.load(*prepared, *device, exec); });
+  ranks.before_load(*prepared, exec);
+  LoadedModel model = ranks.phase("load", [&] { return as_load_failure([&] { return session->load(*prepared, *device, exec); }); });
   bar.finish();
+  ranks.after_load(model.stats);
   if (!o.dump.empty()) {
-    as_load_failure([&] { return dump_safetensors(model, *device, replace_rank(o.dump, lo.layout.tp_rank)); });
+    ranks.phase("dump", [&] {
+      return as_load_failure([&] { return dump_safetensors(model, *device, replace_rank(o.dump, lo.layout.tp_rank)); });
+    });
   }
   const auto& s = model.stats;
   const double gbps = s.seconds > 0 ? static_cast<double>(s.bytes_loaded) / s.seconds / 1e9 : 0;
@@ -94,7 +103,7 @@ int run_load(const LoadOptions& o) {
                 "\"workers\":%u,\"load_workers\":{\"requested\":%u,\"effective\":%u},"
                 "\"read_workers\":{\"requested\":%u,\"effective\":%u},\"prefetch\":%s,\"prefault\":%s,"
                 "\"phases\":{\"catalog\":%.6f,\"plan\":%.6f,\"load\":%.6f,\"read\":%.6f,\"transform\":%.6f,\"copy\":%.6f},"
-                "\"device\":%s,\"catalog_seconds\":%.6f,\"plan_seconds\":%.6f,\"plan_id\":\"%s\"}\n",
+                "\"device\":%s,\"catalog_seconds\":%.6f,\"plan_seconds\":%.6f,\"plan_id\":\"%s\"%s}\n",
                 model.params.size(), static_cast<unsigned long long>(s.bytes_loaded), static_cast<unsigned long long>(s.bytes_read),
                 static_cast<unsigned long long>(s.bytes_needed), static_cast<unsigned long long>(s.reads), s.seconds, gbps,
                 static_cast<unsigned long long>(rss), json_string(s.io_path).c_str(), json_string(s.io_requested).c_str(),
@@ -102,7 +111,7 @@ int run_load(const LoadOptions& o) {
                 s.read_workers, s.prefetch ? "true" : "false", s.prefault ? "true" : "false", prepared->catalog_seconds,
                 prepared->plan_seconds, s.seconds, s.read_seconds, s.transform_seconds, s.copy_seconds,
                 json_string(device->name()).c_str(), prepared->catalog_seconds, prepared->plan_seconds,
-                prepared->plan->plan_id().c_str());
+                prepared->plan->plan_id().c_str(), ranks.json_fields(s).c_str());
   } else {
     std::printf("loaded %zu parameters (%.1f MiB) for %s on %s in %.3fs: %.2f GB/s, peak RSS %.1f MiB\n",
                 model.params.size(), static_cast<double>(s.bytes_loaded) / (1 << 20), lo.layout.to_string().c_str(),
@@ -117,6 +126,7 @@ int run_load(const LoadOptions& o) {
                 static_cast<unsigned long long>(s.reads), prepared->catalog_seconds, prepared->plan_seconds, s.seconds,
                 s.read_seconds, s.transform_seconds, s.copy_seconds);
   }
+  ranks.print_summary(s);
   return prepared->plan->ok() ? 0 : 1;
 }
 
@@ -139,7 +149,14 @@ Runner add_load(CLI::App& app) {
   sub->add_option("--prefetch", o->prefetch, "auto, on or off (auto: when the bytes fit in 90% of available memory)")
       ->capture_default_str();
   sub->add_flag("--allow-partial", o->allow_partial, "Load what the plan can, even when it reports problems (exit 1)");
-  return [o] { return run_load(*o); };
+  sub->add_option("--io-policy", o->io_policy,
+                  "Under mpirun: native (each rank reads its bytes), rank-striped (a node's ranks warm the page cache in "
+                  "stripes) or exchange (each byte read once, sent over MPI)")
+      ->capture_default_str();
+  return [o, sub] {
+    o->tp_rank_given = sub->get_option("--tp-rank")->count() > 0;
+    return run_load(*o);
+  };
 }
 
 }  // namespace wmap::cli

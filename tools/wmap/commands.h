@@ -10,6 +10,16 @@ namespace wmap::cli {
 
 using Runner = std::function<int()>;
 
+// Thrown once a failure has been printed (by every rank of an MPI job, see rank_context.h): the
+// process exits with exit_code and prints nothing more.
+struct ReportedFailure {
+  int exit_code = 1;
+};
+
+// Called by main once it printed an error: under MPI, when the error escaped without the other
+// ranks' agreement, ends the whole job (they may be waiting for this rank); else returns exit_code.
+int after_error(int exit_code);
+
 Runner add_inspect(CLI::App& app);
 Runner add_synth(CLI::App& app);
 Runner add_plan(CLI::App& app);

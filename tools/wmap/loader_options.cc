@@ -47,13 +47,20 @@ void keep_until_exit(std::unique_ptr<PreparedLoad> prepared) {
   kept = std::move(prepared);
 }
 
-uint64_t peak_rss_bytes() {
-  std::ifstream in("/proc/self/status");
+namespace {
+// The number after `key` on its "key: value" line of a /proc/self file; 0 when absent.
+uint64_t proc_self_value(const char* file, const std::string& key) {
+  std::ifstream in(file);
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+    if (line.rfind(key, 0) == 0) return std::stoull(line.substr(key.size()));
   }
   return 0;
 }
+}  // namespace
+
+uint64_t peak_rss_bytes() { return proc_self_value("/proc/self/status", "VmHWM:") * 1024; }
+
+uint64_t os_storage_read_bytes() { return proc_self_value("/proc/self/io", "read_bytes:"); }
 
 }  // namespace wmap::cli

@@ -27,5 +27,8 @@ void report_plan(const PreparedLoad& prepared, bool quiet_ok);
 void keep_until_exit(std::unique_ptr<PreparedLoad> prepared);
 // Peak resident set size of this process, in bytes (VmHWM).
 uint64_t peak_rss_bytes();
+// Bytes this process caused to be fetched from storage, page-cache hits excluded (/proc/self/io
+// read_bytes); 0 where the kernel does not account it.
+uint64_t os_storage_read_bytes();
 
 }  // namespace wmap::cli

@@ -47,14 +47,16 @@ int main(int argc, char** argv) {
       return rc;
     }
     return 2;
+  } catch (const wmap::cli::ReportedFailure& f) {
+    return f.exit_code;
   } catch (const wmap::Error& e) {
     std::fprintf(stderr, "wmap: error: %s\n", e.what());
-    return wmap::exit_code_for(e.code());
+    return wmap::cli::after_error(wmap::exit_code_for(e.code()));
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "wmap: error: out of memory\n");
-    return 1;
+    return wmap::cli::after_error(1);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "wmap: error: %s\n", e.what());
-    return 1;
+    return wmap::cli::after_error(1);
   }
 }

@@ -1,0 +1,48 @@
+#pragma once
+// How the ranks of one MPI job read a checkpoint (`--io-policy`):
+//   native        each rank reads what its own plan needs;
+//   rank-striped  the ranks of a node warm the shared page cache with disjoint stripes of the
+//                 bytes the node needs, then load natively (striped_warmup.h);
+//   exchange      each needed byte is read by one rank and sent to the ranks that need it, which
+//                 load from memory (extent_exchange.h, extent_store_fs.h).
+// The effective policy is decided from facts every rank gathered (requested policy, each rank's
+// shard names/sizes/mtimes, memory), so every rank takes the same branch; when any rank cannot
+// follow, all fall back to native together with one reason. Owns the exchange buffers, which
+// must outlive the load that reads them. Use on the thread that owns the MpiWorld.
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "wmap/file_io.h"
+#include "wmap/loader.h"
+#include "wmap/mpi/io_policy.h"
+#include "wmap/mpi/extent_store_fs.h"
+#include "wmap/mpi/mpi_world.h"
+
+namespace wmap::mpi {
+
+struct RankIoReport {
+  std::string requested, effective, reason;  // reason: why effective differs (or "")
+  uint64_t needed_bytes = 0;    // this rank's plan
+  uint64_t union_bytes = 0;     // exchange: the job's; rank-striped: the node's
+  uint64_t storage_bytes = 0;   // read from the shard files by this rank before the load
+  uint64_t received_bytes = 0;  // exchange: from the other ranks
+  uint64_t sent_bytes = 0;
+  double seconds = 0;           // warm-up or exchange
+};
+
+class RankIo {
+ public:
+  // Collective: agrees on the policy and runs its step before the load (agreeing on success).
+  RankIo(MpiWorld& world, IoPolicy requested, const PreparedLoad& prepared);
+  // The FileSystem the load reads through: null for the real files.
+  const FileSystem* file_system() const { return store_.get(); }
+  const RankIoReport& report() const { return report_; }
+
+ private:
+  RankIoReport report_;
+  std::unique_ptr<ExtentStoreFileSystem> store_;
+};
+
+}  // namespace wmap::mpi

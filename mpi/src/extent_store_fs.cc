@@ -1,0 +1,69 @@
+#include "wmap/mpi/extent_store_fs.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "wmap/error.h"
+
+namespace wmap::mpi {
+namespace {
+
+class StoreFile final : public RandomAccessFile {
+ public:
+  StoreFile(const ExtentStoreFileSystem& fs, uint32_t shard, std::string path, uint64_t size)
+      : fs_(fs), shard_(shard), path_(std::move(path)), size_(size) {}
+  const std::string& path() const override { return path_; }
+  uint64_t size() const override { return size_; }
+  void read(uint64_t offset, std::span<std::byte> dst) const override {
+    if (!dst.empty()) std::memcpy(dst.data(), fs_.find(shard_, offset, dst.size()), dst.size());
+  }
+  // No views: the mmap path views whole read units, gaps between strided runs included, and
+  // those bytes were never received. Loads from the store run with IoMode::kPread.
+  std::span<const std::byte> view(uint64_t, uint64_t) const override { return {}; }
+  void release(uint64_t, uint64_t) const override {}
+  void will_need(uint64_t, uint64_t) const override {}
+  void populate(uint64_t, uint64_t) const override {}
+
+ private:
+  const ExtentStoreFileSystem& fs_;
+  uint32_t shard_;
+  std::string path_;
+  uint64_t size_;
+};
+
+}  // namespace
+
+ExtentStoreFileSystem::ExtentStoreFileSystem(const Catalog& catalog, std::vector<FileExtent> extents)
+    : catalog_(catalog), extents_(std::move(extents)) {
+  offsets_.reserve(extents_.size());
+  for (const FileExtent& e : extents_) {
+    offsets_.push_back(size_);
+    size_ += e.size();
+  }
+  // Not value-initialised: every byte is overwritten by what the peers send.
+  bytes_.reset(new std::byte[std::max<uint64_t>(size_, 1)]);
+}
+
+std::unique_ptr<RandomAccessFile> ExtentStoreFileSystem::open(const std::filesystem::path& path, IoMode) const {
+  for (uint32_t s = 0; s < catalog_.shards().size(); ++s) {
+    if (catalog_.shard_path(s) == path) return std::make_unique<StoreFile>(*this, s, path.string(), catalog_.shards()[s].signature.size);
+  }
+  throw Error(ErrorCode::kInternal, path.string() + ": not a shard of this load's catalog (nothing was received for it)");
+}
+
+const std::byte* ExtentStoreFileSystem::find(uint32_t shard, uint64_t offset, uint64_t len) const {
+  // The last extent starting at or before (shard, offset).
+  auto it = std::upper_bound(extents_.begin(), extents_.end(), FileExtent{shard, offset, offset}, [](const FileExtent& a, const FileExtent& b) {
+    return a.shard != b.shard ? a.shard < b.shard : a.begin < b.begin;
+  });
+  if (it != extents_.begin()) {
+    const FileExtent& e = *--it;
+    if (e.shard == shard && offset >= e.begin && offset + len <= e.end) {
+      return bytes_.get() + offsets_[static_cast<size_t>(it - extents_.begin())] + (offset - e.begin);
+    }
+  }
+  throw Error(ErrorCode::kInternal, catalog_.shard_path(shard).string() + ": bytes [" + std::to_string(offset) + ", " +
+                                        std::to_string(offset + len) + ") were not received from the other ranks");
+}
+
+}  // namespace wmap::mpi

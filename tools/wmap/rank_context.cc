@@ -1,0 +1,166 @@
+#include "rank_context.h"
+
+#include <cstdio>
+
+#include "commands.h"
+#include "loader_options.h"
+#include "wmap/json_text.h"
+#include "wmap/mpi/io_policy.h"
+#include "wmap/mpi/launch_env.h"
+#ifdef WMAP_HAVE_MPI
+#include "wmap/mpi/mpi_world.h"
+#include "wmap/mpi/rank_io.h"
+#endif
+
+namespace wmap::cli {
+
+using mpi::IoPolicy;
+
+struct RankContext::Impl {
+  IoPolicy requested = IoPolicy::kNative;
+  std::string effective = "native", reason;
+  uint32_t rank = 0, world_size = 1;
+  uint64_t storage_bytes = 0, received_bytes = 0, sent_bytes = 0, needed_bytes = 0, union_bytes = 0;
+  double policy_seconds = 0;
+#ifdef WMAP_HAVE_MPI
+  std::unique_ptr<mpi::MpiWorld> world;  // null: not launched under MPI
+  std::unique_ptr<mpi::RankIo> io;       // declared after `world`: freed before MPI_Finalize
+#endif
+};
+
+RankContext::RankContext(const std::string& io_policy, bool tp_rank_given, Layout& layout) : impl_(std::make_unique<Impl>()) {
+  impl_->requested = mpi::parse_io_policy(io_policy);
+  impl_->rank = layout.tp_rank;
+#ifdef WMAP_HAVE_MPI
+  if (mpi::launched_under_mpi()) {
+    impl_->world = std::make_unique<mpi::MpiWorld>();
+    mpi::MpiWorld& w = *impl_->world;
+    impl_->rank = static_cast<uint32_t>(w.rank());
+    impl_->world_size = static_cast<uint32_t>(w.size());
+    std::exception_ptr error;
+    try {
+      if (layout.tp_size != impl_->world_size) {
+        throw Error(ErrorCode::kInvalidArgument, "--tp-size " + std::to_string(layout.tp_size) + " does not match the " +
+                                                     std::to_string(impl_->world_size) +
+                                                     " MPI ranks launched: run one rank per tensor-parallel rank (mpirun -np " +
+                                                     std::to_string(layout.tp_size) + ")");
+      }
+      if (tp_rank_given && layout.tp_rank != impl_->rank) {
+        throw Error(ErrorCode::kInvalidArgument, "--tp-rank " + std::to_string(layout.tp_rank) + " differs from this process's MPI rank " +
+                                                     std::to_string(impl_->rank) + " (under mpirun the rank comes from MPI; drop --tp-rank)");
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+    agree("the launch", error);
+    layout.tp_rank = impl_->rank;
+    return;
+  }
+#else
+  if (mpi::launched_under_mpi()) {
+    std::fprintf(stderr, "wmap: warning: launched by an MPI launcher, but this wmap was built without MPI (WMAP_MPI=OFF): "
+                         "loading as a single process with --tp-rank %u\n", layout.tp_rank);
+  }
+#endif
+  (void)tp_rank_given;
+  if (impl_->requested != IoPolicy::kNative) impl_->reason = "not launched under MPI: a single process has nothing to share";
+}
+
+RankContext::~RankContext() = default;
+
+int after_error(int exit_code) {
+#ifdef WMAP_HAVE_MPI
+  mpi::abort_if_unagreed(exit_code);
+#endif
+  return exit_code;
+}
+
+bool RankContext::multi_rank() const {
+#ifdef WMAP_HAVE_MPI
+  return impl_->world != nullptr;
+#else
+  return false;
+#endif
+}
+
+void RankContext::agree(std::string_view phase, std::exception_ptr error) {
+#ifdef WMAP_HAVE_MPI
+  try {
+    impl_->world->agree(phase, error);
+  } catch (const mpi::AgreedFailure& f) {
+    throw ReportedFailure{f.exit_code};
+  }
+#else
+  (void)phase;
+  if (error) std::rethrow_exception(error);
+#endif
+}
+
+void RankContext::before_load(const PreparedLoad& prepared, ExecOptions& exec) {
+#ifdef WMAP_HAVE_MPI
+  if (!multi_rank()) return;
+  try {
+    impl_->io = std::make_unique<mpi::RankIo>(*impl_->world, impl_->requested, prepared);
+  } catch (const mpi::AgreedFailure& f) {
+    throw ReportedFailure{f.exit_code};
+  }
+  const mpi::RankIoReport& r = impl_->io->report();
+  impl_->effective = r.effective;
+  impl_->reason = r.reason;
+  impl_->storage_bytes = r.storage_bytes;
+  impl_->received_bytes = r.received_bytes;
+  impl_->sent_bytes = r.sent_bytes;
+  impl_->needed_bytes = r.needed_bytes;
+  impl_->union_bytes = r.union_bytes;
+  impl_->policy_seconds = r.seconds;
+  exec.fs = impl_->io->file_system();
+  // The exchanged bytes are in memory already, and only they: read (copy) them, never map.
+  if (exec.fs) exec.io = IoMode::kPread;
+#else
+  (void)prepared;
+  (void)exec;
+#endif
+}
+
+void RankContext::after_load(const LoadStats& stats) {
+  // Native loads (and single processes) read storage in the load itself; the other policies
+  // read it before, and the load hits the page cache or the exchanged bytes.
+  if (impl_->effective == "native") impl_->storage_bytes += stats.bytes_read;
+  if (impl_->needed_bytes == 0) impl_->needed_bytes = stats.bytes_needed;
+}
+
+std::string RankContext::json_fields(const LoadStats& stats) const {
+  const Impl& m = *impl_;
+  const double seconds = m.policy_seconds + stats.seconds;
+  const double gbps = seconds > 0 ? static_cast<double>(stats.bytes_loaded) / seconds / 1e9 : 0;
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                ",\"rank\":%u,\"world_size\":%u,\"io_policy_requested\":\"%s\",\"io_policy\":\"%s\",\"io_policy_reason\":%s,"
+                "\"storage_bytes\":%llu,\"received_bytes\":%llu,\"sent_bytes\":%llu,\"needed_bytes\":%llu,\"union_bytes\":%llu,"
+                "\"os_read_bytes\":%llu,\"io_policy_seconds\":%.6f,\"end_to_end_gbps\":%.3f",
+                m.rank, m.world_size, std::string(mpi::io_policy_name(m.requested)).c_str(), m.effective.c_str(),
+                json_string(m.reason).c_str(), static_cast<unsigned long long>(m.storage_bytes),
+                static_cast<unsigned long long>(m.received_bytes), static_cast<unsigned long long>(m.sent_bytes),
+                static_cast<unsigned long long>(m.needed_bytes), static_cast<unsigned long long>(m.union_bytes), static_cast<unsigned long long>(os_storage_read_bytes()),
+                m.policy_seconds, gbps);
+  return buf;
+}
+
+void RankContext::print_summary(const LoadStats& stats) const {
+  const Impl& m = *impl_;
+  if (!multi_rank() && m.requested == IoPolicy::kNative) return;  // the single-process output is unchanged
+  const double mib = 1 << 20;
+  const double seconds = m.policy_seconds + stats.seconds;
+  const double gbps = seconds > 0 ? static_cast<double>(stats.bytes_loaded) / seconds / 1e9 : 0;
+  const std::string tag = multi_rank() ? "wmap[rank " + std::to_string(m.rank) + "/" + std::to_string(m.world_size) + "]" : "wmap";
+  std::fprintf(stderr,
+               "%s: io-policy %s (requested %s%s%s): needed %.1f MiB, read from storage %.1f MiB, received %.1f MiB, "
+               "sent %.1f MiB; %s %.3fs + load %.3fs: %.2f GB/s\n",
+               tag.c_str(), m.effective.c_str(), std::string(mpi::io_policy_name(m.requested)).c_str(),
+               m.reason.empty() ? "" : "; fell back: ", m.reason.c_str(), static_cast<double>(m.needed_bytes) / mib,
+               static_cast<double>(m.storage_bytes) / mib, static_cast<double>(m.received_bytes) / mib,
+               static_cast<double>(m.sent_bytes) / mib, m.effective == "exchange" ? "exchange" : m.effective == "rank-striped" ? "read-ahead" : "pre-load", m.policy_seconds,
+               stats.seconds, gbps);
+}
+
+}  // namespace wmap::cli

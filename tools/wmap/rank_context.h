@@ -1,0 +1,58 @@
+#pragma once
+// How one `wmap load` process relates to its peers: alone (no MPI launcher: exactly the
+// single-process load, rank from --tp-rank) or one rank of an MPI job (rank from MPI, --tp-size
+// checked against the world size, every phase agreed so no rank hangs or succeeds alone, and the
+// --io-policy step run before the load). Owns MPI for the command's lifetime. Not thread-safe:
+// use it on the command's thread.
+
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "wmap/executor.h"
+#include "wmap/layout.h"
+#include "wmap/loader.h"
+
+namespace wmap::cli {
+
+class RankContext {
+ public:
+  // Applies the MPI rank to `layout` (an explicit --tp-rank must match it).
+  RankContext(const std::string& io_policy, bool tp_rank_given, Layout& layout);
+  ~RankContext();
+
+  // Runs one phase; under MPI every rank then agrees on its success (a failure anywhere ends
+  // every rank, each printing one line, via ReportedFailure).
+  template <class Fn>
+  auto phase(std::string_view name, Fn&& fn) -> decltype(fn());
+  // The I/O policy's step before the load; points exec.fs at the exchanged bytes when needed.
+  void before_load(const PreparedLoad& prepared, ExecOptions& exec);
+  void after_load(const LoadStats& stats);
+  // `,"io_policy":...` fields for --json, and the human summary line (stderr, every rank).
+  std::string json_fields(const LoadStats& stats) const;
+  void print_summary(const LoadStats& stats) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  bool multi_rank() const;
+  void agree(std::string_view phase, std::exception_ptr error);
+};
+
+template <class Fn>
+auto RankContext::phase(std::string_view name, Fn&& fn) -> decltype(fn()) {
+  if (!multi_rank()) return fn();
+  std::optional<decltype(fn())> out;
+  std::exception_ptr error;
+  try {
+    out.emplace(fn());
+  } catch (...) {
+    error = std::current_exception();
+  }
+  agree(name, error);
+  return std::move(*out);
+}
+
+}  // namespace wmap::cli
