@@ -339,7 +339,7 @@ LoadedModel execute_plan(const LoadPlan& plan, const Catalog& catalog, Device& d
       const auto pi = static_cast<uint32_t>(i), pj = static_cast<uint32_t>(j);
       if (!piece.record) {
         if (piece.out_bytes) zeros.push_back({Unit::Kind::kZero, 0, 0, 0, 0, 0, pi, pj, at}), ++left[i];
-      } else if (piece.out_bytes > 0 && is_identity(piece) && !piece.record->strided()) {
+      } else if (piece.out_bytes > 0 && reads_in_runs(piece)) {
         const TensorRecord& r = *piece.record;
         uint64_t dst = at;
         for_each_run(piece, [&](uint64_t off, uint64_t len) {

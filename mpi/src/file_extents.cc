@@ -31,15 +31,15 @@ std::vector<FileExtent> needed_extents(const LoadPlan& plan) {
     for (const PlannedPiece& piece : p.pieces) {
       if (!piece.record || piece.out_bytes == 0) continue;
       const TensorRecord& r = *piece.record;
-      if (is_identity(piece)) {
+      if (reads_in_runs(piece)) {
         for_each_run(piece, [&](uint64_t off, uint64_t len) { e.push_back({r.shard, r.offset + off, r.offset + off + len}); });
       } else {
         e.push_back({r.shard, piece.span_begin, piece.span_end});
       }
     }
     for (const auto& [a, b] : p.must_match) {
-      e.push_back({a->shard, a->offset, a->offset + a->nbytes});
-      e.push_back({b->shard, b->offset, b->offset + b->nbytes});
+      e.push_back({a->shard, a->offset, a->offset + a->span_bytes()});
+      e.push_back({b->shard, b->offset, b->offset + b->span_bytes()});
     }
   }
   return merge_extents(std::move(e));

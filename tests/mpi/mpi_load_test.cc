@@ -120,8 +120,9 @@ fs::path synth(const TempDir& dir, const std::string& family, const std::string&
 }
 
 // `mpirun -np T wmap load` under `policy`; checks every rank's dump and returns the JSON lines.
+// `reference` (default: ckpt) is the safetensors checkpoint the dumps are checked against.
 std::map<int, RankJson> load_all_ranks(const fs::path& ckpt, uint32_t t, uint32_t p, const std::string& policy,
-                                       const std::string& extra = "") {
+                                       const std::string& extra = "", const fs::path& reference = {}) {
   TempDir out;
   const std::string args = "load " + shell_quote(ckpt.string()) + " --tp-size " + std::to_string(t) + " --ep-size " +
                            std::to_string(p) + " --io-policy " + policy + " " + extra + " --json --dump " +
@@ -135,7 +136,7 @@ std::map<int, RankJson> load_all_ranks(const fs::path& ckpt, uint32_t t, uint32_
     EXPECT_EQ(j.field("io_policy_requested"), policy);
     EXPECT_EQ(j.u64("world_size"), t);
   }
-  expect_dumps_match(ckpt, out.path(), t, p, policy);
+  expect_dumps_match(reference.empty() ? ckpt : reference, out.path(), t, p, policy);
   return ranks;
 }
 
@@ -183,6 +184,21 @@ TEST(MpiLoad, LlamaTp4BitExactUnderEveryPolicy) {
   TempDir dir;
   // 8 heads, 2 KV heads: at TP4 each KV head is duplicated on two ranks.
   expect_every_policy_bit_exact(synth(dir, "llama", "--preset small"), 4, 1);
+}
+
+// PyTorch .bin shards whose 2-D weights are column-major views: under exchange a rank receives
+// each strided view's whole span (what its executor gathers), checked against the safetensors
+// original.
+TEST(MpiLoad, StridedTorchViewsUnderExchangeAndRankStriped) {
+  SKIP_WITHOUT_MPIRUN();
+  TempDir dir;
+  const auto st = synth(dir, "llama", "--shards 2");
+  const auto bin = dir / "bin";
+  const auto made = run_command(python() + " " + shell_quote((source_dir() / "tests/torch/make_torch_checkpoints.py").string()) +
+                                " convert " + shell_quote(st.string()) + " " + shell_quote(bin.string()) + " --views");
+  if (made.exit_code == 77 || made.exit_code == 77 * 256) GTEST_SKIP() << "torch unavailable: " << made.err;
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  for (const std::string policy : {"exchange", "rank-striped"}) load_all_ranks(bin, 2, 1, policy, "", st);
 }
 
 // --io mmap maps whole read units (gaps between strided runs included): under exchange the rank
