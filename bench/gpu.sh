@@ -22,13 +22,21 @@ t0=$(date +%s)
 say() { echo "=== gpu.sh: $* ($(( $(date +%s) - t0 ))s) ==="; }
 
 say "build ($BUILD, ${WMAP_BUILD_TYPE:-Release}, -j$JOBS)"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE="${WMAP_BUILD_TYPE:-Release}" -DWMAP_CUDA=ON -DWMAP_BUILD_PYTHON=OFF >/dev/null
-cmake --build "$BUILD" -j "$JOBS" >/dev/null
+mkdir -p "$BUILD"
+LOG="$BUILD/gpu_bench_build.log"
+if ! { cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE="${WMAP_BUILD_TYPE:-Release}" -DWMAP_CUDA=ON -DWMAP_BUILD_PYTHON=OFF &&
+  cmake --build "$BUILD" -j "$JOBS"; } >"$LOG" 2>&1; then
+  tail -n 60 "$LOG"
+  echo "gpu.sh: build failed (log: $LOG)"
+  exit 1
+fi
 WMAP="$BUILD/bin/wmap"
 nvidia-smi --query-gpu=name,memory.total,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv,noheader 2>/dev/null || true
 
+# A failing test does not stop the measurements (device time is scarce); it fails the run at the end.
 say "GPU tests"
-"$BUILD/tests/wmap_tests" --gtest_filter='GpuLoad.*:GpuDevice.*:StagingRing.*:ScaleInversion.*' --gtest_brief=1
+TESTS_OK=1
+"$BUILD/tests/wmap_tests" --gtest_filter='GpuLoad.*:GpuDevice.*:StagingRing.*:ScaleInversion.*' --gtest_brief=1 || TESTS_OK=0
 
 say "copy-engine baseline"
 if ! H2D=$("$BUILD/bin/wmap_h2d_bench" 1024 5); then
@@ -88,5 +96,9 @@ if [[ -n ${OUT:-} ]]; then
   mkdir -p "$OUT"
   { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true; echo "$TABLE"; } >"$OUT/gpu_bench.txt"
   echo "gpu.sh: figures written to $OUT/gpu_bench.txt"
+fi
+if [[ $TESTS_OK != 1 ]]; then
+  echo "gpu.sh: GPU tests FAILED (see above)"
+  exit 1
 fi
 say "done"

@@ -35,13 +35,20 @@ void check(cudaError_t e, const char* call, const std::string& what) {
 
 class PinnedAllocator final : public StagingRing::SlabAllocator {
  public:
+  explicit PinnedAllocator(int device) : device_(device) {}
   std::byte* allocate(uint64_t bytes) override {
+    // The calling worker may never have named a device: without this, CUDA would set up a
+    // context on device 0 for it.
+    check(cudaSetDevice(device_), "cudaSetDevice", "cuda:" + std::to_string(device_));
     void* p = nullptr;
     check(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "cudaHostAlloc",
           "pinned staging slab of " + std::to_string(bytes) + " bytes");
     return static_cast<std::byte*>(p);
   }
   void free(std::byte* slab) noexcept override { cudaFreeHost(slab); }
+
+ private:
+  int device_;
 };
 
 class EventFence final : public StagingRing::Fence {
@@ -95,7 +102,7 @@ class CudaDevice final : public Device {
     check(cudaSetDevice(index_), "cudaSetDevice", name_);
     streams_.resize(kStreams);
     for (auto& s : streams_) check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", name_);
-    ring_ = std::make_shared<StagingRing>(std::make_unique<PinnedAllocator>(), kSlabBytes, kSlabs);
+    ring_ = std::make_shared<StagingRing>(std::make_unique<PinnedAllocator>(index_), kSlabBytes, kSlabs);
   }
   ~CudaDevice() override {
     cudaSetDevice(index_);
