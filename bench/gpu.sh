@@ -8,7 +8,7 @@
 #      warm page cache, median of WMAP_GPU_RUNS (default 3) runs;
 #   4. prints a table with ratios, and writes it to $OUT/gpu_bench.txt when $OUT is set.
 # Checkpoints: `4g` (every parameter fits a 256 MiB staging slab) and `big-params` (1g with a
-# 131072-token vocabulary: 512 MiB embeddings, streamed through the ring in slab-sized chunks).
+# 131072-token vocabulary: 512 MiB embeddings, streamed through the ring in 64 MiB chunks).
 # Without a GPU the tests skip and the script stops before measuring (exit 3). About 5 minutes.
 #
 #   bench/gpu.sh [BUILD_DIR]     WMAP_JOBS, WMAP_BUILD_TYPE (Release), WMAP_GPU_RUNS, WMAP_GPU_PRESETS ("4g big-params")

@@ -2,7 +2,7 @@
 // live in cudaMalloc'd memory. A parameter that fits a staging slab is read straight into a
 // region of the pinned ring (StagingRing) and copied with one cudaMemcpyAsync; a larger one, or
 // one that finds the ring busy, is filled in pageable memory and streamed through the ring in
-// slab-sized chunks. Copies go round-robin over a few streams so they overlap with the reads;
+// quarter-slab chunks. Copies go round-robin over a few streams so they overlap with the reads;
 // scale inversions run as kernels on the same stream after their copy. docs/cuda.md.
 #include <cuda_runtime_api.h>
 
@@ -162,8 +162,11 @@ class CudaDevice final : public Device {
       ring_->release(std::exchange(b.lease_, {}), std::move(fence));
       return;
     }
+    // Quarter-slab chunks: the memcpy of one overlaps the copy of the previous, and several
+    // workers can stream through the one slab fill leases leave free.
+    const uint64_t chunk_bytes = ring_->slab_bytes() / 4;
     for (uint64_t at = 0; at < b.size_;) {
-      const uint64_t n = std::min(ring_->slab_bytes(), b.size_ - at);
+      const uint64_t n = std::min(chunk_bytes, b.size_ - at);
       const StagingRing::Lease chunk = ring_->acquire(n);
       std::shared_ptr<EventFence> fence;
       try {
