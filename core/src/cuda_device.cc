@@ -61,8 +61,9 @@ class EventFence final : public StagingRing::Fence {
       check(e, "cudaEventRecord", what);
     }
   }
+  // Not checked here (destructors and the ring's waits cannot report usefully): a failed copy
+  // counts as done, and its error, sticky in CUDA, surfaces in synchronize() at the end of the load.
   ~EventFence() override { cudaEventDestroy(event_); }
-  // A failed copy counts as done: its error surfaces in synchronize(), not as a hang here.
   bool done() override { return cudaEventQuery(event_) != cudaErrorNotReady; }
   void wait() override { cudaEventSynchronize(event_); }
 
