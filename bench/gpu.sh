@@ -39,8 +39,10 @@ TESTS_OK=1
 "$BUILD/tests/wmap_tests" --gtest_filter='GpuLoad.*:GpuDevice.*:StagingRing.*:ScaleInversion.*' --gtest_brief=1 || TESTS_OK=0
 
 say "copy-engine baseline"
-if ! H2D=$("$BUILD/bin/wmap_h2d_bench" 1024 5); then
-  echo "gpu.sh: no usable GPU (wmap_h2d_bench failed, see above): nothing to measure"
+if ! H2D=$("$BUILD/bin/wmap_h2d_bench" 1024 5 2>"$BUILD/h2d_error.txt"); then
+  cat "$BUILD/h2d_error.txt"
+  echo "gpu.sh: no usable GPU (wmap_h2d_bench failed): nothing to measure"
+  [[ -n ${OUT:-} ]] && mkdir -p "$OUT" && { echo "no measurement: $(cat "$BUILD/h2d_error.txt")"; } >"$OUT/gpu_bench.txt"
   exit 3
 fi
 echo "$H2D"
