@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "scale_inversion.h"
+#include "test_util.h"
 #include "wmap/error.h"
 
 namespace wmap {
@@ -52,6 +53,30 @@ TEST(ScaleInversion, F16RoundsToNearestEven) {
   auto b = bytes_of({0x4000, 0x4200, 0x7bff, 0x0000, 0x0001});
   invert_scales(b, DType::kF16);
   EXPECT_EQ(halves_of(b), (std::vector<uint16_t>{0x3800, 0x3555, 0x0100, 0, 0x7c00}));
+}
+
+// The hand-written binary16 conversions against numpy's, for every F16 pattern.
+TEST(ScaleInversion, EveryF16PatternMatchesNumpy) {
+  std::vector<uint16_t> all(1 << 16);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  auto b = bytes_of(all);
+  invert_scales(b, DType::kF16);
+  test::TempDir dir;
+  test::write_file(dir / "f16.bin", std::string(reinterpret_cast<const char*>(b.data()), b.size()));
+  const std::string script =
+      "import numpy as np, sys\n"
+      "got = np.fromfile(sys.argv[1], dtype=np.uint16)\n"
+      "x = np.arange(65536, dtype=np.uint16).view(np.float16).astype(np.float32)\n"
+      "with np.errstate(all='ignore'):\n"
+      "    y = np.where(np.isfinite(x) & (x > 0), np.float32(1) / x, np.float32(0)).astype(np.float32)\n"
+      "    want = y.astype(np.float16).view(np.uint16)\n"
+      "bad = np.nonzero(got != want)[0]\n"
+      "print(len(bad), 'mismatches', [hex(i) for i in bad[:8]])\n";
+  test::write_file(dir / "check.py", script);
+  const auto r = test::run_command(test::python() + " " + test::shell_quote((dir / "check.py").string()) + " " +
+                                   test::shell_quote((dir / "f16.bin").string()));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("0 mismatches", 0), 0u) << r.out << r.err;
 }
 
 TEST(ScaleInversion, StrictNamesTheKeyAndTheElement) {
