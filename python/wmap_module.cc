@@ -201,8 +201,7 @@ class Tensor {
   void* address() const {
     if (nbytes() == 0) return g_empty;
     void* p = buffer_->host_data();
-    // A CUDA buffer has no host address; the DeviceBuffer interface does not expose its device
-    // pointer yet (the CUDA backend, issue 7, adds it).
+    if (p == nullptr) p = buffer_->device_data();  // a CUDA buffer has only a device address
     if (p == nullptr) {
       throw_error(wmap::ErrorCode::kUnsupported, "'" + name_ + "' on " + device() +
                                                      ": this build cannot address device memory from Python");

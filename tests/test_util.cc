@@ -72,4 +72,10 @@ std::filesystem::path testdata_dir() { return WMAP_TESTDATA_DIR; }
 std::filesystem::path source_dir() { return WMAP_SOURCE_DIR; }
 std::string python() { return WMAP_PYTHON; }
 
+std::string reference_mismatches(const std::filesystem::path& ckpt, const std::filesystem::path& dump, const std::string& layout) {
+  auto check = run_command(python() + " " + shell_quote((source_dir() / "tests/python/reference.py").string()) + " check " +
+                           shell_quote(ckpt.string()) + " " + shell_quote(dump.string()) + " " + layout);
+  return check.exit_code == 0 && check.out.find(" 0 mismatches") != std::string::npos ? "" : check.out + check.err;
+}
+
 }  // namespace wmap::test

@@ -44,4 +44,8 @@ std::filesystem::path testdata_dir();  // ../shared/testdata
 std::filesystem::path source_dir();
 std::string python();  // /usr/bin/python3
 
+// Runs tests/python/reference.py on a dump of `ckpt` with `layout` (the CLI's layout flags):
+// empty when every byte matches, else the reference's report.
+std::string reference_mismatches(const std::filesystem::path& ckpt, const std::filesystem::path& dump, const std::string& layout);
+
 }  // namespace wmap::test

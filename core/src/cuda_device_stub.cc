@@ -4,6 +4,11 @@
 
 namespace wmap {
 
+int cuda_device_count(std::string* reason) {
+  if (reason) *reason = "this wmap was built without the CUDA backend";
+  return 0;
+}
+
 std::unique_ptr<Device> make_cuda_device(int index) {
   throw Error(ErrorCode::kUnsupported, "--device cuda:" + std::to_string(index) +
                                            ": this wmap was built without the CUDA backend; use --device host");

@@ -423,7 +423,7 @@ LoadedModel execute_plan(const LoadPlan& plan, const Catalog& catalog, Device& d
   auto dst_of = [&](uint32_t i) -> std::span<std::byte> {
     ParamState& s = state[i];
     std::call_once(s.allocated, [&] {
-      s.buffer = device.allocate(params[i].nbytes);
+      s.buffer = device.allocate(params[i].nbytes, params[i].name);
       s.dst = device.begin_write(*s.buffer);
       if (options.prefault) prefault(s.dst);
     });
@@ -470,7 +470,11 @@ LoadedModel execute_plan(const LoadPlan& plan, const Catalog& catalog, Device& d
       if (!piece.transform.empty()) {
         const TransformFn* fn = options.transforms ? options.transforms(piece.transform) : nullptr;
         if (fn == nullptr) throw Error(ErrorCode::kInternal, p.name + ": transform '" + piece.transform + "' is not registered");
-        (*fn)(std::span(dst.data() + at, piece.out_bytes), p.dtype, piece.record ? piece.record->name : p.name);
+        const std::string& key = piece.record ? piece.record->name : p.name;
+        // A GPU device may run it as a kernel after its copy (device.h).
+        if (!device.defer_transform(*state[i].buffer, piece.transform, at, piece.out_bytes, p.dtype, key)) {
+          (*fn)(std::span(dst.data() + at, piece.out_bytes), p.dtype, key);
+        }
       }
       at += piece.out_bytes;
     }

@@ -1,14 +1,13 @@
 #include "wmap/loader.h"
 
 #include <chrono>
-#include <cmath>
-#include <cstring>
 
 #include "wmap/error.h"
 #include "wmap/install_paths.h"
 #include "wmap/log.h"
 #include "wmap/progress.h"
 #include "wmap/shard_set.h"
+#include "scale_inversion.h"
 
 namespace wmap {
 namespace {
@@ -28,28 +27,15 @@ class RenamedProbe final : public KeyProbe {
 
 // x > 0 ? 1/x : 0 in fp32, with NaN/Inf -> 0 (experts' global scales).
 void invert_scale_lenient(std::span<std::byte> data, DType dtype, const std::string& key) {
-  if (dtype != DType::kF32) throw Error(ErrorCode::kValidation, "'" + key + "': scale inversion needs F32, not " + std::string(dtype_name(dtype)));
-  for (size_t i = 0; i + 4 <= data.size(); i += 4) {
-    float x;
-    std::memcpy(&x, data.data() + i, 4);
-    const float y = (std::isfinite(x) && x > 0.0f) ? 1.0f / x : 0.0f;
-    std::memcpy(data.data() + i, &y, 4);
-  }
+  check_scale_dtype(dtype, key);
+  invert_scales(data, dtype);
 }
 
 // Dense layers: a non-finite or <= 0 global scale is an error naming the key.
 void invert_scale_strict(std::span<std::byte> data, DType dtype, const std::string& key) {
-  if (dtype != DType::kF32) throw Error(ErrorCode::kValidation, "'" + key + "': scale inversion needs F32, not " + std::string(dtype_name(dtype)));
-  for (size_t i = 0; i + 4 <= data.size(); i += 4) {
-    float x;
-    std::memcpy(&x, data.data() + i, 4);
-    if (!std::isfinite(x) || x <= 0.0f) {
-      throw Error(ErrorCode::kValidation, "'" + key + "': global scale element " + std::to_string(i / 4) + " is " +
-                                              std::to_string(x) + "; a dense layer needs a finite scale > 0");
-    }
-    const float y = 1.0f / x;
-    std::memcpy(data.data() + i, &y, 4);
-  }
+  check_scale_dtype(dtype, key);
+  check_scales_positive(data, dtype, key);
+  invert_scales(data, dtype);
 }
 
 }  // namespace

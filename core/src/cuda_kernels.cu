@@ -1,0 +1,59 @@
+// Default nvcc flags keep IEEE division (-prec-div=true) and denormals (-ftz=false), which the
+// bit-exact agreement with the host transform relies on: do not build this with --use_fast_math.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "cuda_kernels.h"
+
+namespace wmap::cuda {
+namespace {
+
+__device__ float to_float(float x) { return x; }
+__device__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ float to_float(__half x) { return __half2float(x); }
+
+template <typename T>
+__device__ T from_float(float y);
+template <>
+__device__ float from_float<float>(float y) { return y; }
+template <>
+__device__ __nv_bfloat16 from_float<__nv_bfloat16>(float y) { return __float2bfloat16_rn(y); }
+template <>
+__device__ __half from_float<__half>(float y) { return __float2half_rn(y); }
+
+template <typename T>
+__global__ void invert_scales_kernel(T* data, uint64_t count) {
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+  for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    const float x = to_float(data[i]);
+    data[i] = from_float<T>((isfinite(x) && x > 0.0f) ? 1.0f / x : 0.0f);
+  }
+}
+
+template <typename T>
+cudaError_t launch(void* data, uint64_t count, cudaStream_t stream) {
+  constexpr unsigned kThreads = 256;
+  const auto blocks = static_cast<unsigned>(std::min<uint64_t>((count + kThreads - 1) / kThreads, 4096));
+  invert_scales_kernel<T><<<blocks, kThreads, 0, stream>>>(static_cast<T*>(data), count);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_invert_scales(void* data, uint64_t count, DType dtype, cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  switch (dtype) {
+    case DType::kF32:
+      return launch<float>(data, count, stream);
+    case DType::kBF16:
+      return launch<__nv_bfloat16>(data, count, stream);
+    case DType::kF16:
+      return launch<__half>(data, count, stream);
+    default:
+      return cudaErrorInvalidValue;  // the caller checked the dtype (check_scale_dtype)
+  }
+}
+
+}  // namespace wmap::cuda
