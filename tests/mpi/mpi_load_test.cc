@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "test_util.h"
+#include "wmap/device.h"
 
 namespace wmap::test {
 namespace {
@@ -303,6 +304,23 @@ TEST(MpiLoad, ReadErrorOfOneOwnerDuringTheExchangeStopsEveryRank) {
   EXPECT_EQ(count(r.err, "error during the exchange: "), 1u) << r.err;
   EXPECT_EQ(count(r.err, "failed during the exchange: "), 3u) << r.err;
   EXPECT_NE(r.err.find("model-00002-of-00003"), std::string::npos) << r.err;
+}
+
+// `--device cuda` under mpirun is the GPU at the rank's node-local index; a rank that cannot
+// open it stops every rank before the catalog is read. (On a machine with GPUs this is skipped:
+// the loads would succeed.)
+TEST(MpiLoad, DeviceCudaIsTheNodeLocalGpuAndAMissingOneStopsEveryRank) {
+  SKIP_WITHOUT_MPIRUN();
+  std::string why;
+  if (cuda_device_count(&why) >= 2) GTEST_SKIP() << "GPUs present: the failure path cannot be provoked";
+  TempDir dir;
+  const auto ckpt = synth(dir, "llama", "");
+  auto r = run_mpi("-np 2 " + wmap_cli() + " load " + shell_quote(ckpt.string()) + " --tp-size 2 --device cuda");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.exit_code, 124) << "a rank hung:\n" << r.err;
+  EXPECT_EQ(count(r.err, "error during device: "), cuda_device_count(&why) == 1 ? 1u : 2u) << r.err;
+  EXPECT_NE(r.err.find("--device cuda:1"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("catalog/plan"), std::string::npos) << "the device is checked before the catalog:\n" << r.err;
 }
 
 TEST(MpiLoad, TpSizeOtherThanTheWorldSizeFailsEveryRankWithOneMessage) {

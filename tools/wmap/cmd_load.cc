@@ -51,9 +51,10 @@ int run_load(const LoadOptions& o) {
   // Under mpirun: the rank comes from MPI and each phase below is agreed by every rank.
   RankContext ranks(o.io_policy, o.tp_rank_given, lo.layout);
   auto session = ranks.phase("startup", [&] { return std::make_unique<LoaderSession>(lo); });
+  // Before the catalog: a rank without its GPU stops every rank at once.
+  auto device = ranks.phase("device", [&] { return make_device(ranks.device_spec(o.device)); });
   auto prepared = ranks.phase("catalog/plan", [&] { return session->prepare(); });
   report_plan(*prepared, true);
-  auto device = make_device(o.device);
   ExecOptions exec;
   if (o.io == "auto") {
     exec.io = IoMode::kAuto;
@@ -137,7 +138,7 @@ Runner add_load(CLI::App& app) {
   auto* sub = app.add_subcommand("load", "Load one rank's parameters (validating the plan first)");
   sub->add_option("DIR", o->common.checkpoint, "Checkpoint directory");
   add_common_load_options(*sub, o->common);
-  sub->add_option("--device", o->device, "host or cuda:N")->capture_default_str();
+  sub->add_option("--device", o->device, "host, cuda:N, or cuda (under mpirun: the GPU at the rank's node-local index)")->capture_default_str();
   sub->add_option("--dump", o->dump, "Write every loaded parameter to this .safetensors file ({rank} is replaced)");
   sub->add_option("--io", o->io, "auto, mmap or pread (auto: chosen per checkpoint, reported)")->capture_default_str();
   sub->add_option("--read-workers", o->read_workers, "Byte ranges read at once (else WMAP_READ_WORKERS, else from the core count)")

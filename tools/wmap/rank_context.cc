@@ -83,6 +83,15 @@ bool RankContext::multi_rank() const {
 #endif
 }
 
+std::string RankContext::device_spec(const std::string& requested) const {
+  if (requested != "cuda") return requested;
+  int local = 0;
+#ifdef WMAP_HAVE_MPI
+  if (impl_->world) local = impl_->world->node_rank();
+#endif
+  return "cuda:" + std::to_string(local);
+}
+
 void RankContext::agree(std::string_view phase, std::exception_ptr error) {
 #ifdef WMAP_HAVE_MPI
   try {

@@ -27,6 +27,9 @@ class RankContext {
   // every rank, each printing one line, via ReportedFailure).
   template <class Fn>
   auto phase(std::string_view name, Fn&& fn) -> decltype(fn());
+  // The --device spec this rank loads onto: `cuda` without an index is the GPU at this rank's
+  // position on its node (cuda:<node-local rank>; cuda:0 for a single process).
+  std::string device_spec(const std::string& requested) const;
   // The I/O policy's step before the load; points exec.fs at the exchanged bytes when needed.
   void before_load(const PreparedLoad& prepared, ExecOptions& exec);
   void after_load(const LoadStats& stats);
