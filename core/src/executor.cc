@@ -14,6 +14,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "strided_copy.h"
 #include "wmap/error.h"
 #include "wmap/piece_runs.h"
 #include "wmap/safetensors_writer.h"
@@ -52,9 +53,14 @@ CopyGeometry copy_geometry(const PlannedPiece& p) {
     return g;
   }
   if (n > kMaxDims) throw Error(ErrorCode::kInternal, p.source + ": " + std::to_string(n) + "-d views are not supported");
+  // Row-major over the view, or a strided source's own strides (a gathered source is row-major).
   uint64_t view_stride[kMaxDims];
   view_stride[n - 1] = p.elem_bytes;
   for (size_t d = n - 1; d-- > 0;) view_stride[d] = view_stride[d + 1] * p.view[d + 1];
+  if (p.record && p.record->strided()) {
+    const std::vector<uint64_t> s = p.source_strides();
+    if (!s.empty()) std::copy(s.begin(), s.end(), view_stride);
+  }
   for (size_t d = 0; d < n; ++d) g.origin += p.box[d].begin * view_stride[d];
   // Output dim k walks view dim perm[k].
   uint64_t extent[kMaxDims], stride[kMaxDims];
@@ -79,6 +85,12 @@ CopyGeometry copy_geometry(const PlannedPiece& p) {
 }
 
 void copy_dims(const std::byte* src, const CopyGeometry& g, size_t k, std::byte*& dst) {
+  if (k + 2 == g.dims && g.run <= 64) {
+    // The last two walked dims of a transpose (short runs): a tiled copy, not one run at a time.
+    copy_2d_strided(src, g.extent[k], g.extent[k + 1], g.stride[k], g.stride[k + 1], g.run, dst);
+    dst += g.extent[k] * g.extent[k + 1] * g.run;
+    return;
+  }
   if (k == g.dims) {
     std::memcpy(dst, src, g.run);
     dst += g.run;
@@ -617,9 +629,11 @@ LoadedModel execute_plan(const LoadPlan& plan, const Catalog& catalog, Device& d
           const CopyGeometry g = copy_geometry(piece);
           std::byte* dst = dst_of(u.param).data() + u.dst_off;
           const uint64_t before = piece.span_begin - piece.record->offset;  // geometry is tensor-relative
-          // A strided source (non-contiguous PyTorch view): its whole span was read; the gather
-          // into row-major order happens here, then the piece is cut as from any tensor.
-          const TensorRecord* strided = piece.record->strided() ? piece.record : nullptr;
+          // A strided source (non-contiguous PyTorch view) seen in its own shape is copied with its
+          // strides (the geometry has them); reshaped by the spec, its whole span was read and is
+          // gathered into row-major order here before the piece is cut from it.
+          const TensorRecord* strided =
+              piece.record->strided() && piece.source_strides().empty() ? piece.record : nullptr;
           if (strided && gathered.size() < strided->nbytes) gathered.resize(strided->nbytes);
           if (j.kind == Job::Kind::kCopyStaged) {
             CopyPieceCtx ctx{staging.buffer(j.staging).data() - before, &g, dst, strided, gathered.data()};

@@ -99,17 +99,15 @@ void resolve_span(PlannedPiece& p) {
     p.span_begin = p.span_end = p.record->offset;
     return;
   }
-  if (p.record->strided()) {
-    // A non-contiguous view is gathered whole before the piece is cut from it.
+  const std::vector<uint64_t> stride = p.source_strides();
+  if (stride.empty()) {
+    // A strided view reshaped by the spec is gathered whole before the piece is cut from it.
     p.span_begin = p.record->offset;
     p.span_end = p.record->offset + p.record->span_bytes();
     return;
   }
-  const size_t n = p.view.size();
-  std::vector<uint64_t> stride(n, p.elem_bytes);
-  for (size_t d = n; d-- > 1;) stride[d - 1] = stride[d] * p.view[d];
   uint64_t first = 0, last = 0;
-  for (size_t d = 0; d < n; ++d) {
+  for (size_t d = 0; d < stride.size(); ++d) {
     first += p.box[d].begin * stride[d];
     last += (p.box[d].end - 1) * stride[d];
   }
@@ -440,6 +438,18 @@ std::string LoadPlan::json_text(bool with_id) const {
   for (size_t i = 0; i < read_order_.size(); ++i) o += (i ? "," : "") + std::to_string(read_order_[i]);
   o += "]}\n";
   return o;
+}
+
+std::vector<uint64_t> PlannedPiece::source_strides() const {
+  const size_t n = view.size();
+  std::vector<uint64_t> stride(n, elem_bytes);
+  if (record && record->strided()) {
+    if (view != record->shape) return {};
+    for (size_t d = 0; d < n; ++d) stride[d] = record->strides[d] * elem_bytes;
+    return stride;
+  }
+  for (size_t d = n; d-- > 1;) stride[d - 1] = stride[d] * view[d];
+  return stride;
 }
 
 }  // namespace wmap

@@ -32,6 +32,12 @@ struct PlannedPiece {
   uint64_t span_begin = 0;  // absolute file bytes [span_begin, span_end) covering what it reads
   uint64_t span_end = 0;
   std::string transform;
+
+  // Byte strides of the view's dims in the file: row-major over `view` for a contiguous source;
+  // the record's own strides for a strided (PyTorch view) source seen in its own shape, so the
+  // piece is copied straight out of the file; empty for a strided source seen in another shape,
+  // which is gathered whole into row-major order first.
+  std::vector<uint64_t> source_strides() const;
 };
 
 struct PlannedParam {
