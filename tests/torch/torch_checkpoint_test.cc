@@ -47,6 +47,18 @@ void expect_catalog_matches(const Catalog& cat, const fs::path& expected, size_t
   }
 }
 
+// Loads `ckpt` at `layout` (+ `extra` flags), dumps to `dump`, and checks the dump with the
+// numpy reference run on the safetensors checkpoint `reference`.
+void expect_rank_bit_exact(const fs::path& ckpt, const fs::path& reference, const std::string& layout, const fs::path& dump,
+                           const std::string& extra = "") {
+  const CommandResult load = run_wmap("load " + shell_quote(ckpt.string()) + layout + extra + " --dump " + shell_quote(dump.string()));
+  ASSERT_EQ(load.exit_code, 0) << layout << extra << ": " << load.err;
+  const CommandResult check = run_command(python() + " " + shell_quote(reference_py()) + " check " + shell_quote(reference.string()) +
+                                          " " + shell_quote(dump.string()) + layout);
+  EXPECT_EQ(check.exit_code, 0) << layout << extra << ":\n" << check.out << check.err;
+  EXPECT_NE(check.out.find(" 0 mismatches"), std::string::npos) << layout << extra << ": " << check.out;
+}
+
 class TorchCheckpointTest : public ::testing::Test {
  protected:
   TempDir dir;
@@ -156,13 +168,8 @@ TEST_F(TorchCheckpointTest, LlamaBinShardsLoadBitExactAtEveryRank) {
     for (uint32_t r = 0; r < t; ++r) {
       const auto dump = dir / ("rank" + std::to_string(t) + "_" + std::to_string(r) + ".safetensors");
       const std::string layout = " --tp-size " + std::to_string(t) + " --tp-rank " + std::to_string(r);
-      const CommandResult load = run_wmap("load " + shell_quote(bin.string()) + layout + " --dump " + shell_quote(dump.string()));
-      ASSERT_EQ(load.exit_code, 0) << load.err;
       // Checked against the ORIGINAL safetensors checkpoint: the same expected parameters.
-      const CommandResult check = run_command(python() + " " + shell_quote(reference_py()) + " check " +
-                                              shell_quote(st.string()) + " " + shell_quote(dump.string()) + layout);
-      EXPECT_EQ(check.exit_code, 0) << "rank " << r << "/" << t << ":\n" << check.out << check.err;
-      EXPECT_NE(check.out.find(" 0 mismatches"), std::string::npos) << check.out;
+      expect_rank_bit_exact(bin, st, layout, dump);
     }
   }
   // plan works on the .bin checkpoint too.
@@ -235,13 +242,7 @@ TEST_F(TorchCheckpointTest, LlamaWithStridedViewsLoadsBitExactAtEveryRank) {
       const std::string io = (r % 2) ? "mmap" : "pread";
       const auto dump = dir / ("views" + std::to_string(t) + "_" + std::to_string(r) + ".safetensors");
       const std::string layout = " --tp-size " + std::to_string(t) + " --tp-rank " + std::to_string(r);
-      const CommandResult load =
-          run_wmap("load " + shell_quote(bin.string()) + layout + " --io " + io + " --dump " + shell_quote(dump.string()));
-      ASSERT_EQ(load.exit_code, 0) << load.err;
-      const CommandResult check = run_command(python() + " " + shell_quote(reference_py()) + " check " +
-                                              shell_quote(st.string()) + " " + shell_quote(dump.string()) + layout);
-      EXPECT_EQ(check.exit_code, 0) << "rank " << r << "/" << t << " (" << io << "):\n" << check.out << check.err;
-      EXPECT_NE(check.out.find(" 0 mismatches"), std::string::npos) << check.out;
+      expect_rank_bit_exact(bin, st, layout, dump, " --io " + io);
     }
   }
 }
@@ -258,12 +259,7 @@ TEST_F(TorchCheckpointTest, MoeBinLoadsBitExactWithExpertParallelism) {
       const auto dump = dir / ("moe" + std::to_string(t) + "_" + std::to_string(p) + "_" + std::to_string(r) + ".safetensors");
       const std::string layout =
           " --tp-size " + std::to_string(t) + " --tp-rank " + std::to_string(r) + " --ep-size " + std::to_string(p);
-      const CommandResult load = run_wmap("load " + shell_quote(bin.string()) + layout + " --dump " + shell_quote(dump.string()));
-      ASSERT_EQ(load.exit_code, 0) << load.err;
-      const CommandResult check = run_command(python() + " " + shell_quote(reference_py()) + " check " +
-                                              shell_quote(st.string()) + " " + shell_quote(dump.string()) + layout);
-      EXPECT_EQ(check.exit_code, 0) << "rank " << r << " of (" << t << "," << p << "):\n" << check.out << check.err;
-      EXPECT_NE(check.out.find(" 0 mismatches"), std::string::npos) << check.out;
+      expect_rank_bit_exact(bin, st, layout, dump);
     }
   }
 }
@@ -280,12 +276,7 @@ TEST_F(TorchCheckpointTest, DeepseekStridedViewsCopiedDirectlyOrGatheredBitExact
     for (uint32_t r = 0; r < t; r += (t == 4 ? 3 : 1)) {
       const auto dump = dir / ("ds" + std::to_string(t) + "_" + std::to_string(r) + ".safetensors");
       const std::string layout = " --tp-size " + std::to_string(t) + " --tp-rank " + std::to_string(r);
-      const CommandResult load = run_wmap("load " + shell_quote(bin.string()) + layout + " --dump " + shell_quote(dump.string()));
-      ASSERT_EQ(load.exit_code, 0) << load.err;
-      const CommandResult check = run_command(python() + " " + shell_quote(reference_py()) + " check " +
-                                              shell_quote(st.string()) + " " + shell_quote(dump.string()) + layout);
-      EXPECT_EQ(check.exit_code, 0) << "rank " << r << "/" << t << ":\n" << check.out << check.err;
-      EXPECT_NE(check.out.find(" 0 mismatches"), std::string::npos) << check.out;
+      expect_rank_bit_exact(bin, st, layout, dump);
     }
   }
   // A rank of a column-parallel split reads only its columns' span of a column-major weight.
