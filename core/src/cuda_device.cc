@@ -53,7 +53,9 @@ class PinnedAllocator final : public StagingRing::SlabAllocator {
 
 class EventFence final : public StagingRing::Fence {
  public:
-  EventFence(cudaStream_t stream, const std::string& what) {
+  // `device`: the load's GPU, made current before every call (a worker thread's current device
+  // is 0 until it names one, and a call there would set up a context on GPU 0).
+  EventFence(int device, cudaStream_t stream, const std::string& what) : device_(device) {
     check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), "cudaEventCreateWithFlags", what);
     const cudaError_t e = cudaEventRecord(event_, stream);
     if (e != cudaSuccess) {
@@ -63,22 +65,40 @@ class EventFence final : public StagingRing::Fence {
   }
   // Not checked here (destructors and the ring's waits cannot report usefully): a failed copy
   // counts as done, and its error, sticky in CUDA, surfaces in synchronize() at the end of the load.
-  ~EventFence() override { cudaEventDestroy(event_); }
-  bool done() override { return cudaEventQuery(event_) != cudaErrorNotReady; }
-  void wait() override { cudaEventSynchronize(event_); }
+  ~EventFence() override {
+    cudaSetDevice(device_);
+    cudaEventDestroy(event_);
+  }
+  bool done() override {
+    cudaSetDevice(device_);
+    const cudaError_t e = cudaEventQuery(event_);
+    if (e != cudaErrorNotReady) return true;
+    // "Not ready" is recorded as this thread's last error: clear it, or the next checked
+    // launch on this thread (cudaGetLastError) would report it as its own failure.
+    (void)cudaGetLastError();
+    return false;
+  }
+  void wait() override {
+    cudaSetDevice(device_);
+    cudaEventSynchronize(event_);
+  }
 
  private:
+  int device_;
   cudaEvent_t event_ = nullptr;
 };
 
 class CudaBuffer final : public DeviceBuffer {
  public:
-  CudaBuffer(uint64_t bytes, std::string label, std::shared_ptr<StagingRing> ring)
-      : size_(bytes), label_(std::move(label)), ring_(std::move(ring)) {}
+  CudaBuffer(int device, uint64_t bytes, std::string label, std::shared_ptr<StagingRing> ring)
+      : device_(device), size_(bytes), label_(std::move(label)), ring_(std::move(ring)) {}
   ~CudaBuffer() override {
     ring_->release(lease_, nullptr);  // a load that failed before end_write
     std::free(pageable_);
-    if (data_) cudaFree(data_);
+    if (data_) {
+      cudaSetDevice(device_);
+      cudaFree(data_);
+    }
   }
   uint64_t size() const override { return size_; }
   std::byte* host_data() override { return nullptr; }
@@ -88,6 +108,7 @@ class CudaBuffer final : public DeviceBuffer {
     uint64_t offset, bytes;
     DType dtype;
   };
+  int device_;
   uint64_t size_;
   std::string label_;
   std::shared_ptr<StagingRing> ring_;
@@ -113,7 +134,7 @@ class CudaDevice final : public Device {
   std::string name() const override { return name_; }
   std::shared_ptr<DeviceBuffer> allocate(uint64_t bytes) override { return allocate(bytes, ""); }
   std::shared_ptr<DeviceBuffer> allocate(uint64_t bytes, const std::string& label) override {
-    auto b = std::make_shared<CudaBuffer>(bytes, label, ring_);
+    auto b = std::make_shared<CudaBuffer>(index_, bytes, label, ring_);
     if (bytes > 0) {
       select();
       check(cudaMalloc(&b->data_, bytes), "cudaMalloc", what(*b) + " (" + std::to_string(bytes) + " bytes)");
@@ -124,6 +145,7 @@ class CudaDevice final : public Device {
   std::span<std::byte> begin_write(DeviceBuffer& buffer) override {
     auto& b = static_cast<CudaBuffer&>(buffer);
     if (b.size_ == 0) return {};
+    select();  // the ring may query fences (CUDA calls) from this worker thread
     b.lease_ = ring_->try_acquire(b.size_);
     if (b.lease_) return {b.lease_.data, b.size_};
     // Larger than a slab, or the ring is held by parameters still being read.
@@ -158,9 +180,11 @@ class CudaDevice final : public Device {
     auto* dst = static_cast<std::byte*>(b.data_);
     if (b.lease_) {
       check(cudaMemcpyAsync(dst, b.lease_.data, b.size_, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync", what(b));
-      launch_pending(b, stream);
-      auto fence = std::make_shared<EventFence>(stream, what(b));
+      // Fenced before the kernels: if a launch fails, the staging is still not reused until the
+      // copy out of it is done (the kernels touch device memory only).
+      auto fence = std::make_shared<EventFence>(index_, stream, what(b));
       ring_->release(std::exchange(b.lease_, {}), std::move(fence));
+      launch_pending(b, stream);
       return;
     }
     // Quarter-slab chunks: the memcpy of one overlaps the copy of the previous, and several
@@ -173,7 +197,7 @@ class CudaDevice final : public Device {
       try {
         std::memcpy(chunk.data, b.pageable_ + at, n);
         check(cudaMemcpyAsync(dst + at, chunk.data, n, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync", what(b));
-        fence = std::make_shared<EventFence>(stream, what(b));
+        fence = std::make_shared<EventFence>(index_, stream, what(b));
       } catch (...) {
         ring_->release(chunk, nullptr);
         throw;

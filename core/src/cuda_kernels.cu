@@ -36,6 +36,9 @@ template <typename T>
 cudaError_t launch(void* data, uint64_t count, cudaStream_t stream) {
   constexpr unsigned kThreads = 256;
   const auto blocks = static_cast<unsigned>(std::min<uint64_t>((count + kThreads - 1) / kThreads, 4096));
+  // The last-error slot is per thread and survives successful calls: clear what an earlier call
+  // (e.g. a cudaEventQuery that said cudaErrorNotReady) left, so only this launch is reported.
+  (void)cudaGetLastError();
   invert_scales_kernel<T><<<blocks, kThreads, 0, stream>>>(static_cast<T*>(data), count);
   return cudaGetLastError();
 }

@@ -49,7 +49,7 @@ std::unique_ptr<Device> make_device(const std::string& spec) {
   if (spec.rfind("cuda", 0) == 0) {
     int index = 0;
     if (spec.size() > 4) {
-      if (spec[4] != ':' || spec.size() == 5 || spec.find_first_not_of("0123456789", 5) != std::string::npos) {
+      if (spec[4] != ':' || spec.size() == 5 || spec.size() > 11 || spec.find_first_not_of("0123456789", 5) != std::string::npos) {
         throw Error(ErrorCode::kInvalidArgument, "--device '" + spec + "': expected cuda:N");
       }
       index = std::stoi(spec.substr(5));

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <cstdio>
 #include <cstring>
 
 #include "wmap/error.h"
@@ -187,14 +188,26 @@ ExchangeStats exchange_extents(const MpiWorld& world, const Catalog& catalog, co
       }
     }
   } catch (...) {
-    // An MPI failure: let the reader finish (it waits for free slots) before unwinding.
+    // An MPI call or an allocation failed while sending (read errors never get here: they send
+    // empty markers). Peers are blocked on chunks this rank can no longer send, and our posted
+    // receives and Isends point into buffers unwinding would free: the job cannot continue
+    // collectively, so it ends here, with the reason, instead of hanging.
     {
       std::lock_guard lock(mu);
-      if (!read_error) read_error = std::current_exception();
       for (Slot& s : slots) s.free = true;
       cv.notify_all();
     }
     reader.join();
+    std::string why = "unknown error";
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      why = e.what();
+    } catch (...) {
+    }
+    std::fprintf(stderr, "wmap[rank %d/%d]: error while sending during the exchange: %s; aborting the job\n", me, n, why.c_str());
+    std::fflush(stderr);
+    MPI_Abort(world.world(), 1);
     throw;
   }
   reader.join();

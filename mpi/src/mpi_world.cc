@@ -91,6 +91,8 @@ void MpiWorld::agree(std::string_view phase, std::exception_ptr error) {
       mine = "1 out of memory";
     } catch (const std::exception& e) {
       mine = std::string("1 ") + e.what();
+    } catch (...) {
+      mine = "1 unknown error";  // never agreed as success
     }
   }
   const std::vector<std::string> all = allgather(mine, MPI_COMM_WORLD);

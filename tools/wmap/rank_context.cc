@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "loader_options.h"
+#include "wmap/device.h"
 #include "wmap/json_text.h"
 #include "wmap/mpi/io_policy.h"
 #include "wmap/mpi/launch_env.h"
@@ -89,6 +90,9 @@ std::string RankContext::device_spec(const std::string& requested) const {
 #ifdef WMAP_HAVE_MPI
   if (impl_->world) local = impl_->world->node_rank();
 #endif
+  // A launcher that gives each rank exactly one visible GPU (CUDA_VISIBLE_DEVICES per rank, as
+  // SLURM's --gpus-per-task does) numbers it 0 in every rank.
+  if (cuda_device_count() == 1) local = 0;
   return "cuda:" + std::to_string(local);
 }
 
@@ -142,17 +146,18 @@ std::string RankContext::json_fields(const LoadStats& stats) const {
   const Impl& m = *impl_;
   const double seconds = m.policy_seconds + stats.seconds;
   const double gbps = seconds > 0 ? static_cast<double>(stats.bytes_loaded) / seconds / 1e9 : 0;
-  char buf[512];
-  std::snprintf(buf, sizeof buf,
-                ",\"rank\":%u,\"world_size\":%u,\"io_policy_requested\":\"%s\",\"io_policy\":\"%s\",\"io_policy_reason\":%s,"
-                "\"storage_bytes\":%llu,\"received_bytes\":%llu,\"sent_bytes\":%llu,\"needed_bytes\":%llu,\"union_bytes\":%llu,"
+  // The reason is free text (file names, mtimes): appended as a string, not into a fixed buffer.
+  char head[160], tail[400];
+  std::snprintf(head, sizeof head, ",\"rank\":%u,\"world_size\":%u,\"io_policy_requested\":\"%s\",\"io_policy\":\"%s\",\"io_policy_reason\":",
+                m.rank, m.world_size, std::string(mpi::io_policy_name(m.requested)).c_str(), m.effective.c_str());
+  std::snprintf(tail, sizeof tail,
+                ",\"storage_bytes\":%llu,\"received_bytes\":%llu,\"sent_bytes\":%llu,\"needed_bytes\":%llu,\"union_bytes\":%llu,"
                 "\"os_read_bytes\":%llu,\"io_policy_seconds\":%.6f,\"end_to_end_gbps\":%.3f",
-                m.rank, m.world_size, std::string(mpi::io_policy_name(m.requested)).c_str(), m.effective.c_str(),
-                json_string(m.reason).c_str(), static_cast<unsigned long long>(m.storage_bytes),
-                static_cast<unsigned long long>(m.received_bytes), static_cast<unsigned long long>(m.sent_bytes),
-                static_cast<unsigned long long>(m.needed_bytes), static_cast<unsigned long long>(m.union_bytes), static_cast<unsigned long long>(os_storage_read_bytes()),
+                static_cast<unsigned long long>(m.storage_bytes), static_cast<unsigned long long>(m.received_bytes),
+                static_cast<unsigned long long>(m.sent_bytes), static_cast<unsigned long long>(m.needed_bytes),
+                static_cast<unsigned long long>(m.union_bytes), static_cast<unsigned long long>(os_storage_read_bytes()),
                 m.policy_seconds, gbps);
-  return buf;
+  return head + json_string(m.reason) + tail;
 }
 
 void RankContext::print_summary(const LoadStats& stats) const {
