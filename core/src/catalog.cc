@@ -363,15 +363,11 @@ T get_field(simdjson::dom::object obj, std::string_view key, const std::string& 
 // span_bytes() of a record read from JSON, with its strides checked against overflow first.
 uint64_t strided_span_checked(const TensorRecord& r, const std::string& label, const std::string& where) {
   if (!r.strided() || r.nbytes == 0) return r.nbytes;
-  uint64_t last = 0;
-  for (size_t d = 0; d < r.shape.size(); ++d) {
-    uint64_t step;
-    if (__builtin_mul_overflow(r.shape[d] - 1, r.strides[d], &step) || __builtin_add_overflow(last, step, &last)) {
-      bad_catalog(label, where + ": strided extent overflows 64 bits");
-    }
-  }
+  const std::optional<uint64_t> elems = strided_extent(r.shape, r.strides);
   uint64_t span;
-  if (last == UINT64_MAX || __builtin_mul_overflow(last + 1, uint64_t{dtype_bits(r.dtype) / 8}, &span)) bad_catalog(label, where + ": strided extent overflows 64 bits");
+  if (!elems || __builtin_mul_overflow(*elems, uint64_t{dtype_bits(r.dtype) / 8}, &span)) {
+    bad_catalog(label, where + ": strided extent overflows 64 bits");
+  }
   return span;
 }
 

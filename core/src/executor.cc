@@ -53,14 +53,7 @@ CopyGeometry copy_geometry(const PlannedPiece& p) {
     return g;
   }
   if (n > kMaxDims) throw Error(ErrorCode::kInternal, p.source + ": " + std::to_string(n) + "-d views are not supported");
-  // Row-major over the view, or a strided source's own strides (a gathered source is row-major).
-  uint64_t view_stride[kMaxDims];
-  view_stride[n - 1] = p.elem_bytes;
-  for (size_t d = n - 1; d-- > 0;) view_stride[d] = view_stride[d + 1] * p.view[d + 1];
-  if (p.record && p.record->strided()) {
-    const std::vector<uint64_t> s = p.source_strides();
-    if (!s.empty()) std::copy(s.begin(), s.end(), view_stride);
-  }
+  const std::vector<uint64_t> view_stride = p.source_strides();
   for (size_t d = 0; d < n; ++d) g.origin += p.box[d].begin * view_stride[d];
   // Output dim k walks view dim perm[k].
   uint64_t extent[kMaxDims], stride[kMaxDims];
@@ -632,8 +625,7 @@ LoadedModel execute_plan(const LoadPlan& plan, const Catalog& catalog, Device& d
           // A strided source (non-contiguous PyTorch view) seen in its own shape is copied with its
           // strides (the geometry has them); reshaped by the spec, its whole span was read and is
           // gathered into row-major order here before the piece is cut from it.
-          const TensorRecord* strided =
-              piece.record->strided() && piece.source_strides().empty() ? piece.record : nullptr;
+          const TensorRecord* strided = piece.gathers_source() ? piece.record : nullptr;
           if (strided && gathered.size() < strided->nbytes) gathered.resize(strided->nbytes);
           if (j.kind == Job::Kind::kCopyStaged) {
             CopyPieceCtx ctx{staging.buffer(j.staging).data() - before, &g, dst, strided, gathered.data()};

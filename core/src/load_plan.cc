@@ -99,13 +99,12 @@ void resolve_span(PlannedPiece& p) {
     p.span_begin = p.span_end = p.record->offset;
     return;
   }
-  const std::vector<uint64_t> stride = p.source_strides();
-  if (stride.empty()) {
-    // A strided view reshaped by the spec is gathered whole before the piece is cut from it.
+  if (p.gathers_source()) {
     p.span_begin = p.record->offset;
     p.span_end = p.record->offset + p.record->span_bytes();
     return;
   }
+  const std::vector<uint64_t> stride = p.source_strides();
   uint64_t first = 0, last = 0;
   for (size_t d = 0; d < stride.size(); ++d) {
     first += p.box[d].begin * stride[d];
@@ -440,11 +439,12 @@ std::string LoadPlan::json_text(bool with_id) const {
   return o;
 }
 
+bool PlannedPiece::gathers_source() const { return record && record->strided() && view != record->shape; }
+
 std::vector<uint64_t> PlannedPiece::source_strides() const {
   const size_t n = view.size();
   std::vector<uint64_t> stride(n, elem_bytes);
-  if (record && record->strided()) {
-    if (view != record->shape) return {};
+  if (record && record->strided() && !gathers_source()) {
     for (size_t d = 0; d < n; ++d) stride[d] = record->strides[d] * elem_bytes;
     return stride;
   }

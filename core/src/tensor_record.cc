@@ -13,13 +13,22 @@ uint64_t TensorRecord::numel() const {
   return n;
 }
 
+std::optional<uint64_t> strided_extent(std::span<const uint64_t> shape, std::span<const uint64_t> strides) {
+  // Strides are non-negative, so element (0, ..., 0) is the lowest address and the last element
+  // the highest.
+  uint64_t last = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0) return 0;
+    uint64_t step;
+    if (__builtin_mul_overflow(shape[d] - 1, strides[d], &step) || __builtin_add_overflow(last, step, &last)) return std::nullopt;
+  }
+  if (last == UINT64_MAX) return std::nullopt;
+  return last + 1;
+}
+
 uint64_t TensorRecord::span_bytes() const {
   if (strides.empty() || nbytes == 0) return nbytes;
-  // Strides are non-negative, so element (0, ..., 0) is the lowest address and the last
-  // element the highest; overflow was ruled out when the record was catalogued.
-  uint64_t last = 0;
-  for (size_t d = 0; d < shape.size(); ++d) last += (shape[d] - 1) * strides[d];
-  return (last + 1) * (dtype_bits(dtype) / 8);
+  return *strided_extent(shape, strides) * (dtype_bits(dtype) / 8);  // checked when catalogued
 }
 
 namespace {

@@ -3,6 +3,7 @@
 
 #include <unordered_map>
 
+#include "wmap/catalog.h"
 #include "wmap/error.h"
 
 namespace wmap {
@@ -92,20 +93,18 @@ TorchCheckpoint read_torch_checkpoint(const RandomAccessFile& file, const std::s
     // The view's elements lie at storage_offset + sum(i[d] * stride[d]); the last one bounds it.
     const bool contiguous = torch_is_contiguous(ref.shape, ref.strides);
     uint64_t span_elems = numel;
+    std::vector<uint64_t> strides;
     if (!contiguous && numel > 0) {
-      uint64_t last = 0;
-      for (size_t d = 0; d < ref.shape.size(); ++d) {
-        uint64_t step = 0;
+      for (size_t d = 0; d < ref.strides.size(); ++d) {
         if (ref.strides[d] < 0) {
           throw Error(ErrorCode::kMalformedInput, where + ": negative stride " + std::to_string(ref.strides[d]) + " in dim " +
                                                       std::to_string(d));
         }
-        if (mul_overflows(ref.shape[d] - 1, static_cast<uint64_t>(ref.strides[d]), step) ||
-            __builtin_add_overflow(last, step, &last)) {
-          throw Error(ErrorCode::kOverflow, where + ": strided extent overflows 64 bits");
-        }
+        strides.push_back(static_cast<uint64_t>(ref.strides[d]));
       }
-      span_elems = last + 1;
+      const std::optional<uint64_t> extent = strided_extent(ref.shape, strides);
+      if (!extent) throw Error(ErrorCode::kOverflow, where + ": strided extent overflows 64 bits");
+      span_elems = *extent;
     }
     uint64_t nbytes = 0, span_bytes = 0, begin = 0, end_elem = 0;
     if (mul_overflows(numel, item, nbytes) || mul_overflows(span_elems, item, span_bytes) ||
@@ -124,7 +123,7 @@ TorchCheckpoint read_torch_checkpoint(const RandomAccessFile& file, const std::s
     t.shape = std::move(ref.shape);
     t.offset = numel > 0 ? start + begin : start;
     t.nbytes = nbytes;
-    if (!contiguous && numel > 0) t.strides.assign(ref.strides.begin(), ref.strides.end());
+    t.strides = std::move(strides);  // empty when contiguous
     out.tensors.push_back(std::move(t));
   }
   return out;

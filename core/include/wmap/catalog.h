@@ -42,6 +42,10 @@ struct TensorRecord {
   uint64_t span_bytes() const;
 };
 
+// Elements a strided view spans, from its first to its last (0 when it has none); nullopt when
+// that overflows 64 bits. Strides are in elements and non-negative.
+std::optional<uint64_t> strided_extent(std::span<const uint64_t> shape, std::span<const uint64_t> strides);
+
 // Gathers a strided record's elements from `span` (its bytes [offset, offset + span_bytes()))
 // into `out` (nbytes, row-major). For a contiguous record, a plain copy.
 void gather_tensor(const TensorRecord& record, const std::byte* span, std::byte* out);

@@ -33,10 +33,12 @@ struct PlannedPiece {
   uint64_t span_end = 0;
   std::string transform;
 
-  // Byte strides of the view's dims in the file: row-major over `view` for a contiguous source;
-  // the record's own strides for a strided (PyTorch view) source seen in its own shape, so the
-  // piece is copied straight out of the file; empty for a strided source seen in another shape,
-  // which is gathered whole into row-major order first.
+  // True for a strided (PyTorch view) source the spec reshapes: it is read whole and gathered
+  // into row-major order before the piece is cut from it.
+  bool gathers_source() const;
+  // Byte strides of the view's dims in what the copy reads: the record's own strides for a
+  // strided source seen in its own shape (copied straight out of the file), row-major over
+  // `view` otherwise (a contiguous source, or a gathered one).
   std::vector<uint64_t> source_strides() const;
 };
 
