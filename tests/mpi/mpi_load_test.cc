@@ -188,8 +188,8 @@ TEST(MpiLoad, LlamaTp4BitExactUnderEveryPolicy) {
 }
 
 // PyTorch .bin shards whose 2-D weights are column-major views: under exchange a rank receives
-// each strided view's whole span (what its executor gathers), checked against the safetensors
-// original.
+// exactly the spans its executor reads for them (reads_in_runs() is false for strided sources),
+// checked against the safetensors original.
 TEST(MpiLoad, StridedTorchViewsUnderExchangeAndRankStriped) {
   SKIP_WITHOUT_MPIRUN();
   TempDir dir;
