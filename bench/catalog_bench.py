@@ -27,7 +27,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LAYOUT = os.path.join(ROOT, "..", "shared", "testdata", "layouts", "deepseek-r1")
+LAYOUT = os.path.join(ROOT, "tests", "data", "layouts", "deepseek-r1")
 SPARSE = os.path.join(ROOT, "tests", "python", "sparse_layout.py")
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
@@ -66,7 +66,7 @@ def main():
     ap.add_argument("--wmap", default=os.path.join(ROOT, "build", "bin", "wmap"), help="wmap binary (default build/bin/wmap)")
     ap.add_argument("--runs", type=int, default=7, help="timed runs per command after one warm-up (default 7, at least 5)")
     ap.add_argument("--dir", help="build the sparse checkpoint here (kept) instead of a temporary folder")
-    ap.add_argument("--layout", default=LAYOUT, help="layout folder (default shared/testdata/layouts/deepseek-r1)")
+    ap.add_argument("--layout", default=LAYOUT, help="layout folder (default tests/data/layouts/deepseek-r1)")
     args = ap.parse_args()
     if args.runs < 5:
         ap.error("--runs must be at least 5")

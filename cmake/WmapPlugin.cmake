@@ -18,4 +18,6 @@ function(wmap_add_plugin name)
     set(WMAP_PLUGIN_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/wmap/plugins)
   endif()
   install(TARGETS ${name} LIBRARY DESTINATION ${WMAP_PLUGIN_INSTALL_DIR})
+  # Collected so test targets can depend on every plugin they may load.
+  set_property(GLOBAL APPEND PROPERTY WMAP_PLUGIN_TARGETS ${name})
 endfunction()

@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "wmap/catalog.h"
-#include "wmap/error.h"
+#include "wmap/catalog/catalog.h"
+#include "wmap/util/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   wmap::Catalog cat;

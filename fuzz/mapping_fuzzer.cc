@@ -7,10 +7,10 @@
 #include <string_view>
 #include <vector>
 
-#include "wmap/catalog.h"
-#include "wmap/error.h"
-#include "wmap/mapping_file.h"
-#include "wmap/rename_table.h"
+#include "wmap/catalog/catalog.h"
+#include "wmap/util/error.h"
+#include "wmap/mapping/mapping_file.h"
+#include "wmap/mapping/rename_table.h"
 
 namespace {
 

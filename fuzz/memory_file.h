@@ -8,8 +8,8 @@
 #include <span>
 #include <string>
 
-#include "wmap/error.h"
-#include "wmap/file_io.h"
+#include "wmap/util/error.h"
+#include "wmap/io/file_io.h"
 
 namespace wmap::fuzz {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "wmap/error.h"
-#include "wmap/model_config.h"
+#include "wmap/util/error.h"
+#include "wmap/spec/model_config.h"
 
 namespace {
 

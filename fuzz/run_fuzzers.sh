@@ -16,7 +16,7 @@ fi
 build=$(cd "$1" && pwd)
 seconds=$2
 src=$(cd "$(dirname "$0")/.." && pwd)
-testdata=${WMAP_TESTDATA_DIR:-$src/../shared/testdata}
+testdata=${WMAP_TESTDATA_DIR:-$src/tests/data}
 python=/usr/bin/python3
 
 for f in safetensors_header_fuzzer shard_index_fuzzer catalog_json_fuzzer model_config_fuzzer mapping_fuzzer torch_pickle_fuzzer; do

@@ -7,10 +7,10 @@
 #include <string>
 #include <string_view>
 
-#include "wmap/error.h"
-#include "wmap/file_io.h"
+#include "wmap/util/error.h"
+#include "wmap/io/file_io.h"
 #include "memory_file.h"
-#include "wmap/safetensors_header.h"
+#include "wmap/format/safetensors_header.h"
 
 using wmap::fuzz::MemoryFile;
 

@@ -5,8 +5,8 @@
 #include <string_view>
 #include <vector>
 
-#include "wmap/error.h"
-#include "wmap/shard_set.h"
+#include "wmap/util/error.h"
+#include "wmap/catalog/shard_set.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::string> shards;

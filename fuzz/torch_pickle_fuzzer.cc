@@ -7,10 +7,10 @@
 #include <span>
 #include <string>
 
-#include "wmap/error.h"
-#include "wmap/file_io.h"
+#include "wmap/util/error.h"
+#include "wmap/io/file_io.h"
 #include "memory_file.h"
-#include "wmap/torch_checkpoint.h"
+#include "wmap/format/torch_checkpoint.h"
 
 using wmap::fuzz::MemoryFile;
 

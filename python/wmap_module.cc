@@ -23,16 +23,16 @@
 #include <string>
 #include <vector>
 
-#include "wmap/catalog.h"
-#include "wmap/device.h"
-#include "wmap/dtype.h"
-#include "wmap/error.h"
-#include "wmap/executor.h"
-#include "wmap/load_plan.h"
-#include "wmap/loader.h"
-#include "wmap/log.h"
-#include "wmap/progress.h"
-#include "wmap/shard_set.h"
+#include "wmap/catalog/catalog.h"
+#include "wmap/device/device.h"
+#include "wmap/format/dtype.h"
+#include "wmap/util/error.h"
+#include "wmap/exec/executor.h"
+#include "wmap/plan/load_plan.h"
+#include "wmap/loader/loader.h"
+#include "wmap/util/log.h"
+#include "wmap/util/progress.h"
+#include "wmap/catalog/shard_set.h"
 
 namespace py = pybind11;
 

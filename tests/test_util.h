@@ -40,7 +40,7 @@ CommandResult run_command(const std::string& command);
 CommandResult run_wmap(const std::string& args);
 std::string shell_quote(const std::string& s);
 
-std::filesystem::path testdata_dir();  // ../shared/testdata
+std::filesystem::path testdata_dir();  // tests/data
 std::filesystem::path source_dir();
 std::string python();  // /usr/bin/python3
 

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "wmap/error.h"
+#include "wmap/util/error.h"
 
 namespace wmap::mpi {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "wmap/error.h"
+#include "wmap/util/error.h"
 
 namespace wmap::mpi {
 namespace {

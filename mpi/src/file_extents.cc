@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "wmap/error.h"
-#include "wmap/piece_runs.h"
+#include "wmap/util/error.h"
+#include "wmap/plan/piece_runs.h"
 
 namespace wmap::mpi {
 

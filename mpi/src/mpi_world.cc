@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "wmap/error.h"
+#include "wmap/util/error.h"
 
 namespace wmap::mpi {
 

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "wmap/error.h"
+#include "wmap/util/error.h"
 #include "wmap/mpi/extent_exchange.h"
 #include "wmap/mpi/file_extents.h"
 #include "wmap/mpi/striped_warmup.h"

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <memory>
 
-#include "wmap/log.h"
+#include "wmap/util/log.h"
 #include "wmap/mpi/extent_exchange.h"
 
 namespace wmap::mpi {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "wmap/plugin_api.h"
+#include "wmap/abi/plugin_api.h"
 
 namespace {
 

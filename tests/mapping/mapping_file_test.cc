@@ -1,9 +1,9 @@
-#include "wmap/mapping_file.h"
+#include "wmap/mapping/mapping_file.h"
 
 #include <gtest/gtest.h>
 
 #include "test_util.h"
-#include "wmap/error.h"
+#include "wmap/util/error.h"
 
 namespace wmap {
 namespace {

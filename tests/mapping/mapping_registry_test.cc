@@ -1,11 +1,11 @@
-#include "wmap/mapping_registry.h"
+#include "wmap/mapping/mapping_registry.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include "test_util.h"
-#include "wmap/error.h"
-#include "wmap/rename_table.h"
+#include "wmap/util/error.h"
+#include "wmap/mapping/rename_table.h"
 
 namespace wmap {
 namespace {

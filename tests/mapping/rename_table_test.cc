@@ -1,4 +1,4 @@
-#include "wmap/rename_table.h"
+#include "wmap/mapping/rename_table.h"
 
 #include <gtest/gtest.h>
 #include <simdjson.h>
@@ -9,7 +9,7 @@
 #include <ctime>
 
 #include "test_util.h"
-#include "wmap/error.h"
+#include "wmap/util/error.h"
 
 namespace wmap {
 namespace {

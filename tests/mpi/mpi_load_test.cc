@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "test_util.h"
-#include "wmap/device.h"
+#include "wmap/device/device.h"
 
 namespace wmap::test {
 namespace {
@@ -195,7 +195,7 @@ TEST(MpiLoad, StridedTorchViewsUnderExchangeAndRankStriped) {
   TempDir dir;
   const auto st = synth(dir, "llama", "--shards 2");
   const auto bin = dir / "bin";
-  const auto made = run_command(python() + " " + shell_quote((source_dir() / "tests/torch/make_torch_checkpoints.py").string()) +
+  const auto made = run_command(python() + " " + shell_quote((source_dir() / "tests/format/make_torch_checkpoints.py").string()) +
                                 " convert " + shell_quote(st.string()) + " " + shell_quote(bin.string()) + " --views");
   if (made.exit_code == 77 || made.exit_code == 77 * 256) GTEST_SKIP() << "torch unavailable: " << made.err;
   ASSERT_EQ(made.exit_code, 0) << made.err;

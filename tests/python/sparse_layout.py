@@ -3,7 +3,7 @@
 
     sparse_layout.py LAYOUT_DIR OUT_DIR
 
-LAYOUT_DIR is one folder of ../shared/testdata/layouts: a real checkpoint's config.json and
+LAYOUT_DIR is one folder of tests/data/layouts: a real checkpoint's config.json and
 either its model.safetensors.index.json (names and shard assignment) or, for deepseek-r1,
 shard_sizes.tsv (the tensor list is then generated from config.json, DeepSeek-V3 style).
 

@@ -7,10 +7,10 @@
 #include <fstream>
 
 #include "reliability/reliability_util.h"
-#include "wmap/mapping_file.h"
-#include "wmap/rename_table.h"
-#include "wmap/safetensors_header.h"
-#include "wmap/shard_set.h"
+#include "wmap/mapping/mapping_file.h"
+#include "wmap/mapping/rename_table.h"
+#include "wmap/format/safetensors_header.h"
+#include "wmap/catalog/shard_set.h"
 
 namespace wmap::test {
 namespace {

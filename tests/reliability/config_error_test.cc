@@ -7,7 +7,7 @@
 #include <regex>
 
 #include "reliability/reliability_util.h"
-#include "wmap/model_config.h"
+#include "wmap/spec/model_config.h"
 
 namespace wmap::test {
 namespace {

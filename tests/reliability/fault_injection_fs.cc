@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "wmap/error.h"
+#include "wmap/util/error.h"
 
 namespace wmap::test {
 

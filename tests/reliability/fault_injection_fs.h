@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "wmap/file_io.h"
+#include "wmap/io/file_io.h"
 
 namespace wmap::test {
 

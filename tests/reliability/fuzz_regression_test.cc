@@ -7,9 +7,9 @@
 #include <cstdlib>
 
 #include "test_util.h"
-#include "wmap/error.h"
-#include "wmap/mapping_file.h"
-#include "wmap/rename_table.h"
+#include "wmap/util/error.h"
+#include "wmap/mapping/mapping_file.h"
+#include "wmap/mapping/rename_table.h"
 
 namespace wmap::test {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "reliability/fault_injection_fs.h"
 #include "reliability/reliability_util.h"
-#include "wmap/shard_set.h"
+#include "wmap/catalog/shard_set.h"
 
 namespace wmap::test {
 namespace {

@@ -10,9 +10,9 @@
 #include <string>
 
 #include "test_util.h"
-#include "wmap/device.h"
-#include "wmap/error.h"
-#include "wmap/loader.h"
+#include "wmap/device/device.h"
+#include "wmap/util/error.h"
+#include "wmap/loader/loader.h"
 
 namespace wmap::test {
 

@@ -3,11 +3,11 @@
 #include <map>
 
 #include "commands.h"
-#include "wmap/catalog.h"
-#include "wmap/torch_checkpoint.h"
-#include "wmap/log.h"
-#include "wmap/progress.h"
-#include "wmap/shard_set.h"
+#include "wmap/catalog/catalog.h"
+#include "wmap/format/torch_checkpoint.h"
+#include "wmap/util/log.h"
+#include "wmap/util/progress.h"
+#include "wmap/catalog/shard_set.h"
 
 namespace wmap::cli {
 namespace {

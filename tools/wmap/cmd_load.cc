@@ -6,9 +6,9 @@
 #include "commands.h"
 #include "loader_options.h"
 #include "rank_context.h"
-#include "wmap/error.h"
-#include "wmap/json_text.h"
-#include "wmap/progress.h"
+#include "wmap/util/error.h"
+#include "wmap/util/json_text.h"
+#include "wmap/util/progress.h"
 
 namespace wmap::cli {
 namespace {

@@ -3,7 +3,7 @@
 
 #include "commands.h"
 #include "synth_model.h"
-#include "wmap/error.h"
+#include "wmap/util/error.h"
 
 namespace wmap::cli {
 namespace {

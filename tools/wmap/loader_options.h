@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "wmap/loader.h"
+#include "wmap/loader/loader.h"
 
 namespace wmap::cli {
 

@@ -4,9 +4,9 @@
 #include <map>
 
 #include "commands.h"
-#include "wmap/error.h"
-#include "wmap/log.h"
-#include "wmap/progress.h"
+#include "wmap/util/error.h"
+#include "wmap/util/log.h"
+#include "wmap/util/progress.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"wmap: map Hugging Face safetensors checkpoints onto inference-engine parameters"};

@@ -4,8 +4,8 @@
 
 #include "commands.h"
 #include "loader_options.h"
-#include "wmap/device.h"
-#include "wmap/json_text.h"
+#include "wmap/device/device.h"
+#include "wmap/util/json_text.h"
 #include "wmap/mpi/io_policy.h"
 #include "wmap/mpi/launch_env.h"
 #ifdef WMAP_HAVE_MPI

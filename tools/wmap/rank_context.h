@@ -11,9 +11,9 @@
 #include <string>
 #include <string_view>
 
-#include "wmap/executor.h"
-#include "wmap/layout.h"
-#include "wmap/loader.h"
+#include "wmap/exec/executor.h"
+#include "wmap/spec/layout.h"
+#include "wmap/loader/loader.h"
 
 namespace wmap::cli {
 

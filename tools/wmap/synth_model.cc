@@ -3,10 +3,10 @@
 #include <cstring>
 #include <fstream>
 
-#include "wmap/error.h"
-#include "wmap/json_text.h"
-#include "wmap/progress.h"
-#include "wmap/safetensors_writer.h"
+#include "wmap/util/error.h"
+#include "wmap/util/json_text.h"
+#include "wmap/util/progress.h"
+#include "wmap/format/safetensors_writer.h"
 
 namespace fs = std::filesystem;
 

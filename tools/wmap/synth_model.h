@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "wmap/dtype.h"
+#include "wmap/format/dtype.h"
 
 namespace wmap::cli {
 

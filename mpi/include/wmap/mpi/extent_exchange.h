@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "wmap/catalog.h"
+#include "wmap/catalog/catalog.h"
 #include "wmap/mpi/extent_store_fs.h"
 #include "wmap/mpi/file_extents.h"
 #include "wmap/mpi/mpi_world.h"

@@ -10,8 +10,8 @@
 #include <memory>
 #include <vector>
 
-#include "wmap/catalog.h"
-#include "wmap/file_io.h"
+#include "wmap/catalog/catalog.h"
+#include "wmap/io/file_io.h"
 #include "wmap/mpi/file_extents.h"
 
 namespace wmap::mpi {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "wmap/load_plan.h"
+#include "wmap/plan/load_plan.h"
 
 namespace wmap::mpi {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "wmap/error.h"
+#include "wmap/util/error.h"
 
 namespace wmap::mpi {
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <string_view>
 
-#include "wmap/file_io.h"
-#include "wmap/loader.h"
+#include "wmap/io/file_io.h"
+#include "wmap/loader/loader.h"
 #include "wmap/mpi/io_policy.h"
 #include "wmap/mpi/extent_store_fs.h"
 #include "wmap/mpi/mpi_world.h"

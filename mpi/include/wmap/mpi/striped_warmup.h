@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "wmap/catalog.h"
+#include "wmap/catalog/catalog.h"
 #include "wmap/mpi/file_extents.h"
 #include "wmap/mpi/mpi_world.h"
 

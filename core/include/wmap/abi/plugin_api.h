@@ -1,0 +1,93 @@
+#pragma once
+// The plugin ABI. A plugin is a shared library exporting one C entry, `wmap_plugin_info`,
+// returning a plain struct; the host checks it before running any of the plugin's code and
+// reports every mismatch at once. `register_plugin` then registers the plugin's model builder
+// and transforms through a PluginRegistrar. Nothing may throw across either entry: use
+// WMAP_DEFINE_PLUGIN, which catches everything and reports it as a message.
+//
+// Plugins link against libwmap and exchange C++ types with it, so they must be built against
+// the same core build: `core_build_id` must equal the host's wmap_core_build_id(), which hashes
+// the headers whose types cross this boundary. WmapPluginInfo may only grow by fields appended
+// at its end (the host reads no further than `struct_size`). A plugin's static constructors run
+// at dlopen, before any check: do no work in them.
+
+#include <cstddef>
+#include <cstdio>
+#include <exception>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "wmap/build_info.h"
+#include "wmap/spec/model_config.h"
+#include "wmap/spec/model_spec.h"
+
+// Bumped whenever WmapPluginInfo, PluginRegistrar or the types they expose change.
+#define WMAP_PLUGIN_ABI_VERSION 1u
+
+extern "C" {
+
+struct WmapPluginInfo {
+  uint32_t abi_version;              // WMAP_PLUGIN_ABI_VERSION the plugin was built with
+  uint32_t struct_size;              // sizeof(WmapPluginInfo) of the plugin's build
+  const char* name;                  // stable identifier used by mapping files ("llama")
+  const char* version;               // the plugin's own version
+  const char* const* architectures;  // config.json architectures served, null-terminated
+  const char* core_build_id;         // WMAP_BUILD_ID the plugin was compiled against
+  // Registers the plugin's factories. Returns 0 on success; otherwise writes a message into
+  // `error` (at most `error_size` bytes, NUL-terminated) and returns non-zero. Never throws.
+  int (*register_plugin)(void* registrar, char* error, size_t error_size);
+};
+
+// The entry every plugin exports.
+typedef const WmapPluginInfo* (*WmapPluginInfoFn)(void);
+}
+
+namespace wmap {
+
+// Answers "is this canonical key in the checkpoint?" while a spec is built (header-only).
+class KeyProbe {
+ public:
+  virtual ~KeyProbe() = default;
+  virtual bool contains(std::string_view canonical_key) const = 0;
+};
+
+// Builds a rank's ModelSpec. May throw wmap::Error (e.g. a config field that does not fit the
+// layout); the host reports it with the plugin's name and file.
+using ModelBuilder = std::function<ModelSpec(const ModelConfig& config, const Layout& layout, const KeyProbe& probe)>;
+
+// An in-place transform over one piece's bytes, e.g. a scale inversion. `key` names the source
+// for error messages.
+using TransformFn = std::function<void(std::span<std::byte> data, DType dtype, const std::string& key)>;
+
+class PluginRegistrar {
+ public:
+  virtual ~PluginRegistrar() = default;
+  // The builder used for every architecture this plugin serves (listed or mapped by YAML).
+  virtual void set_model_builder(ModelBuilder builder) = 0;
+  virtual void add_transform(const std::string& name, TransformFn fn) = 0;
+};
+
+}  // namespace wmap
+
+// Defines `wmap_plugin_info` for a plugin whose registration is `void fn(wmap::PluginRegistrar&)`.
+// Usage: WMAP_DEFINE_PLUGIN("llama", "1.0", register_llama, "LlamaForCausalLM", "Qwen3ForCausalLM")
+#define WMAP_DEFINE_PLUGIN(NAME, VERSION, REGISTER_FN, ...)                                        \
+  extern "C" __attribute__((visibility("default"))) const WmapPluginInfo* wmap_plugin_info(void) {  \
+    static const char* const kArchitectures[] = {__VA_ARGS__, nullptr};                             \
+    static const WmapPluginInfo kInfo = {                                                           \
+        WMAP_PLUGIN_ABI_VERSION, sizeof(WmapPluginInfo), NAME, VERSION, kArchitectures, WMAP_BUILD_ID, \
+        [](void* registrar, char* error, size_t error_size) -> int {                                \
+          try {                                                                                     \
+            REGISTER_FN(*static_cast<wmap::PluginRegistrar*>(registrar));                           \
+            return 0;                                                                               \
+          } catch (const std::exception& e) {                                                       \
+            std::snprintf(error, error_size, "%s", e.what());                                       \
+          } catch (...) {                                                                           \
+            std::snprintf(error, error_size, "unknown exception");                                  \
+          }                                                                                         \
+          return 1;                                                                                 \
+        }};                                                                                         \
+    return &kInfo;                                                                                  \
+  }

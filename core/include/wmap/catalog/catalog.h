@@ -1,0 +1,91 @@
+#pragma once
+// Every tensor of a checkpoint, built from the headers alone (no tensor data is read).
+// Immutable after construction and therefore safe to share across threads.
+//
+// One array of records sorted by name: exact lookup and `prefix.` range lookup are binary
+// searches. The catalog saves to and loads from JSON with a content id (SHA-256 of its canonical
+// form) and each shard's size/mtime/inode signature, so plans can be validated offline.
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "wmap/format/dtype.h"
+#include "wmap/format/tensor_record.h"
+#include "wmap/io/file_io.h"
+#include "wmap/catalog/shard_set.h"
+
+namespace wmap {
+
+struct ShardRecord {
+  std::string file;           // file name relative to the catalog root
+  FileSignature signature;    // size, mtime, inode when catalogued
+  uint64_t header_bytes = 0;  // safetensors: JSON length N; PyTorch: size of data.pkl
+  uint64_t tensor_count = 0;
+  std::vector<std::pair<std::string, std::string>> metadata;  // `__metadata__`
+};
+
+struct CatalogBuildOptions {
+  const FileSystem* fs = nullptr;           // default: FileSystem::posix()
+  unsigned threads = 0;                     // 0: min(hardware threads, 8)
+  std::function<void(size_t done, size_t total)> progress;  // called from the caller's thread
+};
+
+class Catalog {
+ public:
+  Catalog() = default;
+
+  static Catalog build(const ShardSet& shards, const CatalogBuildOptions& options = {});
+  // Builds from already-parsed parts (used by loaders of other formats and by tests).
+  static Catalog from_parts(std::filesystem::path root, std::vector<ShardRecord> shards,
+                            std::vector<TensorRecord> tensors);
+
+  static Catalog load_json_file(const std::filesystem::path& file);
+  static Catalog parse_json(std::string_view json, const std::string& label);
+  std::string to_json(bool with_signatures = true) const;
+  void save_json_file(const std::filesystem::path& file) const;
+
+  // SHA-256 (hex) of the canonical form: shards (file, size, header_bytes) and tensors (name,
+  // dtype, shape, file, offset, nbytes). Signatures (mtime, inode) are not part of it.
+  // Computed on first use (hashing ~16 MB for a 92k-tensor checkpoint is not free).
+  const std::string& content_id() const;
+
+  const std::filesystem::path& root() const { return root_; }
+  // Points a catalog loaded from JSON at the directory holding its shards.
+  void set_root(std::filesystem::path root) { root_ = std::move(root); }
+  std::filesystem::path shard_path(uint32_t shard) const { return root_ / shards_[shard].file; }
+  std::span<const ShardRecord> shards() const { return shards_; }
+  std::span<const TensorRecord> tensors() const { return tensors_; }
+  size_t size() const { return tensors_.size(); }
+  uint64_t total_bytes() const;
+
+  // Exact lookup: find() may return null, require() throws kNotFound naming the key.
+  const TensorRecord* find(std::string_view name) const;
+  const TensorRecord& require(std::string_view name) const;
+  bool contains(std::string_view name) const { return find(name) != nullptr; }
+  // Every tensor whose name starts with `prefix + "."`, in name order.
+  std::span<const TensorRecord> prefix(std::string_view prefix) const;
+  // Index of a record inside tensors(), for consumption bookkeeping.
+  size_t index_of(const TensorRecord& record) const { return static_cast<size_t>(&record - tensors_.data()); }
+
+  // Shards whose size, mtime or inode differ from the catalogued signature, one message each.
+  std::vector<std::string> changed_shards(const std::filesystem::path& root) const;
+
+ private:
+  void finish();  // sorts, checks duplicates, computes the content id
+
+  std::filesystem::path root_;
+  std::vector<ShardRecord> shards_;
+  std::vector<TensorRecord> tensors_;
+  struct IdCache;
+  std::shared_ptr<IdCache> id_;  // shared by copies, which have the same content
+};
+
+}  // namespace wmap

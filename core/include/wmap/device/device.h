@@ -1,0 +1,64 @@
+#pragma once
+// Where parameters live. `host` allocates aligned heap memory (first touched by the copy
+// itself, so pages are not faulted twice); a CUDA device (built when the toolkit is found,
+// docs/cuda.md) allocates device memory and is written through a bounded ring of pinned staging
+// buffers with asynchronous copies. Devices are thread-safe: the executor allocates and writes
+// from several workers. No CUDA header is needed to use this interface.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "wmap/format/dtype.h"
+
+namespace wmap {
+
+class DeviceBuffer {
+ public:
+  virtual ~DeviceBuffer() = default;
+  virtual uint64_t size() const = 0;
+  // Host-addressable bytes, or null for device memory.
+  virtual std::byte* host_data() = 0;
+  // Device memory (a CUDA device pointer), or null for host memory.
+  virtual void* device_data() { return nullptr; }
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual std::string name() const = 0;
+  virtual std::shared_ptr<DeviceBuffer> allocate(uint64_t bytes) = 0;
+  // `label` (the parameter name) only names the buffer in errors.
+  virtual std::shared_ptr<DeviceBuffer> allocate(uint64_t bytes, const std::string& label) {
+    (void)label;
+    return allocate(bytes);
+  }
+  // Host memory a worker fills for `buffer` (the buffer itself on the host; staging otherwise).
+  virtual std::span<std::byte> begin_write(DeviceBuffer& buffer) = 0;
+  // Between begin_write and end_write: offers the named transform of bytes [offset, offset + bytes)
+  // to the device. True: the device runs it itself (a GPU kernel after the copy) and has already
+  // checked what must fail on the host; false: the caller runs the host transform now.
+  virtual bool defer_transform(DeviceBuffer& buffer, const std::string& transform, uint64_t offset, uint64_t bytes,
+                               DType dtype, const std::string& key) {
+    (void)buffer, (void)transform, (void)offset, (void)bytes, (void)dtype, (void)key;
+    return false;
+  }
+  // Publishes what begin_write() returned into the buffer (a copy for device memory).
+  virtual void end_write(DeviceBuffer& buffer, std::span<std::byte> written) = 0;
+  // Copies a buffer's bytes to host memory (for --dump and tests), after the writes queued so far.
+  virtual void copy_to_host(DeviceBuffer& buffer, std::span<std::byte> dst) = 0;
+  // Waits for every queued copy and kernel; errors of asynchronous work surface here.
+  virtual void synchronize() {}
+};
+
+// "host" or "cuda:N". Throws kInvalidArgument for an unknown name, kUnsupported when CUDA is not
+// built in or no such device exists.
+std::unique_ptr<Device> make_device(const std::string& spec);
+
+// CUDA devices usable by this process: 0 with `reason` set when none (no CUDA backend in this
+// build, no driver, no GPU). For GPU tests and front ends that choose a device.
+int cuda_device_count(std::string* reason = nullptr);
+
+}  // namespace wmap

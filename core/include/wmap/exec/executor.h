@@ -1,0 +1,91 @@
+#pragma once
+// Runs a validated LoadPlan: reads exactly the planned bytes, applies transforms, writes each
+// parameter once into device memory, and releases each source after its last reader.
+// One call is one load; it is thread-safe with respect to other loads.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "wmap/catalog/catalog.h"
+#include "wmap/device/device.h"
+#include "wmap/io/file_io.h"
+#include "wmap/plan/load_plan.h"
+#include "wmap/abi/plugin_api.h"
+
+namespace wmap {
+
+struct LoadedParam {
+  std::string name;
+  DType dtype = DType::kU8;
+  std::vector<uint64_t> shape;
+  std::shared_ptr<DeviceBuffer> buffer;  // shared between aliases (tied embeddings)
+};
+
+struct LoadStats {
+  double seconds = 0;          // wall time of execute_plan
+  uint64_t bytes_loaded = 0;   // parameter bytes written
+  uint64_t bytes_read = 0;     // file bytes read (wanted bytes plus gaps read through to save calls)
+  uint64_t bytes_needed = 0;   // source bytes the plan's pieces need
+  uint64_t reads = 0;          // read calls (pread/preadv batches) or populated mmap windows
+  unsigned workers = 1;        // load (copy/transform) workers, effective
+  unsigned load_workers_requested = 0;  // 0: default
+  unsigned read_workers = 1;   // reads in flight, effective
+  unsigned read_workers_requested = 0;
+  std::string io_path;         // "mmap" or "pread": the path used
+  std::string io_requested;    // "auto", "mmap" or "pread"
+  std::string io_reason;       // why auto chose io_path
+  bool prefetch = false;       // asynchronous readahead ahead of the readers
+  bool prefault = false;       // destination pages faulted in before the copy
+  // Busy seconds summed over the workers of each pool (so they can exceed `seconds`).
+  double read_seconds = 0, copy_seconds = 0, transform_seconds = 0;
+};
+
+struct ExecOptions {
+  IoMode io = IoMode::kAuto;         // kAuto: choose_io_mode()
+  unsigned workers = 0;              // load pool: pieces copied/transformed at once; 0: default_load_workers()
+  unsigned read_workers = 0;         // read pool: byte ranges in flight; 0: default_read_workers()
+  const FileSystem* fs = nullptr;    // default FileSystem::posix()
+  bool allow_partial = false;        // run a plan with problems, skipping its broken parameters
+  std::function<const TransformFn*(std::string_view)> transforms;  // looks up named transforms
+  std::function<void(uint64_t done, uint64_t total)> progress;     // bytes; called from workers, serialised
+  // Largest single read (and staging buffer); big pieces are read in chunks of this size.
+  uint64_t chunk_bytes = uint64_t{16} << 20;
+  // Destination pages faulted in ahead of the read (MADV_POPULATE_WRITE, by the read worker that
+  // first touches a parameter, so in parallel) rather than trap by trap during the copy: measured
+  // faster (docs/performance.md). MADV_HUGEPAGE was measured slower (THP defrag stalls).
+  bool prefault = true;
+  // Readahead ahead of the readers: kAuto enables it when the bytes to read fit in 90 % of the
+  // memory available (cgroup-aware); the window ahead is bounded by prefetch_window_bytes.
+  enum class Prefetch { kAuto, kOff, kOn } prefetch = Prefetch::kAuto;
+  uint64_t prefetch_window_bytes = uint64_t{256} << 20;
+};
+
+// Defaults from the core count: min(hardware threads, 4) for each pool.
+unsigned default_read_workers();
+unsigned default_load_workers();
+// Parses a worker count from the environment variable `name` (WMAP_READ_WORKERS,
+// WMAP_LOAD_WORKERS): 0 when unset; a positive integer; anything else throws kInvalidArgument
+// naming the variable and its value. Called by front ends (CLI, Python), not by the executor.
+unsigned worker_count_from_env(const char* name);
+
+// kAuto: see executor.cc; `reason` says why.
+IoMode choose_io_mode(const LoadPlan& plan, const Catalog& catalog, std::string* reason = nullptr);
+
+struct LoadedModel {
+  std::vector<LoadedParam> params;  // in plan order; absent optional params left out
+  LoadStats stats;
+  const LoadedParam* find(std::string_view name) const;
+};
+
+LoadedModel execute_plan(const LoadPlan& plan, const Catalog& catalog, Device& device, const ExecOptions& options);
+
+// Copies one piece's box out of `src` (the whole source tensor) into `dst` (out_bytes).
+void copy_piece(const std::byte* src, const PlannedPiece& piece, std::byte* dst);
+
+// Writes every parameter, under its name and sorted by name, as one safetensors file.
+uint64_t dump_safetensors(const LoadedModel& model, Device& device, const std::filesystem::path& file);
+
+}  // namespace wmap

@@ -1,0 +1,72 @@
+#pragma once
+// The whole path from a checkpoint (or a saved catalog and a config) to a validated plan and a
+// load, as the CLI and embedding engines use it: discover, catalog, pick the plugin and the
+// mapping file for config.json's architecture, build the rank's ModelSpec, plan, validate,
+// execute. A LoaderSession owns the plugins (and their library handles), so it must outlive
+// every spec, plan and loaded model made through it. Not thread-safe; one session per thread.
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "wmap/catalog/catalog.h"
+#include "wmap/exec/executor.h"
+#include "wmap/spec/layout.h"
+#include "wmap/plan/load_plan.h"
+#include "wmap/mapping/mapping_registry.h"
+#include "wmap/spec/model_config.h"
+#include "wmap/plugin/plugin_host.h"
+#include "wmap/mapping/rename_table.h"
+
+namespace wmap {
+
+struct LoaderOptions {
+  std::optional<std::filesystem::path> checkpoint;    // directory or .safetensors file
+  std::optional<std::filesystem::path> catalog_file;  // a saved catalog (offline, or to pin a load)
+  std::optional<std::filesystem::path> config_file;   // default: <checkpoint>/config.json
+  std::optional<std::filesystem::path> plugin_dir;    // --plugin-dir
+  std::optional<std::filesystem::path> mappings_dir;  // --mappings
+  Layout layout;
+  bool prefer_consolidated = false;
+  bool allow_partial = false;  // load even when the plan reports problems
+  bool progress = true;
+};
+
+// A plan with everything it points into.
+struct PreparedLoad {
+  Catalog catalog;
+  ModelConfig config;
+  std::string architecture;
+  const LoadedPlugin* plugin = nullptr;
+  const MappingFile* mapping = nullptr;  // null: identity renames
+  RenameTable renames;
+  ModelSpec spec;
+  std::unique_ptr<LoadPlan> plan;  // points into `catalog`
+  double catalog_seconds = 0, plan_seconds = 0;
+};
+
+class LoaderSession {
+ public:
+  explicit LoaderSession(const LoaderOptions& options);
+  const LoaderOptions& options() const { return options_; }
+  const PluginHost& plugins() const { return plugins_; }
+  const MappingRegistry& mappings() const { return mappings_; }
+
+  // Catalog + spec + plan; never reads tensor data. Throws for unusable input; plan problems
+  // are reported through plan->problems(), not thrown.
+  std::unique_ptr<PreparedLoad> prepare() const;
+  // Executes a prepared plan (refusing an invalid one unless allow_partial).
+  LoadedModel load(const PreparedLoad& prepared, Device& device, ExecOptions exec) const;
+
+ private:
+  LoaderOptions options_;
+  PluginHost plugins_;
+  MappingRegistry mappings_;
+};
+
+// The core's generic in-place transforms (scale inversion), registered on every session.
+void register_builtin_transforms(PluginHost& host);
+
+}  // namespace wmap

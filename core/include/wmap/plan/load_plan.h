@@ -1,0 +1,123 @@
+#pragma once
+// A load described as data before any tensor data moves: for each destination parameter of one
+// rank, its sources (after renames), the byte ranges read, the transform, and the read order.
+// Built from a ModelSpec and a catalog's headers alone; validated against that catalog at once
+// (missing sources, shape/dtype mismatches, unconsumed checkpoint tensors, spec errors),
+// problems sorted. Immutable after build(); thread-safe to read. Serialises to JSON with an id.
+// The plan points into the Catalog it was built from, which must outlive it.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "wmap/catalog/catalog.h"
+#include "wmap/spec/layout.h"
+#include "wmap/spec/model_spec.h"
+#include "wmap/mapping/rename_table.h"
+
+namespace wmap {
+
+// One piece resolved against the catalog, with its geometry in addressable elements (sub-byte
+// dtypes are viewed as bytes along the last dim).
+struct PlannedPiece {
+  std::string source;                   // canonical key; empty for zeros
+  const TensorRecord* record = nullptr;  // the checkpoint tensor (null for zeros)
+  std::vector<uint64_t> view;
+  std::vector<Range> box;
+  std::vector<uint32_t> perm;
+  uint64_t elem_bytes = 1;
+  uint64_t out_bytes = 0;   // bytes this piece appends to the parameter
+  uint64_t span_begin = 0;  // absolute file bytes [span_begin, span_end) covering what it reads
+  uint64_t span_end = 0;
+  std::string transform;
+
+  // True for a strided (PyTorch view) source the spec reshapes: it is read whole and gathered
+  // into row-major order before the piece is cut from it.
+  bool gathers_source() const;
+  // Byte strides of the view's dims in what the copy reads: the record's own strides for a
+  // strided source seen in its own shape (copied straight out of the file), row-major over
+  // `view` otherwise (a contiguous source, or a gathered one).
+  std::vector<uint64_t> source_strides() const;
+};
+
+struct PlannedParam {
+  std::string name;
+  std::string module;
+  std::vector<uint64_t> shape;
+  DType dtype = DType::kU8;
+  uint64_t nbytes = 0;
+  std::vector<PlannedPiece> pieces;
+  std::string alias_of;  // shares that parameter's buffer
+  bool absent = false;   // optional and not in the checkpoint: not loaded
+  bool broken = false;   // has a problem: skipped by a partial load
+  // Source tensors whose bytes must be equal (fused NVFP4 global scales), checked on load.
+  std::vector<std::pair<const TensorRecord*, const TensorRecord*>> must_match;
+};
+
+struct PlanProblem {
+  enum class Kind { kSpec, kMissing, kShape, kDtype, kUnconsumed };
+  Kind kind;
+  std::string key;      // the parameter or checkpoint key concerned
+  std::string message;  // one line, naming file, key, expected and actual values
+};
+std::string_view problem_kind_name(PlanProblem::Kind kind);
+
+struct PlanOptions {
+  // Unconsumed checkpoint tensors are problems (default) or only warnings.
+  bool unconsumed_is_error = true;
+};
+
+class LoadPlan {
+ public:
+  static LoadPlan build(const ModelSpec& spec, const Catalog& catalog, const RenameTable& renames,
+                        const Layout& layout, const PlanOptions& options = {});
+  // The same, with the catalog already renamed (the loader renames once for probe and plan).
+  static LoadPlan build(const ModelSpec& spec, const Catalog& catalog, const RenamedCatalog& renamed,
+                        const Layout& layout, const PlanOptions& options = {});
+
+  bool ok() const { return problems_.empty(); }
+  const std::vector<PlanProblem>& problems() const { return problems_; }
+  const std::vector<std::string>& warnings() const { return warnings_; }
+  const std::vector<PlannedParam>& params() const { return params_; }
+  // Parameter indexes in the order their bytes are read: by (shard, offset) of the first piece.
+  const std::vector<size_t>& read_order() const { return read_order_; }
+  // For each catalog tensor (by index in catalog.tensors()), how many pieces read it.
+  const std::vector<uint32_t>& readers() const { return readers_; }
+  // Checkpoint tensors nothing reads (and not ignored or declared skipped), by source key.
+  const std::vector<std::string>& unconsumed() const { return unconsumed_; }
+
+  // SHA-256 of the plan's JSON (without the id itself); computed on first use.
+  std::string plan_id() const;
+  const std::string& catalog_id() const { return catalog_->content_id(); }
+  const Layout& layout() const { return layout_; }
+  uint64_t bytes_to_load() const;  // parameter bytes (aliases counted once)
+  uint64_t bytes_to_read() const;  // source bytes the pieces need
+  std::string coverage() const;    // one-line verdict
+  std::string to_json() const;
+
+ private:
+  std::string plugin_, architecture_;
+  Layout layout_;
+  std::vector<PlannedParam> params_;
+  std::vector<size_t> read_order_;
+  std::vector<uint32_t> readers_;
+  std::vector<PlanProblem> problems_;
+  std::vector<std::string> warnings_;
+  std::vector<std::string> unconsumed_;
+  size_t catalog_tensors_ = 0, ignored_ = 0, skipped_ = 0, handed_ = 0;
+  const Catalog* catalog_ = nullptr;
+  std::string json_text(bool with_id) const;
+  struct IdCache;
+  std::shared_ptr<IdCache> id_cache_;
+};
+
+}  // namespace wmap
+
+namespace wmap {
+class RandomAccessFile;
+// Reads the (small) tensors of `param.must_match` and throws kValidation naming both keys and
+// their values when a pair differs. `file_for` opens a shard by catalog index.
+void verify_must_match(const PlannedParam& param, const std::function<const RandomAccessFile&(uint32_t shard)>& file_for);
+}  // namespace wmap

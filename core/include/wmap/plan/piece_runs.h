@@ -1,0 +1,62 @@
+#pragma once
+// The contiguous source runs of a planned piece: what the executor reads for an identity-permuted
+// piece, and what a multi-rank load must deliver to a rank (mpi/). One definition for both, so
+// the bytes exchanged between ranks are exactly the bytes the executor asks for. Pure functions.
+
+#include <cstdint>
+#include <vector>
+
+#include "wmap/plan/load_plan.h"
+
+namespace wmap {
+
+inline bool is_identity(const PlannedPiece& p) {
+  if (p.perm.size() != p.view.size() || p.box.size() != p.view.size()) return false;
+  for (size_t k = 0; k < p.perm.size(); ++k) {
+    if (p.perm[k] != k) return false;
+  }
+  return true;
+}
+
+// True when the executor reads a piece as its contiguous runs (for_each_run) straight into the
+// destination; otherwise it reads [span_begin, span_end) whole and cuts the piece from it (a
+// transpose, or a strided source that is gathered first).
+inline bool reads_in_runs(const PlannedPiece& p) { return p.record && !p.record->strided() && is_identity(p); }
+
+// Calls fn(offset from the tensor start, length) for each contiguous source run of an
+// identity-permuted piece's box, in source order (which is then also output order).
+template <class Fn>
+void for_each_run(const PlannedPiece& p, Fn&& fn) {
+  const size_t n = p.view.size();
+  if (n == 0) return fn(uint64_t{0}, p.elem_bytes);
+  std::vector<uint64_t> s(n);
+  s[n - 1] = p.elem_bytes;
+  for (size_t d = n - 1; d-- > 0;) s[d] = s[d + 1] * p.view[d + 1];
+  for (size_t d = 0; d < n; ++d) {
+    if (p.box[d].size() == 0) return;
+  }
+  size_t d = n - 1;
+  uint64_t run = p.box[d].size() * s[d];
+  while (d > 0 && p.box[d].begin == 0 && p.box[d].size() == p.view[d]) {
+    --d;
+    run = p.box[d].size() * s[d];
+  }
+  // Odometer over the outer dims [0, d).
+  std::vector<uint64_t> idx(d);
+  for (size_t k = 0; k < d; ++k) idx[k] = p.box[k].begin;
+  while (true) {
+    uint64_t off = p.box[d].begin * s[d];
+    for (size_t k = 0; k < d; ++k) off += idx[k] * s[k];
+    fn(off, run);
+    size_t k = d;
+    while (k > 0) {
+      --k;
+      if (++idx[k] < p.box[k].end) break;
+      idx[k] = p.box[k].begin;
+      if (k == 0) return;
+    }
+    if (d == 0) return;
+  }
+}
+
+}  // namespace wmap

@@ -1,0 +1,149 @@
+#pragma once
+// What a plugin says a model is, for one rank: its modules in pre-order, each parameter's
+// name, per-rank shape, dtype, and how it is filled from checkpoint tensors. Plain data built
+// by a plugin and read by the planner; no tensor data is touched.
+//
+// A parameter's bytes are the concatenation of its pieces. A piece takes one source tensor
+// (by canonical key, i.e. after YAML renames), views it with `view` (a reshape), cuts the box
+// (one range per view dim), permutes the dims (`perm`, output dim k = view dim perm[k]) and
+// appends the result in row-major order; or it appends `zero_elements` zeros (vocabulary
+// padding). An optional named transform then runs in place over the piece's bytes.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "wmap/format/dtype.h"
+#include "wmap/spec/layout.h"
+
+namespace wmap {
+
+struct Piece {
+  std::string source;                  // canonical key; empty for a zero piece
+  std::vector<uint64_t> source_shape;  // the shape the source must have
+  std::optional<DType> source_dtype;   // unset: must equal the parameter's dtype
+  std::vector<uint64_t> view;          // empty: source_shape
+  std::vector<Range> box;              // empty: the whole view
+  std::vector<uint32_t> perm;          // empty: identity
+  uint64_t zero_elements = 0;          // for a zero piece
+  std::string transform;               // "" or a registered in-place transform
+
+  bool is_zero() const { return source.empty(); }
+};
+
+struct ParamSpec {
+  std::string name;
+  std::vector<uint64_t> shape;  // per rank
+  std::optional<DType> dtype;   // unset: the dtype of the first source
+  std::vector<Piece> pieces;
+  std::string alias_of;         // shares that parameter's data (tied embeddings); no pieces
+  bool optional = false;        // when its sources are absent the parameter is not loaded
+  // Pairs of source keys whose bytes must be equal (e.g. the global scales of fused NVFP4
+  // sources); checked when the data is read, a difference is an error naming both keys.
+  std::vector<std::pair<std::string, std::string>> must_match;
+};
+
+struct ModuleSpec {
+  std::string name;
+  std::vector<ParamSpec> params;
+  // Checkpoint subtrees (canonical prefixes) this module is handed whole: keys under them that
+  // this rank does not read (e.g. other ranks' experts) count as consumed.
+  std::vector<std::string> subtrees;
+};
+
+struct ModelSpec {
+  std::string plugin;
+  std::string architecture;
+  std::vector<ModuleSpec> modules;           // pre-order
+  std::vector<std::string> skipped_prefixes; // checkpoint subtrees declared not loaded ("x" covers "x.*")
+  std::vector<std::string> skipped_keys;     // single checkpoint keys declared not loaded
+
+  size_t param_count() const;
+};
+
+// Builders for the common pieces and parameters, so plugins state semantics, not arithmetic.
+namespace spec {
+
+Piece whole(std::string source, std::vector<uint64_t> shape);
+Piece rows(std::string source, std::vector<uint64_t> shape, Range r);  // dim 0 range
+Piece cols(std::string source, std::vector<uint64_t> shape, Range c);  // dim 1 range
+Piece zeros(uint64_t elements);
+
+ParamSpec replicated(std::string name, std::string source, std::vector<uint64_t> shape);
+// Column-parallel: dim 0 split by the shard rule.
+ParamSpec column_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l);
+// Row-parallel: dim 1 split by the shard rule; a 1-D tensor is replicated.
+ParamSpec row_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l);
+// Vocabulary-parallel: dim 0 in tp_size blocks of ceil(V/T) rows, the last block zero-padded.
+ParamSpec vocab_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l);
+// Concatenation (along dim 0) of the column-parallel slices of several sources.
+ParamSpec fused_column_parallel(std::string name, const std::vector<std::pair<std::string, std::vector<uint64_t>>>& sources,
+                                const Layout& l);
+ParamSpec alias(std::string name, std::string of, std::vector<uint64_t> shape);
+
+// Appends the `lm_head` module: `lm_head.weight` vocabulary-parallel from the checkpoint, or, when
+// tied, an alias of `embed_param` (read once) with a stray `lm_head.weight` declared skipped.
+void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, uint64_t hidden, bool tie, const Layout& l);
+
+// A slice of one checkpoint linear (`linear` is its prefix: `linear + ".weight"`).
+struct LinearSlice {
+  std::string linear;
+  std::vector<uint64_t> shape;  // the weight's [out, in]
+  Range rows;
+  Range cols;
+};
+LinearSlice whole_linear(std::string linear, std::vector<uint64_t> shape);
+LinearSlice linear_rows(std::string linear, std::vector<uint64_t> shape, Range rows);  // column-parallel part
+LinearSlice linear_cols(std::string linear, std::vector<uint64_t> shape, Range cols);  // row-parallel part
+
+// FP8 block quantisation: `weight_scale_inv` holds one F32 per [rows x cols] block of the weight.
+struct BlockScales {
+  uint64_t rows = 128;
+  uint64_t cols = 128;
+};
+// The block range covering weight range r along a dim of block size b: [r.begin/b, ceil(r.end/b)).
+Range block_range(Range r, uint64_t b);
+
+// How a checkpoint's linears are quantised, and so which companion tensors follow each weight.
+struct LinearQuant {
+  enum class Kind { kNone, kFp8Block, kNvfp4 };
+  Kind kind = Kind::kNone;
+  BlockScales blocks;         // kFp8Block: `weight_scale_inv` F32 per block
+  bool strict_global = true;  // kNvfp4: dense layers reject a non-finite or <= 0 global scale
+  // kNvfp4 (compressed-tensors, after the mapping's renames): `weight` U8 [out, in/2] (two FP4
+  // values a byte), `weight_scale` F8_E4M3 [out, in/16], `weight_scale_2` and `input_scale`
+  // F32 [1] (global scales, inverted on load; the sources of one fused parameter must match).
+
+  static LinearQuant none() { return {}; }
+  static LinearQuant fp8(BlockScales b) { return {Kind::kFp8Block, b, true}; }
+  static LinearQuant nvfp4(bool strict) { return {Kind::kNvfp4, {}, strict}; }
+  // Columns of the stored weight for `in` input features (packed bytes for NVFP4).
+  uint64_t stored_cols(uint64_t in) const { return kind == Kind::kNvfp4 ? in / 2 : in; }
+};
+
+// Appends the parameters of one (possibly fused, possibly stacked) linear: `dst + sep + "weight"`
+// = the concatenation (dim 0) of the slices' weights, shaped `leading` + [rows, cols]
+// (rows = total / prod(leading)); and the quantisation's companions under the same prefix
+// (`weight_scale_inv`; or `weight_scale`, `weight_scale_2`, `input_scale`). Slices are in the
+// stored weight's units (packed bytes for NVFP4 columns). With `leading`, the slices form
+// prod(leading) equal groups (e.g. experts), each contributing one global scale.
+void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const std::string& sep,
+                const std::vector<LinearSlice>& slices, const LinearQuant& quant,
+                const std::vector<uint64_t>& leading = {});
+
+// Routed experts of one MoE layer (DESIGN.md "MoE experts"): this rank's experts
+// [moe_ep_rank*E/P, (moe_ep_rank+1)*E/P) in order; `dst` + ".w3_w1_weight" [E/P, 2*I/moe_tp, H] =
+// per expert concat(up rows, gate rows) of moe_tp_rank; `dst` + ".w2_weight" [E/P, H, I/moe_tp] =
+// down, row-split; quantisation companions likewise (`w3_w1_weight_scale_inv`, ...). Sources
+// are `src.j.{gate,up,down}_proj`. Throws kInvalidArgument when E is not divisible by ep_size.
+std::vector<ParamSpec> moe_experts(const std::string& dst, const std::string& src, uint64_t experts, uint64_t intermediate,
+                                   uint64_t hidden, const Layout& l, const LinearQuant& quant);
+
+// KV-head duplication: the rows (of a [kv_heads * unit_rows, ...] tensor) this rank takes. With
+// kv_heads >= T each rank gets kv_heads/T contiguous heads; else head r / (T/kv_heads).
+// Throws kInvalidArgument when neither divides the other.
+Range kv_head_rows(uint64_t kv_heads, uint64_t unit_rows, const Layout& l);
+
+}  // namespace spec
+}  // namespace wmap

@@ -1,0 +1,499 @@
+#include "wmap/catalog/catalog.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+
+#include "wmap/util/error.h"
+#include "wmap/util/json_text.h"
+#include "wmap/util/log.h"
+#include "wmap/format/safetensors_header.h"
+#include "wmap/util/sha256.h"
+#include "wmap/format/torch_checkpoint.h"
+
+namespace wmap {
+
+namespace {
+
+struct ParsedShard {
+  ShardRecord record;
+  std::vector<HeaderTensor> tensors;
+  std::vector<std::vector<uint64_t>> strides;  // torch only: per tensor, empty when contiguous
+};
+
+ParsedShard parse_shard(const ShardSet& set, uint32_t shard, const FileSystem& fs) {
+  ParsedShard out;
+  out.record.file = set.files[shard];
+  const auto path = set.path_of(shard);
+  auto file = fs.open(path, IoMode::kPread);
+  out.record.signature = stat_signature(path);
+  if (set.format == ShardFormat::kTorch) {
+    // A torch.save zip: the records point at the stored entries' bytes (absolute offsets).
+    TorchCheckpoint ckpt = read_torch_checkpoint(*file, path.string());
+    out.record.tensor_count = ckpt.tensors.size();
+    out.record.header_bytes = ckpt.pickle_bytes;
+    for (auto& t : ckpt.tensors) {
+      out.tensors.push_back(HeaderTensor{std::move(t.name), t.dtype, std::move(t.shape), t.offset, t.offset + t.nbytes});
+      out.strides.push_back(std::move(t.strides));
+    }
+    return out;
+  }
+  SafetensorsHeader header = read_safetensors_header(*file);
+  out.record.header_bytes = header.header_bytes;
+  out.record.tensor_count = header.tensors.size();
+  out.record.metadata = std::move(header.metadata);
+  out.tensors = std::move(header.tensors);
+  // Stash the data start in `begin`/`end` conversion below.
+  for (auto& t : out.tensors) {
+    t.begin += header.data_start();
+    t.end += header.data_start();
+  }
+  return out;
+}
+
+}  // namespace
+
+Catalog Catalog::build(const ShardSet& set, const CatalogBuildOptions& options) {
+  const FileSystem& fs = options.fs ? *options.fs : FileSystem::posix();
+  const size_t n = set.files.size();
+  std::vector<ParsedShard> parsed(n);
+  std::vector<std::exception_ptr> errors(n);
+  std::atomic<size_t> next{0}, done{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) {
+      try {
+        parsed[i] = parse_shard(set, static_cast<uint32_t>(i), fs);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+      done.fetch_add(1);
+    }
+  };
+  unsigned threads = options.threads ? options.threads : std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
+  threads = static_cast<unsigned>(std::min<size_t>(threads, n));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  if (options.progress) options.progress(done.load(), n);
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);  // the first failing shard in catalog order
+  }
+
+  size_t total = 0;
+  for (const auto& p : parsed) total += p.tensors.size();
+  Catalog cat;
+  cat.root_ = set.root;
+  cat.tensors_.reserve(total);
+  for (uint32_t s = 0; s < n; ++s) {
+    for (size_t i = 0; i < parsed[s].tensors.size(); ++i) {
+      HeaderTensor& t = parsed[s].tensors[i];
+      TensorRecord r;
+      r.name = std::move(t.name);
+      r.shard = s;
+      r.dtype = t.dtype;
+      r.shape = std::move(t.shape);
+      r.offset = t.begin;
+      r.nbytes = t.end - t.begin;
+      if (i < parsed[s].strides.size()) r.strides = std::move(parsed[s].strides[i]);
+      cat.tensors_.push_back(std::move(r));
+    }
+    cat.shards_.push_back(std::move(parsed[s].record));
+  }
+  cat.finish();
+
+  if (set.index) {
+    // Every key the index maps must be in the shard it names.
+    const std::string index_file = set.index->file.string();
+    // Both lists are sorted by name: one merge walk instead of a binary search per key.
+    auto it = cat.tensors_.cbegin();
+    for (const auto& [name, shard] : set.index->weight_map) {
+      while (it != cat.tensors_.cend() && it->name < name) ++it;
+      const TensorRecord* r = (it != cat.tensors_.cend() && it->name == name) ? &*it : nullptr;
+      if (r == nullptr) {
+        throw Error(ErrorCode::kMalformedInput, index_file + ": maps '" + name + "' to " + set.files[shard] +
+                                                    ", but no shard holds that tensor");
+      }
+      if (r->shard != shard) {
+        throw Error(ErrorCode::kMalformedInput, index_file + ": maps '" + name + "' to " + set.files[shard] +
+                                                    ", but it is in " + cat.shards_[r->shard].file);
+      }
+    }
+    if (set.index->weight_map.size() != cat.tensors_.size()) {
+      log().warn("{}: maps {} tensors but the shards hold {}; the unlisted ones are catalogued anyway",
+                 index_file, set.index->weight_map.size(), cat.tensors_.size());
+    }
+  }
+  return cat;
+}
+
+Catalog Catalog::from_parts(std::filesystem::path root, std::vector<ShardRecord> shards, std::vector<TensorRecord> tensors) {
+  Catalog cat;
+  cat.root_ = std::move(root);
+  cat.shards_ = std::move(shards);
+  cat.tensors_ = std::move(tensors);
+  for (const auto& t : cat.tensors_) {
+    if (t.shard >= cat.shards_.size()) {
+      throw Error(ErrorCode::kMalformedInput, "tensor '" + t.name + "' names shard " + std::to_string(t.shard) +
+                                                  " of " + std::to_string(cat.shards_.size()));
+    }
+  }
+  cat.finish();
+  return cat;
+}
+
+struct Catalog::IdCache {
+  std::once_flag once;
+  std::string id;
+};
+
+const std::string& Catalog::content_id() const {
+  std::call_once(id_->once, [this] { id_->id = sha256_hex(to_json(false)); });
+  return id_->id;
+}
+
+void Catalog::finish() {
+  id_ = std::make_shared<IdCache>();
+  // Sort light (name, index) keys rather than the records themselves, then move each record
+  // once into place; shards usually come in order already.
+  const size_t n = tensors_.size();
+  std::vector<std::pair<std::string_view, uint32_t>> keys;
+  keys.reserve(n);
+  for (size_t i = 0; i < n; ++i) keys.emplace_back(tensors_[i].name, static_cast<uint32_t>(i));
+  if (!std::is_sorted(keys.begin(), keys.end())) {
+    // Each shard's tensors arrive sorted: merge those runs pairwise (n log(runs) compares)
+    // rather than sorting from scratch.
+    std::vector<size_t> bounds{0};
+    for (size_t i = 1; i < n; ++i) {
+      if (keys[i] < keys[i - 1]) bounds.push_back(i);
+    }
+    bounds.push_back(n);
+    std::vector<std::pair<std::string_view, uint32_t>> scratch(n);
+    while (bounds.size() > 2) {
+      std::vector<size_t> merged{0};
+      for (size_t b = 0; b + 1 < bounds.size(); b += 2) {
+        const size_t lo = bounds[b], mid = bounds[b + 1], hi = b + 2 < bounds.size() ? bounds[b + 2] : mid;
+        std::merge(keys.begin() + lo, keys.begin() + mid, keys.begin() + mid, keys.begin() + hi, scratch.begin() + lo);
+        merged.push_back(hi);
+      }
+      keys.swap(scratch);
+      bounds.swap(merged);
+    }
+    // Apply the permutation in place, cycle by cycle: no second array of records.
+    std::vector<bool> placed(n, false);
+    for (size_t i = 0; i < n; ++i) {
+      if (placed[i] || keys[i].second == i) continue;
+      TensorRecord held = std::move(tensors_[i]);
+      for (size_t j = i;;) {
+        const size_t from = keys[j].second;
+        placed[j] = true;
+        if (from == i) {
+          tensors_[j] = std::move(held);
+          break;
+        }
+        tensors_[j] = std::move(tensors_[from]);
+        j = from;
+      }
+    }
+  }
+  for (size_t i = 1; i < tensors_.size(); ++i) {
+    if (tensors_[i].name == tensors_[i - 1].name) {
+      const auto& a = shards_[tensors_[i - 1].shard].file;
+      const auto& b = shards_[tensors_[i].shard].file;
+      throw Error(ErrorCode::kDuplicateTensor, "tensor '" + tensors_[i].name + "' is in both " + a + " and " + b);
+    }
+  }
+}
+
+uint64_t Catalog::total_bytes() const {
+  uint64_t total = 0;
+  for (const auto& t : tensors_) total += t.nbytes;
+  return total;
+}
+
+const TensorRecord* Catalog::find(std::string_view name) const {
+  auto it = std::lower_bound(tensors_.begin(), tensors_.end(), name,
+                             [](const TensorRecord& r, std::string_view n) { return r.name < n; });
+  return (it != tensors_.end() && it->name == name) ? &*it : nullptr;
+}
+
+const TensorRecord& Catalog::require(std::string_view name) const {
+  if (const TensorRecord* r = find(name)) return *r;
+  throw Error(ErrorCode::kNotFound, "tensor '" + std::string(name) + "' is not in the checkpoint (" +
+                                        std::to_string(tensors_.size()) + " tensors in " + root_.string() + ")");
+}
+
+std::span<const TensorRecord> Catalog::prefix(std::string_view prefix) const {
+  std::string p(prefix);
+  p += '.';
+  auto lo = std::lower_bound(tensors_.begin(), tensors_.end(), p,
+                             [](const TensorRecord& r, const std::string& n) { return r.name < n; });
+  auto hi = lo;
+  // Names with the prefix form one contiguous run; its end is the first name not starting with p.
+  hi = std::partition_point(lo, tensors_.end(), [&](const TensorRecord& r) { return r.name.compare(0, p.size(), p) == 0; });
+  return {tensors_.data() + (lo - tensors_.begin()), static_cast<size_t>(hi - lo)};
+}
+
+namespace {
+
+// Appends without temporaries: to_json writes ~170 bytes for each of up to ~100k tensors, and
+// the content id hashes it on every build.
+void append_uint(std::string& out, uint64_t v) {
+  char buf[24];
+  out.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+}
+void append_int(std::string& out, int64_t v) {
+  char buf[24];
+  out.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+}
+// Same bytes as append_json_string, with a fast path for the usual name that needs no escape.
+void append_name(std::string& out, std::string_view s) {
+  const bool plain = std::none_of(s.begin(), s.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return c < 0x20 || c == '"' || c == '\\';
+  });
+  if (!plain) return append_json_string(out, s);
+  out += '"';
+  out.append(s);
+  out += '"';
+}
+
+}  // namespace
+
+std::string Catalog::to_json(bool with_signatures) const {
+  std::string out;
+  size_t estimate = 1024 + shards_.size() * 256;
+  for (const auto& t : tensors_) estimate += t.name.size() + shards_[t.shard].file.size() + 120;
+  out.reserve(estimate);
+  out += "{\"format\":\"wmap-catalog\",\"version\":1";
+  if (with_signatures) out += ",\"content_id\":\"" + content_id() + "\"";
+  out += ",\"shards\":[";
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    const auto& s = shards_[i];
+    if (i) out += ",";
+    out += "\n{\"file\":";
+    append_name(out, s.file);
+    out += ",\"size\":";
+    append_uint(out, s.signature.size);
+    out += ",\"header_bytes\":";
+    append_uint(out, s.header_bytes);
+    out += ",\"tensors\":";
+    append_uint(out, s.tensor_count);
+    if (with_signatures) {
+      out += ",\"mtime_ns\":";
+      append_int(out, s.signature.mtime_ns);
+      out += ",\"inode\":";
+      append_uint(out, s.signature.inode);
+    }
+    out += ",\"metadata\":{";
+    for (size_t m = 0; m < s.metadata.size(); ++m) {
+      if (m) out += ",";
+      append_json_string(out, s.metadata[m].first);
+      out += ":";
+      append_json_string(out, s.metadata[m].second);
+    }
+    out += "}}";
+  }
+  out += "],\"tensors\":[";
+  std::vector<std::string> quoted_files(shards_.size());  // each file name is repeated per tensor
+  for (size_t i = 0; i < shards_.size(); ++i) append_name(quoted_files[i], shards_[i].file);
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    const auto& t = tensors_[i];
+    if (i) out += ",";
+    out += "\n{\"name\":";
+    append_name(out, t.name);
+    out += ",\"dtype\":\"";
+    out += dtype_name(t.dtype);
+    out += "\",\"shape\":[";
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      if (d) out += ',';
+      append_uint(out, t.shape[d]);
+    }
+    out += ']';
+    if (t.strided()) {  // only non-contiguous torch views carry strides
+      out += ",\"strides\":[";
+      for (size_t d = 0; d < t.strides.size(); ++d) {
+        if (d) out += ',';
+        append_uint(out, t.strides[d]);
+      }
+      out += ']';
+    }
+    out += ",\"file\":";
+    out += quoted_files[t.shard];
+    out += ",\"offset\":";
+    append_uint(out, t.offset);
+    out += ",\"nbytes\":";
+    append_uint(out, t.nbytes);
+    out += '}';
+  }
+  out += "]}\n";
+  return out;
+}
+
+void Catalog::save_json_file(const std::filesystem::path& file) const {
+  const std::string text = to_json(true);
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error(ErrorCode::kIo, file.string() + ": cannot open for writing");
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out.close();
+  if (!out) throw Error(ErrorCode::kIo, file.string() + ": write failed");
+}
+
+namespace {
+
+[[noreturn]] void bad_catalog(const std::string& label, const std::string& msg) {
+  throw Error(ErrorCode::kMalformedInput, label + ": " + msg);
+}
+
+template <typename T>
+T get_field(simdjson::dom::object obj, std::string_view key, const std::string& label, const std::string& where) {
+  T v;
+  if (obj[key].get(v)) bad_catalog(label, where + ": missing or mistyped \"" + std::string(key) + "\"");
+  return v;
+}
+
+// span_bytes() of a record read from JSON, with its strides checked against overflow first.
+uint64_t strided_span_checked(const TensorRecord& r, const std::string& label, const std::string& where) {
+  if (!r.strided() || r.nbytes == 0) return r.nbytes;
+  const std::optional<uint64_t> elems = strided_extent(r.shape, r.strides);
+  uint64_t span;
+  if (!elems || __builtin_mul_overflow(*elems, uint64_t{dtype_bits(r.dtype) / 8}, &span)) {
+    bad_catalog(label, where + ": strided extent overflows 64 bits");
+  }
+  return span;
+}
+
+}  // namespace
+
+Catalog Catalog::parse_json(std::string_view json, const std::string& label) {
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(json);
+  simdjson::dom::element root;
+  if (auto err = parser.parse(padded).get(root)) bad_catalog(label, std::string("not valid JSON: ") + simdjson::error_message(err));
+  simdjson::dom::object obj;
+  if (root.get_object().get(obj)) bad_catalog(label, "not a JSON object");
+  std::string_view format;
+  if (obj["format"].get(format) || format != "wmap-catalog") bad_catalog(label, "not a wmap catalog (\"format\" is not \"wmap-catalog\")");
+  const uint64_t version = get_field<uint64_t>(obj, "version", label, "catalog");
+  if (version != 1) bad_catalog(label, "catalog version " + std::to_string(version) + " is not supported (expected 1)");
+  const std::string_view saved_id = get_field<std::string_view>(obj, "content_id", label, "catalog");
+
+  std::vector<ShardRecord> shards;
+  std::unordered_map<std::string, uint32_t> shard_ids;
+  for (auto s : get_field<simdjson::dom::array>(obj, "shards", label, "catalog")) {
+    simdjson::dom::object so;
+    if (s.get_object().get(so)) bad_catalog(label, "shard entry is not an object");
+    const std::string where = "shard " + std::to_string(shards.size());
+    ShardRecord r;
+    r.file = std::string(get_field<std::string_view>(so, "file", label, where));
+    r.signature.size = get_field<uint64_t>(so, "size", label, where);
+    r.signature.mtime_ns = get_field<int64_t>(so, "mtime_ns", label, where);
+    r.signature.inode = get_field<uint64_t>(so, "inode", label, where);
+    r.header_bytes = get_field<uint64_t>(so, "header_bytes", label, where);
+    r.tensor_count = get_field<uint64_t>(so, "tensors", label, where);
+    simdjson::dom::object meta;
+    if (!so["metadata"].get(meta)) {
+      for (auto m : meta) {
+        std::string_view v;
+        if (m.value.get(v)) bad_catalog(label, where + ": metadata value is not a string");
+        r.metadata.emplace_back(std::string(m.key), std::string(v));
+      }
+    }
+    if (!shard_ids.emplace(r.file, static_cast<uint32_t>(shards.size())).second) bad_catalog(label, "shard " + r.file + " listed twice");
+    shards.push_back(std::move(r));
+  }
+  std::vector<TensorRecord> tensors;
+  for (auto t : get_field<simdjson::dom::array>(obj, "tensors", label, "catalog")) {
+    simdjson::dom::object to;
+    if (t.get_object().get(to)) bad_catalog(label, "tensor entry is not an object");
+    TensorRecord r;
+    r.name = std::string(get_field<std::string_view>(to, "name", label, "tensor " + std::to_string(tensors.size())));
+    const std::string where = "tensor '" + r.name + "'";
+    const auto dtype = parse_dtype(get_field<std::string_view>(to, "dtype", label, where));
+    if (!dtype) bad_catalog(label, where + ": unknown dtype");
+    r.dtype = *dtype;
+    for (auto d : get_field<simdjson::dom::array>(to, "shape", label, where)) {
+      uint64_t v;
+      if (d.get(v)) bad_catalog(label, where + ": shape holds a non-integer");
+      r.shape.push_back(v);
+    }
+    simdjson::dom::array strides;
+    if (to["strides"].get(strides) == simdjson::SUCCESS) {
+      for (auto d : strides) {
+        uint64_t v;
+        if (d.get(v)) bad_catalog(label, where + ": strides hold a non-integer");
+        r.strides.push_back(v);
+      }
+      if (r.strides.size() != r.shape.size()) {
+        bad_catalog(label, where + ": " + std::to_string(r.strides.size()) + " strides for a " + std::to_string(r.shape.size()) + "-d shape");
+      }
+      if (dtype_bits(r.dtype) % 8 != 0) bad_catalog(label, where + ": strides on a sub-byte dtype");
+    }
+    const std::string file(get_field<std::string_view>(to, "file", label, where));
+    auto it = shard_ids.find(file);
+    if (it == shard_ids.end()) bad_catalog(label, where + ": names unknown shard '" + file + "'");
+    r.shard = it->second;
+    r.offset = get_field<uint64_t>(to, "offset", label, where);
+    r.nbytes = get_field<uint64_t>(to, "nbytes", label, where);
+    const uint64_t numel = checked_numel(r.shape, label, r.name);
+    uint64_t bits;
+    if (__builtin_mul_overflow(numel, uint64_t{dtype_bits(r.dtype)}, &bits) || bits / 8 != r.nbytes) {
+      bad_catalog(label, where + ": nbytes " + std::to_string(r.nbytes) + " does not match its dtype and shape");
+    }
+    const uint64_t size = shards[r.shard].signature.size;
+    const uint64_t span = strided_span_checked(r, label, where);
+    if (r.offset > size || span > size - r.offset) {
+      bad_catalog(label, where + ": bytes [" + std::to_string(r.offset) + ", +" + std::to_string(span) +
+                             ") lie outside " + file + " (" + std::to_string(size) + " bytes)");
+    }
+    tensors.push_back(std::move(r));
+  }
+  Catalog cat = from_parts({}, std::move(shards), std::move(tensors));
+  if (cat.content_id() != saved_id) {
+    bad_catalog(label, "content id " + std::string(saved_id) + " does not match the content, which hashes to " +
+                           cat.content_id() + " (edited or corrupted)");
+  }
+  return cat;
+}
+
+Catalog Catalog::load_json_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw Error(ErrorCode::kNotFound, file.string() + ": cannot open catalog");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  Catalog cat = parse_json(ss.str(), file.string());
+  cat.root_ = file.parent_path();
+  return cat;
+}
+
+std::vector<std::string> Catalog::changed_shards(const std::filesystem::path& root) const {
+  std::vector<std::string> out;
+  for (const auto& s : shards_) {
+    const auto path = root / s.file;
+    FileSignature now;
+    try {
+      now = stat_signature(path);
+    } catch (const Error& e) {
+      out.push_back(path.string() + ": listed in the catalog but cannot be read (" + e.what() + ")");
+      continue;
+    }
+    if (now == s.signature) continue;
+    std::string msg = path.string() + ": changed since the catalog was saved (";
+    if (now.size != s.signature.size) msg += "size " + std::to_string(s.signature.size) + " -> " + std::to_string(now.size) + "; ";
+    if (now.mtime_ns != s.signature.mtime_ns) msg += "mtime_ns " + std::to_string(s.signature.mtime_ns) + " -> " + std::to_string(now.mtime_ns) + "; ";
+    if (now.inode != s.signature.inode) msg += "inode " + std::to_string(s.signature.inode) + " -> " + std::to_string(now.inode) + "; ";
+    msg.resize(msg.size() - 2);
+    out.push_back(msg + ")");
+  }
+  return out;
+}
+
+}  // namespace wmap

@@ -1,0 +1,34 @@
+#include "wmap/format/dtype.h"
+
+#include <array>
+
+namespace wmap {
+namespace {
+
+struct DTypeInfo {
+  std::string_view name;
+  unsigned bits;
+};
+
+// Indexed by DType; the order must match the enum.
+constexpr std::array<DTypeInfo, kDTypeCount> kInfo = {{
+    {"BOOL", 8}, {"F4", 4}, {"F6_E2M3", 6}, {"F6_E3M2", 6}, {"U8", 8}, {"I8", 8},
+    {"F8_E5M2", 8}, {"F8_E4M3", 8}, {"F8_E8M0", 8}, {"I16", 16}, {"U16", 16}, {"F16", 16},
+    {"BF16", 16}, {"I32", 32}, {"U32", 32}, {"F32", 32}, {"C64", 64}, {"F64", 64},
+    {"I64", 64}, {"U64", 64},
+}};
+
+}  // namespace
+
+std::string_view dtype_name(DType dtype) { return kInfo[static_cast<size_t>(dtype)].name; }
+
+unsigned dtype_bits(DType dtype) { return kInfo[static_cast<size_t>(dtype)].bits; }
+
+std::optional<DType> parse_dtype(std::string_view name) {
+  for (size_t i = 0; i < kInfo.size(); ++i) {
+    if (kInfo[i].name == name) return static_cast<DType>(i);
+  }
+  return std::nullopt;
+}
+
+}  // namespace wmap

@@ -1,0 +1,153 @@
+#include "wmap/loader/loader.h"
+
+#include <chrono>
+
+#include "wmap/util/error.h"
+#include "wmap/util/install_paths.h"
+#include "wmap/util/log.h"
+#include "wmap/util/progress.h"
+#include "wmap/catalog/shard_set.h"
+#include "wmap/device/scale_inversion.h"
+
+namespace wmap {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+class RenamedProbe final : public KeyProbe {
+ public:
+  explicit RenamedProbe(const RenamedCatalog& renamed) : renamed_(renamed) {}
+  bool contains(std::string_view key) const override { return renamed_.find(key) != nullptr; }
+
+ private:
+  const RenamedCatalog& renamed_;
+};
+
+// x > 0 ? 1/x : 0 in fp32, with NaN/Inf -> 0 (experts' global scales).
+void invert_scale_lenient(std::span<std::byte> data, DType dtype, const std::string& key) {
+  check_scale_dtype(dtype, key);
+  invert_scales(data, dtype);
+}
+
+// Dense layers: a non-finite or <= 0 global scale is an error naming the key.
+void invert_scale_strict(std::span<std::byte> data, DType dtype, const std::string& key) {
+  check_scale_dtype(dtype, key);
+  check_scales_positive(data, dtype, key);
+  invert_scales(data, dtype);
+}
+
+}  // namespace
+
+void register_builtin_transforms(PluginHost& host) {
+  host.add_builtin_transform("invert_scale", invert_scale_lenient);
+  host.add_builtin_transform("invert_scale_strict", invert_scale_strict);
+}
+
+LoaderSession::LoaderSession(const LoaderOptions& options) : options_(options) {
+  if (!options_.checkpoint && !options_.catalog_file) {
+    throw Error(ErrorCode::kInvalidArgument, "give a checkpoint directory or --catalog FILE");
+  }
+  options_.layout.validate();
+  const auto plugin_folders = plugin_search_path(options_.plugin_dir);
+  plugins_ = PluginHost::load(plugin_folders);
+  register_builtin_transforms(plugins_);
+  // Mapping files: --mappings, WMAP_MAPPINGS_PATH, then files beside the plugins, then the default.
+  auto mapping_folders = mapping_search_path(options_.mappings_dir, default_mapping_dir());
+  const auto default_mappings = mapping_folders.back();
+  mapping_folders.pop_back();
+  for (const auto& f : plugin_folders) mapping_folders.push_back(f);
+  mapping_folders.push_back(default_mappings);
+  std::vector<std::filesystem::path> existing;
+  for (const auto& f : mapping_folders) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(f, ec)) existing.push_back(f);
+  }
+  mappings_ = MappingRegistry::load(existing);
+}
+
+std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
+  auto out = std::make_unique<PreparedLoad>();
+  auto t0 = std::chrono::steady_clock::now();
+  if (options_.catalog_file) {
+    out->catalog = Catalog::load_json_file(*options_.catalog_file);
+    if (options_.checkpoint) {
+      // The weights are here: refuse shards that changed since the catalog was saved.
+      const auto dir = std::filesystem::is_directory(*options_.checkpoint) ? *options_.checkpoint
+                                                                          : options_.checkpoint->parent_path();
+      const auto changed = out->catalog.changed_shards(dir);
+      if (!changed.empty()) {
+        std::string msg = "the checkpoint changed since " + options_.catalog_file->string() + " was saved:";
+        for (const auto& c : changed) msg += "\n  " + c;
+        throw Error(ErrorCode::kValidation, msg);
+      }
+      out->catalog.set_root(dir);
+    }
+  } else {
+    ShardSet set = discover_shards(*options_.checkpoint, {.prefer_consolidated = options_.prefer_consolidated});
+    for (const auto& w : set.warnings) log().warn("{}", w);
+    Progress progress("catalog", set.files.size(), options_.progress, " shards");
+    CatalogBuildOptions build;
+    build.progress = [&](size_t done, size_t) { progress.update(done); };
+    out->catalog = Catalog::build(set, build);
+  }
+  out->catalog_seconds = seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
+
+  std::filesystem::path config_path;
+  if (options_.config_file) {
+    config_path = *options_.config_file;
+  } else if (options_.checkpoint) {
+    config_path = (std::filesystem::is_directory(*options_.checkpoint) ? *options_.checkpoint
+                                                                       : options_.checkpoint->parent_path()) / "config.json";
+  } else {
+    throw Error(ErrorCode::kInvalidArgument, "--catalog needs --config FILE (the checkpoint's config.json)");
+  }
+  out->config = ModelConfig::load(config_path);
+  out->architecture = out->config.architecture();
+
+  // The mapping file names the plugin; without one, the plugin claiming the architecture.
+  out->mapping = mappings_.find(out->architecture);
+  if (out->mapping) {
+    out->plugin = &plugins_.require_by_name(out->mapping->plugin);
+    out->renames = RenameTable(*out->mapping);
+  } else {
+    out->plugin = plugins_.find_by_architecture(out->architecture);
+    if (!out->plugin) {
+      std::string known;
+      for (const auto* p : plugins_.plugins()) {
+        for (const auto& a : p->architectures) known += (known.empty() ? "" : ", ") + a;
+      }
+      for (const auto& a : mappings_.architectures()) known += (known.empty() ? "" : ", ") + a;
+      std::string msg = config_path.string() + ": architecture '" + out->architecture +
+                        "' is served by no plugin and no mapping file (known: " + (known.empty() ? "none" : known) + ")";
+      for (const auto& r : plugins_.refused()) msg += "; refused plugin " + r;
+      throw Error(ErrorCode::kUnsupported, msg);
+    }
+  }
+  const RenamedCatalog renamed = out->renames.apply(out->catalog);
+  RenamedProbe probe(renamed);
+  out->spec = plugins_.build_spec(*out->plugin, out->config, options_.layout, probe);
+  if (out->spec.plugin.empty()) out->spec.plugin = out->plugin->name;
+  if (out->spec.architecture.empty()) out->spec.architecture = out->architecture;
+  out->plan = std::make_unique<LoadPlan>(LoadPlan::build(out->spec, out->catalog, renamed, options_.layout));
+  out->plan_seconds = seconds_since(t0);
+  return out;
+}
+
+LoadedModel LoaderSession::load(const PreparedLoad& prepared, Device& device, ExecOptions exec) const {
+  const LoadPlan& plan = *prepared.plan;
+  if (!plan.ok() && !options_.allow_partial) {
+    std::string msg = "refusing to load: the plan is incomplete (" + std::to_string(plan.problems().size()) + " problem(s)):";
+    for (const auto& p : plan.problems()) msg += "\n  " + p.message;
+    throw Error(ErrorCode::kValidation, msg);
+  }
+  if (!exec.transforms) {
+    exec.transforms = [this](std::string_view name) { return plugins_.find_transform(name); };
+  }
+  exec.allow_partial = options_.allow_partial;
+  return execute_plan(plan, prepared.catalog, device, exec);
+}
+
+}  // namespace wmap

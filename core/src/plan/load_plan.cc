@@ -1,0 +1,455 @@
+#include "wmap/plan/load_plan.h"
+
+#include <algorithm>
+#include <numeric>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+#include "wmap/util/error.h"
+#include "wmap/util/json_text.h"
+#include "wmap/util/sha256.h"
+
+namespace wmap {
+
+std::string_view problem_kind_name(PlanProblem::Kind kind) {
+  switch (kind) {
+    case PlanProblem::Kind::kSpec: return "spec";
+    case PlanProblem::Kind::kMissing: return "missing";
+    case PlanProblem::Kind::kShape: return "shape";
+    case PlanProblem::Kind::kDtype: return "dtype";
+    case PlanProblem::Kind::kUnconsumed: return "unconsumed";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string shape_str(const std::vector<uint64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+uint64_t product(const std::vector<uint64_t>& s) {
+  uint64_t n = 1;
+  for (auto d : s) {
+    if (d != 0 && n > UINT64_MAX / d) return UINT64_MAX;
+    n *= d;
+  }
+  return n;
+}
+
+bool starts_with_key(std::string_view key, std::string_view prefix) {
+  return key.size() > prefix.size() && key.compare(0, prefix.size(), prefix) == 0 && key[prefix.size()] == '.';
+}
+
+// Fills a PlannedPiece's geometry. Returns an error text for a spec that does not fit.
+std::string resolve_geometry(const Piece& p, DType dtype, PlannedPiece& out) {
+  out.view = p.view.empty() ? p.source_shape : p.view;
+  if (product(out.view) != product(p.source_shape)) {
+    return "view " + shape_str(out.view) + " does not have the elements of source shape " + shape_str(p.source_shape);
+  }
+  const size_t n = out.view.size();
+  out.box = p.box;
+  if (out.box.empty()) {
+    for (auto d : out.view) out.box.push_back({0, d});
+  }
+  if (out.box.size() != n) return "box has " + std::to_string(out.box.size()) + " ranges for a view of rank " + std::to_string(n);
+  for (size_t d = 0; d < n; ++d) {
+    if (out.box[d].begin > out.box[d].end || out.box[d].end > out.view[d]) {
+      return "box range [" + std::to_string(out.box[d].begin) + ", " + std::to_string(out.box[d].end) + ") exceeds dim " +
+             std::to_string(d) + " of view " + shape_str(out.view);
+    }
+  }
+  out.perm = p.perm;
+  if (out.perm.empty()) {
+    out.perm.resize(n);
+    std::iota(out.perm.begin(), out.perm.end(), 0u);
+  }
+  std::vector<uint32_t> sorted = out.perm;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t d = 0; d < sorted.size(); ++d) {
+    if (sorted.size() != n || sorted[d] != d) return "perm is not a permutation of the view's dims";
+  }
+  const unsigned bits = dtype_bits(dtype);
+  if (bits >= 8) {
+    out.elem_bytes = bits / 8;
+  } else {
+    // Sub-byte dtypes are addressed as bytes along the last dim, which must stay last and whole bytes.
+    out.elem_bytes = 1;
+    if (n == 0) return "a sub-byte scalar cannot be addressed";
+    auto& last = out.view.back();
+    auto& lb = out.box.back();
+    if ((last * bits) % 8 || (lb.begin * bits) % 8 || (lb.end * bits) % 8 || out.perm.back() != n - 1) {
+      return "slices of " + std::string(dtype_name(dtype)) + " must cover whole bytes of the last dim";
+    }
+    last = last * bits / 8;
+    lb = {lb.begin * bits / 8, lb.end * bits / 8};
+  }
+  uint64_t elems = 1;
+  for (const auto& r : out.box) elems *= r.size();
+  out.out_bytes = elems * out.elem_bytes;
+  return "";
+}
+
+// The absolute file bytes a piece touches: from its first to its last element.
+void resolve_span(PlannedPiece& p) {
+  if (p.out_bytes == 0) {
+    p.span_begin = p.span_end = p.record->offset;
+    return;
+  }
+  if (p.gathers_source()) {
+    p.span_begin = p.record->offset;
+    p.span_end = p.record->offset + p.record->span_bytes();
+    return;
+  }
+  const std::vector<uint64_t> stride = p.source_strides();
+  uint64_t first = 0, last = 0;
+  for (size_t d = 0; d < stride.size(); ++d) {
+    first += p.box[d].begin * stride[d];
+    last += (p.box[d].end - 1) * stride[d];
+  }
+  p.span_begin = p.record->offset + first;
+  p.span_end = p.record->offset + last + p.elem_bytes;
+}
+
+}  // namespace
+
+struct LoadPlan::IdCache {
+  std::once_flag once;
+  std::string id;
+};
+
+LoadPlan LoadPlan::build(const ModelSpec& spec, const Catalog& catalog, const RenameTable& renames, const Layout& layout,
+                         const PlanOptions& options) {
+  return build(spec, catalog, renames.apply(catalog), layout, options);
+}
+
+LoadPlan LoadPlan::build(const ModelSpec& spec, const Catalog& catalog, const RenamedCatalog& renamed, const Layout& layout,
+                         const PlanOptions& options) {
+  LoadPlan plan;
+  plan.id_cache_ = std::make_shared<IdCache>();
+  plan.plugin_ = spec.plugin;
+  plan.architecture_ = spec.architecture;
+  plan.layout_ = layout;
+  plan.catalog_ = &catalog;
+  plan.catalog_tensors_ = catalog.size();
+  plan.readers_.assign(catalog.size(), 0);
+  plan.ignored_ = renamed.ignored().size();
+  auto problem = [&plan](PlanProblem::Kind kind, std::string key, std::string message) {
+    plan.problems_.push_back({kind, std::move(key), std::move(message)});
+  };
+  const std::string plugin_label = "plugin '" + spec.plugin + "'";
+  auto file_of = [&catalog](const TensorRecord* r) { return catalog.shards()[r->shard].file; };
+
+  std::unordered_map<std::string, size_t> param_index;
+  for (const ModuleSpec& module : spec.modules) {
+    for (const ParamSpec& ps : module.params) {
+      PlannedParam pp;
+      pp.name = ps.name;
+      pp.module = module.name;
+      pp.shape = ps.shape;
+      pp.alias_of = ps.alias_of;
+      if (param_index.count(ps.name)) {
+        problem(PlanProblem::Kind::kSpec, ps.name, plugin_label + " declares parameter '" + ps.name + "' twice");
+        continue;
+      }
+      if (!ps.alias_of.empty()) {
+        auto it = param_index.find(ps.alias_of);
+        if (it == param_index.end()) {
+          problem(PlanProblem::Kind::kSpec, ps.name, ps.name + ": aliases '" + ps.alias_of + "', which is not declared before it");
+          continue;
+        }
+        const PlannedParam& target = plan.params_[it->second];
+        pp.dtype = target.dtype;
+        pp.nbytes = target.nbytes;
+        pp.absent = target.absent;
+        pp.broken = target.broken;
+        if (target.shape != ps.shape) {
+          problem(PlanProblem::Kind::kShape, ps.name, ps.name + ": shape " + shape_str(ps.shape) + " differs from its alias target '" +
+                                                          ps.alias_of + "' " + shape_str(target.shape));
+        }
+        param_index[ps.name] = plan.params_.size();
+        plan.params_.push_back(std::move(pp));
+        continue;
+      }
+      // Resolve sources.
+      std::vector<const TensorRecord*> records;
+      bool any_present = false, any_missing = false;
+      for (const Piece& piece : ps.pieces) {
+        const TensorRecord* r = nullptr;
+        if (!piece.is_zero()) {
+          const RenamedTensor* rt = renamed.find(piece.source);
+          r = rt ? rt->source : nullptr;
+          (r ? any_present : any_missing) = true;
+        }
+        records.push_back(r);
+      }
+      if (ps.optional && !any_present) {
+        pp.absent = true;
+        pp.dtype = ps.dtype.value_or(DType::kU8);
+        param_index[ps.name] = plan.params_.size();
+        plan.params_.push_back(std::move(pp));
+        continue;
+      }
+      // The parameter's dtype: declared, else the first present source's.
+      if (ps.dtype) {
+        pp.dtype = *ps.dtype;
+      } else {
+        bool found = false;
+        for (size_t i = 0; i < ps.pieces.size() && !found; ++i) {
+          if (records[i] && !ps.pieces[i].source_dtype) pp.dtype = records[i]->dtype, found = true;
+        }
+        for (size_t i = 0; i < ps.pieces.size() && !found; ++i) {
+          if (records[i]) pp.dtype = records[i]->dtype, found = true;
+        }
+      }
+      bool broken = false;
+      uint64_t bits = 0;
+      if (__builtin_mul_overflow(product(pp.shape), uint64_t{dtype_bits(pp.dtype)}, &bits)) bits = UINT64_MAX;
+      pp.nbytes = bits / 8;
+      uint64_t total = 0;
+      for (size_t i = 0; i < ps.pieces.size(); ++i) {
+        const Piece& piece = ps.pieces[i];
+        PlannedPiece out;
+        out.transform = piece.transform;
+        if (piece.is_zero()) {
+          out.out_bytes = piece.zero_elements * dtype_bits(pp.dtype) / 8;
+          total += out.out_bytes;
+          pp.pieces.push_back(std::move(out));
+          continue;
+        }
+        out.source = piece.source;
+        const TensorRecord* r = records[i];
+        if (r == nullptr) {
+          problem(PlanProblem::Kind::kMissing, piece.source,
+                  "'" + piece.source + "' is not in the checkpoint (needed by " + ps.name + ", " +
+                      (piece.source_dtype ? std::string(dtype_name(*piece.source_dtype)) + " " : std::string()) +
+                      shape_str(piece.source_shape) + ")");
+          broken = true;
+          continue;
+        }
+        out.record = r;
+        const DType want = piece.source_dtype.value_or(pp.dtype);
+        if (r->shape != piece.source_shape) {
+          problem(PlanProblem::Kind::kShape, r->name,
+                  "'" + r->name + "' in " + file_of(r) + " has shape " + shape_str(r->shape) + " but " + ps.name + " expects " +
+                      shape_str(piece.source_shape));
+          broken = true;
+          continue;
+        }
+        if (r->dtype != want) {
+          problem(PlanProblem::Kind::kDtype, r->name,
+                  "'" + r->name + "' in " + file_of(r) + " is " + std::string(dtype_name(r->dtype)) + " but " + ps.name + " expects " +
+                      std::string(dtype_name(want)));
+          broken = true;
+          continue;
+        }
+        const std::string geometry_error = resolve_geometry(piece, r->dtype, out);
+        if (!geometry_error.empty()) {
+          problem(PlanProblem::Kind::kSpec, ps.name, plugin_label + ": " + ps.name + " from '" + r->name + "': " + geometry_error);
+          broken = true;
+          continue;
+        }
+        resolve_span(out);
+        total += out.out_bytes;
+        pp.pieces.push_back(std::move(out));
+      }
+      for (const auto& [a, b] : ps.must_match) {
+        const RenamedTensor* ra = renamed.find(a);
+        const RenamedTensor* rb = renamed.find(b);
+        for (const auto& [key, found] : {std::pair{a, ra}, std::pair{b, rb}}) {
+          if (!found) {
+            problem(PlanProblem::Kind::kMissing, key, "'" + key + "' is not in the checkpoint (needed by " + ps.name + ")");
+            broken = true;
+          }
+        }
+        if (ra && rb) {
+          if (ra->source->nbytes != rb->source->nbytes || ra->source->dtype != rb->source->dtype) {
+            problem(PlanProblem::Kind::kShape, b, ps.name + ": '" + a + "' and '" + b + "' must be equal but differ in dtype or size");
+            broken = true;
+          }
+          pp.must_match.emplace_back(ra->source, rb->source);
+          plan.readers_[catalog.index_of(*ra->source)]++;
+          plan.readers_[catalog.index_of(*rb->source)]++;
+        }
+      }
+      pp.broken = broken || total != pp.nbytes;
+      if (!broken && total != pp.nbytes) {
+        problem(PlanProblem::Kind::kSpec, ps.name,
+                plugin_label + ": " + ps.name + " " + std::string(dtype_name(pp.dtype)) + shape_str(pp.shape) + " needs " +
+                    std::to_string(pp.nbytes) + " bytes but its pieces give " + std::to_string(total));
+      }
+      for (const auto& piece : pp.pieces) {
+        if (piece.record) plan.readers_[catalog.index_of(*piece.record)]++;
+      }
+      param_index[ps.name] = plan.params_.size();
+      plan.params_.push_back(std::move(pp));
+    }
+  }
+
+  // Checkpoint tensors nothing reads, minus ignored and declared-skipped ones.
+  std::set<std::string_view> skipped_keys(spec.skipped_keys.begin(), spec.skipped_keys.end());
+  std::vector<std::string_view> subtrees;
+  for (const auto& m : spec.modules) subtrees.insert(subtrees.end(), m.subtrees.begin(), m.subtrees.end());
+  for (const RenamedTensor& t : renamed.tensors()) {
+    if (plan.readers_[catalog.index_of(*t.source)] > 0) continue;
+    bool skipped = skipped_keys.count(t.name) > 0;
+    for (const auto& prefix : spec.skipped_prefixes) skipped = skipped || t.name == prefix || starts_with_key(t.name, prefix);
+    if (skipped) {
+      plan.skipped_++;
+      continue;
+    }
+    bool handed = false;
+    for (const auto& prefix : subtrees) handed = handed || starts_with_key(t.name, prefix);
+    if (handed) {
+      plan.handed_++;
+      continue;
+    }
+    plan.unconsumed_.push_back(t.source->name);
+    const std::string msg = "'" + t.source->name + "' in " + file_of(t.source) + " is not consumed by any parameter" +
+                            (t.name != t.source->name ? " (renamed to '" + t.name + "')" : "");
+    if (options.unconsumed_is_error) {
+      problem(PlanProblem::Kind::kUnconsumed, t.source->name, msg);
+    } else {
+      plan.warnings_.push_back(msg);
+    }
+  }
+
+  std::stable_sort(plan.problems_.begin(), plan.problems_.end(), [](const PlanProblem& a, const PlanProblem& b) {
+    return a.kind != b.kind ? a.kind < b.kind : a.key < b.key;
+  });
+
+  // Read order: by (shard, offset) of each parameter's first source byte; zero-only params last.
+  plan.read_order_.resize(plan.params_.size());
+  std::iota(plan.read_order_.begin(), plan.read_order_.end(), size_t{0});
+  auto key_of = [&plan](size_t i) {
+    for (const auto& piece : plan.params_[i].pieces) {
+      if (piece.record) return std::pair<uint64_t, uint64_t>(piece.record->shard, piece.span_begin);
+    }
+    return std::pair<uint64_t, uint64_t>(UINT64_MAX, i);
+  };
+  std::stable_sort(plan.read_order_.begin(), plan.read_order_.end(), [&](size_t a, size_t b) { return key_of(a) < key_of(b); });
+
+  return plan;
+}
+
+uint64_t LoadPlan::bytes_to_load() const {
+  uint64_t n = 0;
+  for (const auto& p : params_) {
+    if (p.alias_of.empty() && !p.absent) n += p.nbytes;
+  }
+  return n;
+}
+
+uint64_t LoadPlan::bytes_to_read() const {
+  uint64_t n = 0;
+  for (const auto& p : params_) {
+    for (const auto& piece : p.pieces) {
+      if (piece.record) n += piece.out_bytes;
+    }
+  }
+  return n;
+}
+
+std::string LoadPlan::coverage() const {
+  size_t loaded = 0, absent = 0;
+  for (const auto& p : params_) (p.absent ? absent : loaded)++;
+  size_t consumed = 0;
+  for (auto r : readers_) consumed += r > 0;
+  std::string s = ok() ? "complete" : "INCOMPLETE (" + std::to_string(problems_.size()) + " problem(s))";
+  s += ": " + std::to_string(loaded) + " parameters (" + std::to_string(bytes_to_load()) + " bytes) from " +
+       std::to_string(consumed) + " of " + std::to_string(catalog_tensors_) + " checkpoint tensors";
+  if (ignored_) s += ", " + std::to_string(ignored_) + " ignored";
+  if (skipped_) s += ", " + std::to_string(skipped_) + " skipped";
+  if (handed_) s += ", " + std::to_string(handed_) + " left to other ranks";
+  if (absent) s += ", " + std::to_string(absent) + " optional parameter(s) absent";
+  if (!unconsumed_.empty()) s += ", " + std::to_string(unconsumed_.size()) + " unconsumed";
+  return s;
+}
+
+std::string LoadPlan::plan_id() const {
+  std::call_once(id_cache_->once, [this] { id_cache_->id = sha256_hex(json_text(false)); });
+  return id_cache_->id;
+}
+
+std::string LoadPlan::to_json() const { return json_text(true); }
+
+std::string LoadPlan::json_text(bool with_id) const {
+  std::string o = "{\"format\":\"wmap-plan\",\"version\":1";
+  if (with_id) o += ",\"plan_id\":\"" + plan_id() + "\"";
+  o += ",\"catalog_id\":\"" + catalog_id() + "\",\"plugin\":" + json_string(plugin_) +
+       ",\"architecture\":" + json_string(architecture_);
+  o += ",\"layout\":{\"tp_size\":" + std::to_string(layout_.tp_size) + ",\"tp_rank\":" + std::to_string(layout_.tp_rank) +
+       ",\"ep_size\":" + std::to_string(layout_.ep_size);
+  if (layout_.mtp_layers) o += ",\"mtp_layers\":" + std::to_string(*layout_.mtp_layers);
+  o += "},\"ok\":" + std::string(ok() ? "true" : "false") + ",\"coverage\":" + json_string(coverage());
+  o += ",\"bytes_to_load\":" + std::to_string(bytes_to_load()) + ",\"bytes_to_read\":" + std::to_string(bytes_to_read());
+  o += ",\"problems\":[";
+  for (size_t i = 0; i < problems_.size(); ++i) {
+    o += (i ? ",\n" : "\n") + std::string("{\"kind\":\"") + std::string(problem_kind_name(problems_[i].kind)) +
+         "\",\"key\":" + json_string(problems_[i].key) + ",\"message\":" + json_string(problems_[i].message) + "}";
+  }
+  o += "],\"params\":[";
+  auto dims = [](const std::vector<uint64_t>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+    return s + "]";
+  };
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& p = params_[i];
+    o += (i ? ",\n" : "\n") + std::string("{\"name\":") + json_string(p.name) + ",\"module\":" + json_string(p.module) +
+         ",\"dtype\":\"" + std::string(dtype_name(p.dtype)) + "\",\"shape\":" + dims(p.shape) +
+         ",\"nbytes\":" + std::to_string(p.nbytes);
+    if (!p.alias_of.empty()) o += ",\"alias_of\":" + json_string(p.alias_of);
+    if (p.absent) o += ",\"absent\":true";
+    if (!p.must_match.empty()) {
+      o += ",\"must_match\":[";
+      for (size_t j = 0; j < p.must_match.size(); ++j) {
+        o += (j ? ",[" : "[") + json_string(p.must_match[j].first->name) + "," + json_string(p.must_match[j].second->name) + "]";
+      }
+      o += "]";
+    }
+    o += ",\"pieces\":[";
+    for (size_t j = 0; j < p.pieces.size(); ++j) {
+      const auto& q = p.pieces[j];
+      o += j ? "," : "";
+      if (!q.record) {
+        o += "{\"zeros\":" + std::to_string(q.out_bytes) + "}";
+        continue;
+      }
+      o += "{\"source\":" + json_string(q.source) + ",\"key\":" + json_string(q.record->name) +
+           ",\"shard\":" + std::to_string(q.record->shard) + ",\"span\":[" + std::to_string(q.span_begin) + "," +
+           std::to_string(q.span_end) + "],\"bytes\":" + std::to_string(q.out_bytes) + ",\"view\":" + dims(q.view) + ",\"box\":[";
+      for (size_t d = 0; d < q.box.size(); ++d) {
+        o += (d ? ",[" : "[") + std::to_string(q.box[d].begin) + "," + std::to_string(q.box[d].end) + "]";
+      }
+      o += "],\"perm\":[";
+      for (size_t d = 0; d < q.perm.size(); ++d) o += (d ? "," : "") + std::to_string(q.perm[d]);
+      o += "]";
+      if (!q.transform.empty()) o += ",\"transform\":" + json_string(q.transform);
+      o += "}";
+    }
+    o += "]}";
+  }
+  o += "],\"read_order\":[";
+  for (size_t i = 0; i < read_order_.size(); ++i) o += (i ? "," : "") + std::to_string(read_order_[i]);
+  o += "]}\n";
+  return o;
+}
+
+bool PlannedPiece::gathers_source() const { return record && record->strided() && view != record->shape; }
+
+std::vector<uint64_t> PlannedPiece::source_strides() const {
+  const size_t n = view.size();
+  std::vector<uint64_t> stride(n, elem_bytes);
+  if (record && record->strided() && !gathers_source()) {
+    for (size_t d = 0; d < n; ++d) stride[d] = record->strides[d] * elem_bytes;
+    return stride;
+  }
+  for (size_t d = n; d-- > 1;) stride[d - 1] = stride[d] * view[d];
+  return stride;
+}
+
+}  // namespace wmap

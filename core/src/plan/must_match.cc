@@ -1,0 +1,56 @@
+// Load-time check that fused sources carry identical companion tensors (NVFP4 global scales):
+// the plan can name the pairs from headers, only the data can tell whether they agree.
+#include <cstring>
+
+#include "wmap/util/error.h"
+#include "wmap/io/file_io.h"
+#include "wmap/plan/load_plan.h"
+
+namespace wmap {
+namespace {
+
+constexpr uint64_t kMaxCompared = 1 << 20;  // global scales are a few bytes; refuse anything huge
+
+std::string describe(const std::vector<std::byte>& bytes, DType dtype) {
+  if (dtype == DType::kF32 && bytes.size() == 4) {
+    float f;
+    std::memcpy(&f, bytes.data(), 4);
+    return std::to_string(f);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s = "0x";
+  for (size_t i = 0; i < bytes.size() && i < 16; ++i) {
+    s += kHex[static_cast<uint8_t>(bytes[i]) >> 4];
+    s += kHex[static_cast<uint8_t>(bytes[i]) & 15];
+  }
+  return s + (bytes.size() > 16 ? "..." : "");
+}
+
+// A (small) tensor's bytes in row-major order, gathered when the record is a strided view.
+std::vector<std::byte> read_tensor(const RandomAccessFile& file, const TensorRecord& r) {
+  std::vector<std::byte> span(r.span_bytes());
+  file.read(r.offset, span);
+  if (!r.strided()) return span;
+  std::vector<std::byte> out(r.nbytes);
+  gather_tensor(r, span.data(), out.data());
+  return out;
+}
+
+}  // namespace
+
+void verify_must_match(const PlannedParam& param, const std::function<const RandomAccessFile&(uint32_t shard)>& file_for) {
+  for (const auto& [a, b] : param.must_match) {
+    if (a->nbytes > kMaxCompared || b->nbytes != a->nbytes) {
+      throw Error(ErrorCode::kValidation, param.name + ": '" + a->name + "' and '" + b->name + "' cannot be compared (" +
+                                              std::to_string(a->nbytes) + " vs " + std::to_string(b->nbytes) + " bytes)");
+    }
+    const std::vector<std::byte> va = read_tensor(file_for(a->shard), *a), vb = read_tensor(file_for(b->shard), *b);
+    if (va != vb) {
+      throw Error(ErrorCode::kValidation, param.name + ": the fused sources carry different global scales: '" + a->name + "' = " +
+                                              describe(va, a->dtype) + " but '" + b->name + "' = " + describe(vb, b->dtype) +
+                                              " (requantising to a shared scale is not supported)");
+    }
+  }
+}
+
+}  // namespace wmap

@@ -1,0 +1,144 @@
+// Spec builders for linears with FP8 block scales and for MoE experts, shared by the plugins.
+#include "wmap/util/error.h"
+#include "wmap/spec/model_spec.h"
+
+namespace wmap::spec {
+
+LinearSlice whole_linear(std::string linear, std::vector<uint64_t> shape) {
+  const Range rows{0, shape.at(0)}, cols{0, shape.at(1)};
+  return {std::move(linear), std::move(shape), rows, cols};
+}
+
+LinearSlice linear_rows(std::string linear, std::vector<uint64_t> shape, Range rows) {
+  LinearSlice s = whole_linear(std::move(linear), std::move(shape));
+  s.rows = rows;
+  return s;
+}
+
+LinearSlice linear_cols(std::string linear, std::vector<uint64_t> shape, Range cols) {
+  LinearSlice s = whole_linear(std::move(linear), std::move(shape));
+  s.cols = cols;
+  return s;
+}
+
+Range block_range(Range r, uint64_t b) {
+  if (r.end <= r.begin) return {r.begin / b, r.begin / b};
+  return {r.begin / b, ceil_div(r.end, b)};
+}
+
+namespace {
+
+Piece box_piece(const std::string& source, const std::vector<uint64_t>& shape, Range rows, Range cols) {
+  Piece p = whole(source, shape);
+  p.box = {rows, cols};
+  return p;
+}
+
+ParamSpec concat_param(const std::string& name, std::vector<Piece> pieces, uint64_t total_rows, uint64_t cols,
+                       const std::vector<uint64_t>& leading) {
+  uint64_t lead = 1;
+  for (auto d : leading) lead *= d;
+  ParamSpec p;
+  p.name = name;
+  p.shape = leading;
+  p.shape.push_back(lead ? total_rows / lead : 0);
+  p.shape.push_back(cols);
+  p.pieces = std::move(pieces);
+  return p;
+}
+
+}  // namespace
+
+void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const std::string& sep,
+                const std::vector<LinearSlice>& slices, const LinearQuant& quant, const std::vector<uint64_t>& leading) {
+  using Kind = LinearQuant::Kind;
+  const uint64_t cols = slices.empty() ? 0 : slices[0].cols.size();
+  std::vector<Piece> weight;
+  uint64_t rows = 0;
+  for (const auto& s : slices) {
+    weight.push_back(box_piece(s.linear + ".weight", s.shape, s.rows, s.cols));
+    rows += s.rows.size();
+  }
+  params.push_back(concat_param(dst + sep + "weight", std::move(weight), rows, cols, leading));
+
+  if (quant.kind == Kind::kFp8Block) {
+    std::vector<Piece> scale;
+    uint64_t scale_rows = 0, scale_cols = 0;
+    for (const auto& s : slices) {
+      const std::vector<uint64_t> sshape{ceil_div(s.shape[0], quant.blocks.rows), ceil_div(s.shape[1], quant.blocks.cols)};
+      const Range br = block_range(s.rows, quant.blocks.rows), bc = block_range(s.cols, quant.blocks.cols);
+      Piece p = box_piece(s.linear + ".weight_scale_inv", sshape, br, bc);
+      p.source_dtype = DType::kF32;
+      scale.push_back(std::move(p));
+      scale_rows += br.size();
+      scale_cols = bc.size();
+    }
+    ParamSpec p = concat_param(dst + sep + "weight_scale_inv", std::move(scale), scale_rows, scale_cols, leading);
+    p.dtype = DType::kF32;
+    params.push_back(std::move(p));
+  } else if (quant.kind == Kind::kNvfp4) {
+    // weight_scale: one F8 per 16 values = per 8 packed bytes; rows follow the weight's rows.
+    std::vector<Piece> scale;
+    uint64_t scale_rows = 0, scale_cols = 0;
+    for (const auto& s : slices) {
+      const std::vector<uint64_t> sshape{s.shape[0], s.shape[1] / 8};
+      const Range bc = block_range(s.cols, 8);
+      Piece p = box_piece(s.linear + ".weight_scale", sshape, s.rows, bc);
+      p.source_dtype = DType::kF8_E4M3;
+      scale.push_back(std::move(p));
+      scale_rows += s.rows.size();
+      scale_cols = bc.size();
+    }
+    ParamSpec p = concat_param(dst + sep + "weight_scale", std::move(scale), scale_rows, scale_cols, leading);
+    p.dtype = DType::kF8_E4M3;
+    params.push_back(std::move(p));
+    // Global scales: one per group (the whole linear, or each expert), inverted on load; every
+    // source of a group must carry the same one.
+    uint64_t groups = 1;
+    for (auto d : leading) groups *= d;
+    const size_t per_group = groups ? slices.size() / groups : 0;
+    for (const char* global : {"weight_scale_2", "input_scale"}) {
+      ParamSpec g;
+      g.name = dst + sep + global;
+      g.shape = leading;
+      g.shape.push_back(1);
+      g.dtype = DType::kF32;
+      for (size_t grp = 0; grp < groups; ++grp) {
+        const auto& first = slices[grp * per_group];
+        Piece piece = whole(first.linear + "." + global, {1});
+        piece.source_dtype = DType::kF32;
+        piece.transform = quant.strict_global ? "invert_scale_strict" : "invert_scale";
+        g.pieces.push_back(std::move(piece));
+        for (size_t k = 1; k < per_group; ++k) {
+          g.must_match.emplace_back(first.linear + "." + global, slices[grp * per_group + k].linear + "." + global);
+        }
+      }
+      params.push_back(std::move(g));
+    }
+  }
+}
+
+std::vector<ParamSpec> moe_experts(const std::string& dst, const std::string& src, uint64_t experts, uint64_t intermediate,
+                                   uint64_t hidden, const Layout& l, const LinearQuant& quant) {
+  if (experts % l.ep_size != 0) {
+    throw Error(ErrorCode::kInvalidArgument, std::to_string(experts) + " experts cannot be split over ep_size " + std::to_string(l.ep_size));
+  }
+  const uint64_t per = experts / l.ep_size, first = l.moe_ep_rank() * per;
+  const Range inter = shard_range(intermediate, l.moe_tp_size(), l.moe_tp_rank());
+  // down_proj is split along its stored columns (packed bytes for NVFP4).
+  const uint64_t down_cols = quant.stored_cols(intermediate), h_cols = quant.stored_cols(hidden);
+  const Range down = shard_range(down_cols, l.moe_tp_size(), l.moe_tp_rank());
+  std::vector<LinearSlice> w31, w2;
+  for (uint64_t j = first; j < first + per; ++j) {
+    const std::string e = src + "." + std::to_string(j) + ".";
+    w31.push_back(linear_rows(e + "up_proj", {intermediate, h_cols}, inter));
+    w31.push_back(linear_rows(e + "gate_proj", {intermediate, h_cols}, inter));
+    w2.push_back(linear_cols(e + "down_proj", {hidden, down_cols}, down));
+  }
+  std::vector<ParamSpec> params;
+  add_linear(params, dst + ".w3_w1", "_", w31, quant, {per});
+  add_linear(params, dst + ".w2", "_", w2, quant, {per});
+  return params;
+}
+
+}  // namespace wmap::spec

@@ -1,0 +1,139 @@
+// The ModelSpec builders shared by every plugin.
+#include "wmap/spec/model_spec.h"
+
+#include <algorithm>
+
+#include "wmap/util/error.h"
+
+namespace wmap {
+
+size_t ModelSpec::param_count() const {
+  size_t n = 0;
+  for (const auto& m : modules) n += m.params.size();
+  return n;
+}
+
+namespace spec {
+
+Piece whole(std::string source, std::vector<uint64_t> shape) {
+  Piece p;
+  p.source = std::move(source);
+  p.source_shape = std::move(shape);
+  return p;
+}
+
+Piece rows(std::string source, std::vector<uint64_t> shape, Range r) {
+  Piece p = whole(std::move(source), std::move(shape));
+  p.box.resize(p.source_shape.size());
+  for (size_t d = 0; d < p.box.size(); ++d) p.box[d] = {0, p.source_shape[d]};
+  if (!p.box.empty()) p.box[0] = r;
+  return p;
+}
+
+Piece cols(std::string source, std::vector<uint64_t> shape, Range c) {
+  const Range all_rows{0, shape.empty() ? 0 : shape[0]};
+  Piece p = rows(std::move(source), std::move(shape), all_rows);
+  if (p.box.size() >= 2) p.box[1] = c;
+  return p;
+}
+
+Piece zeros(uint64_t elements) {
+  Piece p;
+  p.zero_elements = elements;
+  return p;
+}
+
+ParamSpec replicated(std::string name, std::string source, std::vector<uint64_t> shape) {
+  ParamSpec s;
+  s.name = std::move(name);
+  s.shape = shape;
+  s.pieces.push_back(whole(std::move(source), std::move(shape)));
+  return s;
+}
+
+ParamSpec column_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l) {
+  const Range r = shard_range(shape.at(0), l.tp_size, l.tp_rank);
+  ParamSpec s;
+  s.name = std::move(name);
+  s.shape = shape;
+  s.shape[0] = r.size();
+  s.pieces.push_back(rows(std::move(source), std::move(shape), r));
+  return s;
+}
+
+ParamSpec row_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l) {
+  if (shape.size() < 2) return replicated(std::move(name), std::move(source), std::move(shape));
+  const Range c = shard_range(shape[1], l.tp_size, l.tp_rank);
+  ParamSpec s;
+  s.name = std::move(name);
+  s.shape = shape;
+  s.shape[1] = c.size();
+  s.pieces.push_back(cols(std::move(source), std::move(shape), c));
+  return s;
+}
+
+ParamSpec vocab_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l) {
+  const uint64_t block = ceil_div(shape.at(0), l.tp_size);
+  const Range r = shard_range(shape[0], l.tp_size, l.tp_rank);
+  uint64_t row_elements = 1;
+  for (size_t d = 1; d < shape.size(); ++d) row_elements *= shape[d];
+  ParamSpec s;
+  s.name = std::move(name);
+  s.shape = shape;
+  s.shape[0] = block;
+  s.pieces.push_back(rows(std::move(source), std::move(shape), r));
+  if (r.size() < block) s.pieces.push_back(zeros((block - r.size()) * row_elements));
+  return s;
+}
+
+ParamSpec fused_column_parallel(std::string name, const std::vector<std::pair<std::string, std::vector<uint64_t>>>& sources,
+                                const Layout& l) {
+  ParamSpec s;
+  s.name = std::move(name);
+  for (const auto& [source, shape] : sources) {
+    const Range r = shard_range(shape.at(0), l.tp_size, l.tp_rank);
+    if (s.shape.empty()) {
+      s.shape = shape;
+      s.shape[0] = 0;
+    }
+    s.shape[0] += r.size();
+    s.pieces.push_back(rows(source, shape, r));
+  }
+  return s;
+}
+
+ParamSpec alias(std::string name, std::string of, std::vector<uint64_t> shape) {
+  ParamSpec s;
+  s.name = std::move(name);
+  s.alias_of = std::move(of);
+  s.shape = std::move(shape);
+  return s;
+}
+
+void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, uint64_t hidden, bool tie, const Layout& l) {
+  if (tie) {
+    m.modules.push_back({"lm_head", {alias("lm_head.weight", embed_param, {ceil_div(vocab, l.tp_size), hidden})}, {}});
+    m.skipped_keys.push_back("lm_head.weight");  // some tied checkpoints still carry a copy
+  } else {
+    m.modules.push_back({"lm_head", {vocab_parallel("lm_head.weight", "lm_head.weight", {vocab, hidden}, l)}, {}});
+  }
+}
+
+Range kv_head_rows(uint64_t kv_heads, uint64_t unit_rows, const Layout& l) {
+  const uint64_t t = l.tp_size;
+  if (kv_heads >= t) {
+    if (kv_heads % t != 0) {
+      throw Error(ErrorCode::kInvalidArgument, std::to_string(kv_heads) + " KV heads cannot be split over tp_size " + std::to_string(t));
+    }
+    const uint64_t per = kv_heads / t;
+    return {l.tp_rank * per * unit_rows, (l.tp_rank + 1) * per * unit_rows};
+  }
+  if (t % kv_heads != 0) {
+    throw Error(ErrorCode::kInvalidArgument, std::to_string(kv_heads) + " KV heads cannot be replicated over tp_size " + std::to_string(t));
+  }
+  const uint64_t head = l.tp_rank / (t / kv_heads);
+  return {head * unit_rows, (head + 1) * unit_rows};
+}
+
+}  // namespace spec
+}  // namespace wmap
