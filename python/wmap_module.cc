@@ -339,10 +339,7 @@ wmap::LoaderOptions loader_options(const Common& c, bool progress) {
   l.config_file = c.config;
   l.plugin_dir = c.plugin_dir;
   l.mappings_dir = c.mappings;
-  l.layout.tp_size = c.tp_size;
-  l.layout.tp_rank = c.tp_rank;
-  l.layout.ep_size = c.ep_size;
-  l.layout.mtp_layers = c.mtp_layers;
+  l.layout = wmap::layout_from_options(c.tp_size, c.tp_rank, c.ep_size, c.mtp_layers);  // as the CLI's
   l.progress = progress;
   return l;
 }

@@ -50,9 +50,7 @@ Gpt2Shape read_shape(const ModelConfig& c, const Layout& l) {
   if (s.hidden % s.heads != 0) {
     c.fail("n_embd", std::to_string(s.hidden) + " is not a multiple of n_head " + std::to_string(s.heads));
   }
-  if (s.heads % l.tp_size != 0) {
-    c.fail("n_head", std::to_string(s.heads) + " is not divisible by tp_size " + std::to_string(l.tp_size));
-  }
+  if (auto e = l.heads_error(s.heads)) c.fail("n_head", *e);
   return s;
 }
 
@@ -79,8 +77,8 @@ ModelSpec build_gpt2(const ModelConfig& c, const Layout& l, const wmap::KeyProbe
   const Gpt2Shape s = read_shape(c, l);
   const uint64_t h = s.hidden, inner = s.inner;
   const Range all_h{0, h};
-  const Range hr = wmap::shard_range(h, l.tp_size, l.tp_rank);       // this rank's share of q, k, v, o
-  const Range ir = wmap::shard_range(inner, l.tp_size, l.tp_rank);   // this rank's share of the MLP
+  const Range hr = l.tp_slice(h);      // this rank's share of q, k, v, o
+  const Range ir = l.tp_slice(inner);  // this rank's share of the MLP
 
   ModelSpec m;
   m.plugin = "gpt2";

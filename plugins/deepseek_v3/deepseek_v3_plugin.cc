@@ -51,19 +51,15 @@ DeepseekShape read_shape(const ModelConfig& c, const Layout& l) {
     s.first_dense = static_cast<uint64_t>(c.get_int("first_k_dense_replace", 0));
     s.moe_freq = static_cast<uint64_t>(c.get_int("moe_layer_freq", 1));
     if (s.moe_freq == 0) c.fail("moe_layer_freq", "must be at least 1");
-    if (s.experts % l.ep_size != 0) {
-      c.fail("n_routed_experts", std::to_string(s.experts) + " experts cannot be split over ep_size " + std::to_string(l.ep_size));
-    }
+    if (auto e = l.experts_error(s.experts)) c.fail("n_routed_experts", *e);
   }
   s.tie = c.get_bool("tie_word_embeddings", false);
   s.mtp_in_checkpoint = static_cast<uint64_t>(c.get_int("num_nextn_predict_layers", 0));
   s.mtp = l.mtp_layers ? *l.mtp_layers : s.mtp_in_checkpoint;
   if (s.mtp > 0 && s.mtp_in_checkpoint == 0) {
-    c.fail("num_nextn_predict_layers", "is 0, but --mtp-layers " + std::to_string(s.mtp) + " asks for MTP layers");
+    c.fail("num_nextn_predict_layers", "is 0, but mtp_layers " + std::to_string(s.mtp) + " asks for MTP layers");
   }
-  if (s.heads % l.tp_size != 0) {
-    c.fail("num_attention_heads", std::to_string(s.heads) + " is not divisible by tp_size " + std::to_string(l.tp_size));
-  }
+  if (auto e = l.heads_error(s.heads)) c.fail("num_attention_heads", *e);
   if (c.get_string("quantization_config.quant_method", "") == "fp8") {
     const auto block = c.get_int_list("quantization_config.weight_block_size");
     if (block.size() != 2 || block[0] <= 0 || block[1] <= 0) {
@@ -88,8 +84,8 @@ std::vector<ParamSpec> linear(const std::string& dst, std::vector<spec::LinearSl
 
 // kv_b_proj [H*(nope+v), R] viewed [H, nope+v, R]; this rank's heads split into k_nope and v.
 std::vector<ParamSpec> kv_b(const std::string& d, const std::string& src, const DeepseekShape& s, const Layout& l) {
-  const uint64_t hl = s.heads / l.tp_size, h0 = l.tp_rank * hl;
-  const Range heads{h0, h0 + hl};
+  const Range heads = l.local_heads(s.heads);
+  const uint64_t hl = heads.size();
   auto part = [&](const std::string& key, std::vector<uint64_t> shape, std::vector<uint64_t> view, Range inner,
                   std::vector<uint32_t> perm) {
     wmap::Piece p = spec::whole(key, std::move(shape));
@@ -135,7 +131,7 @@ std::vector<ParamSpec> kv_b(const std::string& d, const std::string& src, const 
 // Llama-style gated MLP: gate_up_proj = concat(gate rows r, up rows r); down_proj row-parallel.
 void gated_mlp(std::vector<ModuleSpec>& modules, const std::string& dst, const std::string& src, uint64_t inter,
                const DeepseekShape& s, const Layout& l) {
-  const Range r = wmap::shard_range(inter, l.tp_size, l.tp_rank);
+  const Range r = l.tp_slice(inter);
   const uint64_t h = s.hidden;
   modules.push_back(module(dst + ".gate_up_proj", linear(dst + ".gate_up_proj",
                                                          {spec::linear_rows(src + ".gate_proj", {inter, h}, r),
@@ -161,12 +157,12 @@ void add_layer(ModelSpec& m, uint64_t dst_i, uint64_t src_i, const DeepseekShape
     rep("self_attn.q_a_layernorm", {*s.q_lora});
     const std::vector<uint64_t> qb{s.heads * qk, *s.q_lora};
     m.modules.push_back(module(da + "q_b_proj", linear(da + "q_b_proj",
-                                                       {spec::linear_rows(ca + "q_b_proj", qb, wmap::shard_range(qb[0], l.tp_size, l.tp_rank))}, s)));
+                                                       {spec::linear_rows(ca + "q_b_proj", qb, l.tp_slice(qb[0]))}, s)));
   } else {
     // V2-Lite style: no q LoRA; kv_a_proj_with_mqa alone is the replicated down-projection.
     const std::vector<uint64_t> q{s.heads * qk, h};
     m.modules.push_back(module(da + "q_proj", linear(da + "q_proj",
-                                                     {spec::linear_rows(ca + "q_proj", q, wmap::shard_range(q[0], l.tp_size, l.tp_rank))}, s)));
+                                                     {spec::linear_rows(ca + "q_proj", q, l.tp_slice(q[0]))}, s)));
     m.modules.push_back(module(da + "kv_a_proj_with_mqa",
                                linear(da + "kv_a_proj_with_mqa", {spec::whole_linear(ca + "kv_a_proj_with_mqa", {s.kv_lora + s.rope, h})}, s)));
   }
@@ -174,7 +170,7 @@ void add_layer(ModelSpec& m, uint64_t dst_i, uint64_t src_i, const DeepseekShape
   m.modules.push_back(module(da + "kv_b_proj", kv_b(da, ca + "kv_b_proj", s, l)));
   const std::vector<uint64_t> o{h, s.heads * s.v};
   m.modules.push_back(module(da + "o_proj", linear(da + "o_proj",
-                                                   {spec::linear_cols(ca + "o_proj", o, wmap::shard_range(o[1], l.tp_size, l.tp_rank))}, s)));
+                                                   {spec::linear_cols(ca + "o_proj", o, l.tp_slice(o[1]))}, s)));
   rep("post_attention_layernorm", {h});
   if (!s.is_moe(src_i)) {
     gated_mlp(m.modules, d + "mlp", c + "mlp", s.intermediate, s, l);

@@ -67,32 +67,26 @@ LlamaShape read_shape(const ModelConfig& c, const Layout& l) {
     if (s.sparse_step == 0) c.fail("decoder_sparse_step", "must be at least 1");
     s.mlp_only_layers = c.get_int_list("mlp_only_layers");
   }
-  if (s.experts && s.experts % l.ep_size != 0) {
-    c.fail(arch == "MixtralForCausalLM" ? "num_local_experts" : "num_experts",
-           std::to_string(s.experts) + " experts cannot be split over ep_size " + std::to_string(l.ep_size));
+  if (s.experts) {
+    if (auto e = l.experts_error(s.experts)) c.fail(arch == "MixtralForCausalLM" ? "num_local_experts" : "num_experts", *e);
   }
   s.qkv_bias = qwen2 || c.get_bool("attention_bias", false);
   s.o_bias = !qwen2 && !qwen3 && c.get_bool("attention_bias", false);
   s.qk_norm = qwen3 || c.get_bool("use_qk_norm", false);
 
   s.nvfp4 = c.get_string("quantization_config.quant_method", "") == "compressed-tensors";
-  const uint64_t t = l.tp_size;
-  if (s.heads % t != 0) {
-    c.fail("num_attention_heads", std::to_string(s.heads) + " is not divisible by tp_size " + std::to_string(t));
-  }
+  if (auto e = l.heads_error(s.heads)) c.fail("num_attention_heads", *e);
   if (s.heads % s.kv_heads != 0) {
     c.fail("num_key_value_heads", std::to_string(s.kv_heads) + " does not divide num_attention_heads " + std::to_string(s.heads));
   }
-  if (s.kv_heads >= t ? s.kv_heads % t != 0 : t % s.kv_heads != 0) {
-    c.fail("num_key_value_heads", std::to_string(s.kv_heads) + " KV heads cannot be split or replicated over tp_size " + std::to_string(t));
-  }
+  if (auto e = l.kv_heads_error(s.kv_heads)) c.fail("num_key_value_heads", *e);
   return s;
 }
 
 // concat(q rows of rank r, k heads of rank r, v heads of rank r) of the 1-D q/k/v biases.
 ParamSpec fused_qkv_bias(const std::string& name, const std::string& prefix, const LlamaShape& s, const Layout& l) {
   const uint64_t q_rows = s.heads * s.head_dim, kv_rows = s.kv_heads * s.head_dim;
-  const wmap::Range q = wmap::shard_range(q_rows, l.tp_size, l.tp_rank);
+  const wmap::Range q = l.tp_slice(q_rows);
   const wmap::Range kv = spec::kv_head_rows(s.kv_heads, s.head_dim, l);
   ParamSpec p;
   p.name = name;
@@ -130,7 +124,7 @@ ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProb
     const wmap::Range kv = spec::kv_head_rows(s.kv_heads, s.head_dim, l);
     std::vector<ParamSpec> qkv;
     spec::add_linear(qkv, a + "qkv_proj", ".",
-                     {spec::linear_rows(a + "q_proj", {q_rows, hc}, wmap::shard_range(q_rows, l.tp_size, l.tp_rank)),
+                     {spec::linear_rows(a + "q_proj", {q_rows, hc}, l.tp_slice(q_rows)),
                       spec::linear_rows(a + "k_proj", {kv_rows, hc}, kv), spec::linear_rows(a + "v_proj", {kv_rows, hc}, kv)},
                      qq);
     if (s.qkv_bias) qkv.push_back(fused_qkv_bias(a + "qkv_proj.bias", a, s, l));
@@ -142,7 +136,7 @@ ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProb
     const spec::LinearQuant oq = quant_of(s, probe, a + "o_proj", true);
     const uint64_t oc = oq.stored_cols(q_rows);
     std::vector<ParamSpec> o;
-    spec::add_linear(o, a + "o_proj", ".", {spec::linear_cols(a + "o_proj", {h, oc}, wmap::shard_range(oc, l.tp_size, l.tp_rank))}, oq);
+    spec::add_linear(o, a + "o_proj", ".", {spec::linear_cols(a + "o_proj", {h, oc}, l.tp_slice(oc))}, oq);
     if (s.o_bias) o.push_back(spec::replicated(a + "o_proj.bias", a + "o_proj.bias", {h}));
     m.modules.push_back(module(a + "o_proj", std::move(o)));
     m.modules.push_back(module(p + "post_attention_layernorm",
@@ -157,7 +151,7 @@ ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProb
       continue;
     }
     const spec::LinearQuant gq = quant_of(s, probe, p + "mlp.gate_proj", true);
-    const wmap::Range ir = wmap::shard_range(inter, l.tp_size, l.tp_rank);
+    const wmap::Range ir = l.tp_slice(inter);
     std::vector<ParamSpec> gate_up, down;
     spec::add_linear(gate_up, p + "mlp.gate_up_proj", ".",
                      {spec::linear_rows(p + "mlp.gate_proj", {inter, gq.stored_cols(h)}, ir),
@@ -166,7 +160,7 @@ ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProb
     m.modules.push_back(module(p + "mlp.gate_up_proj", std::move(gate_up)));
     const spec::LinearQuant dq = quant_of(s, probe, p + "mlp.down_proj", true);
     const uint64_t dc = dq.stored_cols(inter);
-    spec::add_linear(down, p + "mlp.down_proj", ".", {spec::linear_cols(p + "mlp.down_proj", {h, dc}, wmap::shard_range(dc, l.tp_size, l.tp_rank))}, dq);
+    spec::add_linear(down, p + "mlp.down_proj", ".", {spec::linear_cols(p + "mlp.down_proj", {h, dc}, l.tp_slice(dc))}, dq);
     m.modules.push_back(module(p + "mlp.down_proj", std::move(down)));
   }
   m.modules.push_back(module("model.norm", {spec::replicated("model.norm.weight", "model.norm.weight", {h})}));

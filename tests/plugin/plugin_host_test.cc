@@ -99,6 +99,9 @@ TEST(PluginHost, GoodPluginLoadsAndBuilds) {
 
   // The layout and the probe reach the plugin.
   const ModelSpec spec = host.build_spec(p, fixture_config(), layout(2, 1), SetProbe({"model.embed.bias"}));
+  // The host records the layout in the spec (the plan reads it from there).
+  EXPECT_EQ(spec.layout.tp_size, 2u);
+  EXPECT_EQ(spec.layout.tp_rank, 1u);
   EXPECT_EQ(spec.plugin, "fixture_good");
   EXPECT_EQ(spec.architecture, "FixtureForCausalLM");
   ASSERT_EQ(spec.modules.size(), 1u);

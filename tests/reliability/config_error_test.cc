@@ -103,7 +103,8 @@ TEST_P(ConfigError, NumLayersAndVocabMistyped) {
 TEST_P(ConfigError, HeadsNotDivisibleByTensorParallelSize) {
   const int64_t heads = value_of(original_, "num_attention_heads");
   const std::string t = std::to_string(heads + 1);  // never divides `heads`
-  expect_error(original_, "num_attention_heads", "is not divisible by tp_size " + t, "--tp-size " + t + " --tp-rank 0");
+  expect_error(original_, "num_attention_heads", std::to_string(heads) + " attention heads cannot be split over tp_size " + t,
+               "--tp-size " + t + " --tp-rank 0");
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ConfigError, ::testing::Values("llama", "deepseek_v3"));

@@ -49,7 +49,8 @@ int run_load(const LoadOptions& o) {
   LoaderOptions lo = to_loader_options(o.common);
   lo.allow_partial = o.allow_partial;
   // Under mpirun: the rank comes from MPI and each phase below is agreed by every rank.
-  RankContext ranks(o.io_policy, o.tp_rank_given, lo.layout);
+  RankContext ranks(o.io_policy, lo.layout, o.tp_rank_given);
+  lo.layout = ranks.layout();
   auto session = ranks.phase("startup", [&] { return std::make_unique<LoaderSession>(lo); });
   // Before the catalog: a rank without its GPU stops every rank at once.
   auto device = ranks.phase("device", [&] { return make_device(ranks.device_spec(o.device)); });

@@ -25,10 +25,8 @@ LoaderOptions to_loader_options(const CommonLoadOptions& o) {
   if (!o.config.empty()) l.config_file = o.config;
   if (!o.plugin_dir.empty()) l.plugin_dir = o.plugin_dir;
   if (!o.mappings.empty()) l.mappings_dir = o.mappings;
-  l.layout.tp_size = o.tp_size;
-  l.layout.tp_rank = o.tp_rank;
-  l.layout.ep_size = o.ep_size;
-  if (o.mtp_layers >= 0) l.layout.mtp_layers = static_cast<uint32_t>(o.mtp_layers);
+  l.layout = layout_from_options(o.tp_size, o.tp_rank, o.ep_size,
+                                 o.mtp_layers >= 0 ? std::optional<uint32_t>(o.mtp_layers) : std::nullopt);
   l.prefer_consolidated = o.prefer_consolidated;
   return l;
 }

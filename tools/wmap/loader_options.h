@@ -19,6 +19,8 @@ struct CommonLoadOptions {
 };
 
 void add_common_load_options(CLI::App& sub, CommonLoadOptions& o);
+// The loader options of `o`; the layout is validated here (layout_from_options), so a bad layout
+// is reported with the core's wording (`tp_rank 2 is not below tp_size 2`), as the Python module does.
 LoaderOptions to_loader_options(const CommonLoadOptions& o);
 // Prints the plan's problems (one line each, stderr) and its coverage verdict.
 void report_plan(const PreparedLoad& prepared, bool quiet_ok);

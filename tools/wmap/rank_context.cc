@@ -20,6 +20,7 @@ using mpi::IoPolicy;
 struct RankContext::Impl {
   IoPolicy requested = IoPolicy::kNative;
   std::string effective = "native", reason;
+  Layout layout;  // the layout this process loads
   uint32_t rank = 0, world_size = 1;
   uint64_t storage_bytes = 0, received_bytes = 0, sent_bytes = 0, needed_bytes = 0, union_bytes = 0;
   double policy_seconds = 0;
@@ -29,9 +30,11 @@ struct RankContext::Impl {
 #endif
 };
 
-RankContext::RankContext(const std::string& io_policy, bool tp_rank_given, Layout& layout) : impl_(std::make_unique<Impl>()) {
+RankContext::RankContext(const std::string& io_policy, const Layout& requested, bool tp_rank_given)
+    : impl_(std::make_unique<Impl>()) {
   impl_->requested = mpi::parse_io_policy(io_policy);
-  impl_->rank = layout.tp_rank;
+  impl_->layout = requested;
+  impl_->rank = requested.tp_rank;
 #ifdef WMAP_HAVE_MPI
   if (mpi::launched_under_mpi()) {
     impl_->world = std::make_unique<mpi::MpiWorld>();
@@ -40,27 +43,27 @@ RankContext::RankContext(const std::string& io_policy, bool tp_rank_given, Layou
     impl_->world_size = static_cast<uint32_t>(w.size());
     std::exception_ptr error;
     try {
-      if (layout.tp_size != impl_->world_size) {
-        throw Error(ErrorCode::kInvalidArgument, "--tp-size " + std::to_string(layout.tp_size) + " does not match the " +
+      if (requested.tp_size != impl_->world_size) {
+        throw Error(ErrorCode::kInvalidArgument, "--tp-size " + std::to_string(requested.tp_size) + " does not match the " +
                                                      std::to_string(impl_->world_size) +
                                                      " MPI ranks launched: run one rank per tensor-parallel rank (mpirun -np " +
-                                                     std::to_string(layout.tp_size) + ")");
+                                                     std::to_string(requested.tp_size) + ")");
       }
-      if (tp_rank_given && layout.tp_rank != impl_->rank) {
-        throw Error(ErrorCode::kInvalidArgument, "--tp-rank " + std::to_string(layout.tp_rank) + " differs from this process's MPI rank " +
+      if (tp_rank_given && requested.tp_rank != impl_->rank) {
+        throw Error(ErrorCode::kInvalidArgument, "--tp-rank " + std::to_string(requested.tp_rank) + " differs from this process's MPI rank " +
                                                      std::to_string(impl_->rank) + " (under mpirun the rank comes from MPI; drop --tp-rank)");
       }
     } catch (...) {
       error = std::current_exception();
     }
     agree("the launch", error);
-    layout.tp_rank = impl_->rank;
+    impl_->layout.tp_rank = impl_->rank;  // below tp_size: tp_size is the world size
     return;
   }
 #else
   if (mpi::launched_under_mpi()) {
     std::fprintf(stderr, "wmap: warning: launched by an MPI launcher, but this wmap was built without MPI (WMAP_MPI=OFF): "
-                         "loading as a single process with --tp-rank %u\n", layout.tp_rank);
+                         "loading as a single process with --tp-rank %u\n", requested.tp_rank);
   }
 #endif
   (void)tp_rank_given;
@@ -68,6 +71,8 @@ RankContext::RankContext(const std::string& io_policy, bool tp_rank_given, Layou
 }
 
 RankContext::~RankContext() = default;
+
+const Layout& RankContext::layout() const { return impl_->layout; }
 
 int after_error(int exit_code) {
 #ifdef WMAP_HAVE_MPI

@@ -19,9 +19,13 @@ namespace wmap::cli {
 
 class RankContext {
  public:
-  // Applies the MPI rank to `layout` (an explicit --tp-rank must match it).
-  RankContext(const std::string& io_policy, bool tp_rank_given, Layout& layout);
+  // `requested` is the layout from the options; under MPI this rank's layout() takes its
+  // tp_rank from MPI (an explicit --tp-rank, `tp_rank_given`, must match it).
+  RankContext(const std::string& io_policy, const Layout& requested, bool tp_rank_given);
   ~RankContext();
+
+  // The layout this process loads: `requested` with this rank's tp_rank.
+  const Layout& layout() const;
 
   // Runs one phase; under MPI every rank then agrees on its success (a failure anywhere ends
   // every rank, each printing one line, via ReportedFailure).

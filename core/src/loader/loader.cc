@@ -131,7 +131,7 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
   out->spec = plugins_.build_spec(*out->plugin, out->config, options_.layout, probe);
   if (out->spec.plugin.empty()) out->spec.plugin = out->plugin->name;
   if (out->spec.architecture.empty()) out->spec.architecture = out->architecture;
-  out->plan = std::make_unique<LoadPlan>(LoadPlan::build(out->spec, out->catalog, renamed, options_.layout));
+  out->plan = std::make_unique<LoadPlan>(LoadPlan::build(out->spec, out->catalog, renamed));
   out->plan_seconds = seconds_since(t0);
   return out;
 }

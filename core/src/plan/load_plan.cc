@@ -121,18 +121,18 @@ struct LoadPlan::IdCache {
   std::string id;
 };
 
-LoadPlan LoadPlan::build(const ModelSpec& spec, const Catalog& catalog, const RenameTable& renames, const Layout& layout,
+LoadPlan LoadPlan::build(const ModelSpec& spec, const Catalog& catalog, const RenameTable& renames,
                          const PlanOptions& options) {
-  return build(spec, catalog, renames.apply(catalog), layout, options);
+  return build(spec, catalog, renames.apply(catalog), options);
 }
 
-LoadPlan LoadPlan::build(const ModelSpec& spec, const Catalog& catalog, const RenamedCatalog& renamed, const Layout& layout,
+LoadPlan LoadPlan::build(const ModelSpec& spec, const Catalog& catalog, const RenamedCatalog& renamed,
                          const PlanOptions& options) {
   LoadPlan plan;
   plan.id_cache_ = std::make_shared<IdCache>();
   plan.plugin_ = spec.plugin;
   plan.architecture_ = spec.architecture;
-  plan.layout_ = layout;
+  plan.layout_ = spec.layout;
   plan.catalog_ = &catalog;
   plan.catalog_tensors_ = catalog.size();
   plan.readers_.assign(catalog.size(), 0);

@@ -435,6 +435,7 @@ ModelSpec PluginHost::build_spec(const LoadedPlugin& plugin, const ModelConfig& 
     throw Error(ErrorCode::kInternal, prefix + "unknown exception");
   }
   if (spec.plugin.empty()) spec.plugin = plugin.name;
+  spec.layout = layout;  // recorded once, by the host: the plan reads it from the spec
   return spec;
 }
 

@@ -1,5 +1,4 @@
 // Spec builders for linears with FP8 block scales and for MoE experts, shared by the plugins.
-#include "wmap/util/error.h"
 #include "wmap/spec/model_spec.h"
 
 namespace wmap::spec {
@@ -120,16 +119,14 @@ void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const st
 
 std::vector<ParamSpec> moe_experts(const std::string& dst, const std::string& src, uint64_t experts, uint64_t intermediate,
                                    uint64_t hidden, const Layout& l, const LinearQuant& quant) {
-  if (experts % l.ep_size != 0) {
-    throw Error(ErrorCode::kInvalidArgument, std::to_string(experts) + " experts cannot be split over ep_size " + std::to_string(l.ep_size));
-  }
-  const uint64_t per = experts / l.ep_size, first = l.moe_ep_rank() * per;
-  const Range inter = shard_range(intermediate, l.moe_tp_size(), l.moe_tp_rank());
+  const Range local = l.local_experts(experts);
+  const uint64_t per = local.size();
+  const Range inter = l.moe_tp_slice(intermediate);
   // down_proj is split along its stored columns (packed bytes for NVFP4).
   const uint64_t down_cols = quant.stored_cols(intermediate), h_cols = quant.stored_cols(hidden);
-  const Range down = shard_range(down_cols, l.moe_tp_size(), l.moe_tp_rank());
+  const Range down = l.moe_tp_slice(down_cols);
   std::vector<LinearSlice> w31, w2;
-  for (uint64_t j = first; j < first + per; ++j) {
+  for (uint64_t j = local.begin; j < local.end; ++j) {
     const std::string e = src + "." + std::to_string(j) + ".";
     w31.push_back(linear_rows(e + "up_proj", {intermediate, h_cols}, inter));
     w31.push_back(linear_rows(e + "gate_proj", {intermediate, h_cols}, inter));

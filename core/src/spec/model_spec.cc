@@ -3,8 +3,6 @@
 
 #include <algorithm>
 
-#include "wmap/util/error.h"
-
 namespace wmap {
 
 size_t ModelSpec::param_count() const {
@@ -52,7 +50,7 @@ ParamSpec replicated(std::string name, std::string source, std::vector<uint64_t>
 }
 
 ParamSpec column_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l) {
-  const Range r = shard_range(shape.at(0), l.tp_size, l.tp_rank);
+  const Range r = l.tp_slice(shape.at(0));
   ParamSpec s;
   s.name = std::move(name);
   s.shape = shape;
@@ -63,7 +61,7 @@ ParamSpec column_parallel(std::string name, std::string source, std::vector<uint
 
 ParamSpec row_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l) {
   if (shape.size() < 2) return replicated(std::move(name), std::move(source), std::move(shape));
-  const Range c = shard_range(shape[1], l.tp_size, l.tp_rank);
+  const Range c = l.tp_slice(shape[1]);
   ParamSpec s;
   s.name = std::move(name);
   s.shape = shape;
@@ -73,8 +71,8 @@ ParamSpec row_parallel(std::string name, std::string source, std::vector<uint64_
 }
 
 ParamSpec vocab_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l) {
-  const uint64_t block = ceil_div(shape.at(0), l.tp_size);
-  const Range r = shard_range(shape[0], l.tp_size, l.tp_rank);
+  const uint64_t block = l.tp_block(shape.at(0));
+  const Range r = l.tp_slice(shape[0]);
   uint64_t row_elements = 1;
   for (size_t d = 1; d < shape.size(); ++d) row_elements *= shape[d];
   ParamSpec s;
@@ -91,7 +89,7 @@ ParamSpec fused_column_parallel(std::string name, const std::vector<std::pair<st
   ParamSpec s;
   s.name = std::move(name);
   for (const auto& [source, shape] : sources) {
-    const Range r = shard_range(shape.at(0), l.tp_size, l.tp_rank);
+    const Range r = l.tp_slice(shape.at(0));
     if (s.shape.empty()) {
       s.shape = shape;
       s.shape[0] = 0;
@@ -112,7 +110,7 @@ ParamSpec alias(std::string name, std::string of, std::vector<uint64_t> shape) {
 
 void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, uint64_t hidden, bool tie, const Layout& l) {
   if (tie) {
-    m.modules.push_back({"lm_head", {alias("lm_head.weight", embed_param, {ceil_div(vocab, l.tp_size), hidden})}, {}});
+    m.modules.push_back({"lm_head", {alias("lm_head.weight", embed_param, {l.tp_block(vocab), hidden})}, {}});
     m.skipped_keys.push_back("lm_head.weight");  // some tied checkpoints still carry a copy
   } else {
     m.modules.push_back({"lm_head", {vocab_parallel("lm_head.weight", "lm_head.weight", {vocab, hidden}, l)}, {}});
@@ -120,19 +118,8 @@ void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, u
 }
 
 Range kv_head_rows(uint64_t kv_heads, uint64_t unit_rows, const Layout& l) {
-  const uint64_t t = l.tp_size;
-  if (kv_heads >= t) {
-    if (kv_heads % t != 0) {
-      throw Error(ErrorCode::kInvalidArgument, std::to_string(kv_heads) + " KV heads cannot be split over tp_size " + std::to_string(t));
-    }
-    const uint64_t per = kv_heads / t;
-    return {l.tp_rank * per * unit_rows, (l.tp_rank + 1) * per * unit_rows};
-  }
-  if (t % kv_heads != 0) {
-    throw Error(ErrorCode::kInvalidArgument, std::to_string(kv_heads) + " KV heads cannot be replicated over tp_size " + std::to_string(t));
-  }
-  const uint64_t head = l.tp_rank / (t / kv_heads);
-  return {head * unit_rows, (head + 1) * unit_rows};
+  const Range heads = l.local_kv_heads(kv_heads);
+  return {heads.begin * unit_rows, heads.end * unit_rows};
 }
 
 }  // namespace spec

@@ -24,7 +24,8 @@
 #include "wmap/spec/model_spec.h"
 
 // Bumped whenever WmapPluginInfo, PluginRegistrar or the types they expose change.
-#define WMAP_PLUGIN_ABI_VERSION 1u
+// 2: ModelSpec records its Layout (ModelSpec::layout).
+#define WMAP_PLUGIN_ABI_VERSION 2u
 
 extern "C" {
 
@@ -53,8 +54,11 @@ class KeyProbe {
   virtual bool contains(std::string_view canonical_key) const = 0;
 };
 
-// Builds a rank's ModelSpec. May throw wmap::Error (e.g. a config field that does not fit the
-// layout); the host reports it with the plugin's name and file.
+// Builds a rank's ModelSpec for `layout`. Ask the layout what this rank holds (tp_slice,
+// local_experts, local_kv_heads, ...) rather than recomputing the shard rule; the host records
+// `layout` in the returned spec. May throw wmap::Error (e.g. a config field that does not fit the
+// layout: report Layout's *_error() messages against the field with config.fail()); the host
+// reports it with the plugin's name and file.
 using ModelBuilder = std::function<ModelSpec(const ModelConfig& config, const Layout& layout, const KeyProbe& probe)>;
 
 // An in-place transform over one piece's bytes, e.g. a scale inversion. `key` names the source

@@ -71,11 +71,12 @@ struct PlanOptions {
 
 class LoadPlan {
  public:
+  // The plan is for the layout the spec was built for (spec.layout).
   static LoadPlan build(const ModelSpec& spec, const Catalog& catalog, const RenameTable& renames,
-                        const Layout& layout, const PlanOptions& options = {});
+                        const PlanOptions& options = {});
   // The same, with the catalog already renamed (the loader renames once for probe and plan).
   static LoadPlan build(const ModelSpec& spec, const Catalog& catalog, const RenamedCatalog& renamed,
-                        const Layout& layout, const PlanOptions& options = {});
+                        const PlanOptions& options = {});
 
   bool ok() const { return problems_.empty(); }
   const std::vector<PlanProblem>& problems() const { return problems_; }

@@ -66,6 +66,7 @@ class PluginHost {
 
   // Calls the plugin's builder. Any exception it throws becomes a wmap::Error prefixed
   // "plugin 'NAME' (FILE): ": kValidation for a wmap::Error, kInternal for anything else.
+  // The returned spec records `layout` (ModelSpec::layout), whatever the plugin set there.
   ModelSpec build_spec(const LoadedPlugin& plugin, const ModelConfig& config, const Layout& layout,
                        const KeyProbe& probe) const;
 

@@ -55,6 +55,9 @@ struct ModuleSpec {
 struct ModelSpec {
   std::string plugin;
   std::string architecture;
+  // The layout the spec was built for, recorded by the plugin host (PluginHost::build_spec);
+  // the plan takes it from here, never from a second copy.
+  Layout layout;
   std::vector<ModuleSpec> modules;           // pre-order
   std::vector<std::string> skipped_prefixes; // checkpoint subtrees declared not loaded ("x" covers "x.*")
   std::vector<std::string> skipped_keys;     // single checkpoint keys declared not loaded
@@ -136,13 +139,14 @@ void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const st
 // [moe_ep_rank*E/P, (moe_ep_rank+1)*E/P) in order; `dst` + ".w3_w1_weight" [E/P, 2*I/moe_tp, H] =
 // per expert concat(up rows, gate rows) of moe_tp_rank; `dst` + ".w2_weight" [E/P, H, I/moe_tp] =
 // down, row-split; quantisation companions likewise (`w3_w1_weight_scale_inv`, ...). Sources
-// are `src.j.{gate,up,down}_proj`. Throws kInvalidArgument when E is not divisible by ep_size.
+// are `src.j.{gate,up,down}_proj`. Throws kInvalidArgument when E is not divisible by ep_size
+// (Layout::local_experts).
 std::vector<ParamSpec> moe_experts(const std::string& dst, const std::string& src, uint64_t experts, uint64_t intermediate,
                                    uint64_t hidden, const Layout& l, const LinearQuant& quant);
 
-// KV-head duplication: the rows (of a [kv_heads * unit_rows, ...] tensor) this rank takes. With
-// kv_heads >= T each rank gets kv_heads/T contiguous heads; else head r / (T/kv_heads).
-// Throws kInvalidArgument when neither divides the other.
+// KV-head duplication: the rows (of a [kv_heads * unit_rows, ...] tensor) of this rank's KV
+// heads (Layout::local_kv_heads, which throws kInvalidArgument when neither of kv_heads and
+// tp_size divides the other).
 Range kv_head_rows(uint64_t kv_heads, uint64_t unit_rows, const Layout& l);
 
 }  // namespace spec
