@@ -67,7 +67,7 @@ void PlanRunner::configure() {
       ++items_[u.param];
       continue;
     }
-    for (const UnitSegment& s : schedule_.segments(u)) ++items_[s.param];
+    for (const UnitSlice& s : schedule_.slices(u)) items_[s.param] += s.count;
   }
   for (size_t i = 0; i < state_.size(); ++i) state_[i].left.store(items_[i]);
 }
@@ -101,7 +101,7 @@ LoadedModel PlanRunner::run() {
 }
 
 void PlanRunner::read_worker() {
-  std::vector<ReadSegment> scratch;
+  Scratch scratch;
   for (size_t ui; !failed_ && (ui = next_.fetch_add(1)) < units_.size();) {
     try {
       read_unit(ui, scratch);
@@ -112,11 +112,10 @@ void PlanRunner::read_worker() {
 }
 
 void PlanRunner::load_worker() {
-  std::vector<std::byte*> dsts;
-  std::vector<std::byte> gathered;  // a strided source in row-major order, reused
+  Scratch scratch;
   for (Job j; queue_->pop(j);) {
     try {
-      copy_unit(j, dsts, gathered);
+      copy_unit(j, scratch);
     } catch (...) {
       if (j.kind == Job::Kind::kCopyStaged) staging_->release(j.staging);
       fail();
@@ -136,13 +135,11 @@ void PlanRunner::admit(size_t ui) {
     const uint64_t span = w.end - w.begin;
     prefetched_bytes_ += span;
     // Only dense spans: a strided one would pull the pages between its runs in.
-    uint64_t want = 0;
-    for (const UnitSegment& s : schedule_.segments(w)) want += s.len;
-    if (w.kind == ReadUnit::Kind::kCopy || want * 10 >= span * 9) file_for(w.shard).will_need(w.begin, span);
+    if (w.kind == ReadUnit::Kind::kCopy || w.wanted * 10 >= span * 9) file_for(w.shard).will_need(w.begin, span);
   }
 }
 
-void PlanRunner::read_unit(size_t ui, std::vector<ReadSegment>& scratch) {
+void PlanRunner::read_unit(size_t ui, Scratch& scratch) {
   const ReadUnit& u = units_[ui];
   if (prefetch_ && u.kind != ReadUnit::Kind::kZero) admit(ui);
   switch (u.kind) {
@@ -188,9 +185,10 @@ void PlanRunner::read_span(size_t ui) {
 
 // A read unit's runs: populated in the mapping (copied by the load pool), or read by preadv
 // straight into their destinations (consumed here).
-void PlanRunner::read_runs(size_t ui, std::vector<ReadSegment>& scratch) {
+void PlanRunner::read_runs(size_t ui, Scratch& scratch) {
   const ReadUnit& u = units_[ui];
-  const std::span<const UnitSegment> segs = schedule_.segments(u);
+  schedule_.segments(u, params_, scratch.segments);
+  const std::vector<UnitSegment>& segs = scratch.segments;
   const RandomAccessFile& f = file_for(u.shard);
   const auto t0 = Clock::now();
   if (use_mmap_) {
@@ -203,10 +201,10 @@ void PlanRunner::read_runs(size_t ui, std::vector<ReadSegment>& scratch) {
     queue_->push({Job::Kind::kCopyView, ui, 0, 0});
     return;
   }
-  scratch.clear();
-  for (const UnitSegment& s : segs) scratch.push_back({s.offset, s.len, dst_of(s.param).data() + s.dst_off});
+  scratch.reads.clear();
+  for (const UnitSegment& s : segs) scratch.reads.push_back({s.offset, s.len, dst_of(s.param).data() + s.dst_off});
   const auto t1 = Clock::now();  // allocation and prefault are not reading
-  read_bytes_ += f.read_segments(scratch);
+  read_bytes_ += f.read_segments(scratch.reads);
   ++read_calls_;
   read_ns_ += ns_since(t1);
   uint64_t n = 0;
@@ -216,7 +214,7 @@ void PlanRunner::read_runs(size_t ui, std::vector<ReadSegment>& scratch) {
   for (const UnitSegment& s : segs) piece_done(s.param, 1, false);
 }
 
-void PlanRunner::copy_unit(const Job& job, std::vector<std::byte*>& dsts, std::vector<std::byte>& gathered) {
+void PlanRunner::copy_unit(const Job& job, Scratch& scratch) {
   if (job.kind == Job::Kind::kFinish) return finish(job.param);
   const ReadUnit& u = units_[job.unit];
   if (job.kind == Job::Kind::kZero) {
@@ -228,8 +226,8 @@ void PlanRunner::copy_unit(const Job& job, std::vector<std::byte*>& dsts, std::v
     unit_consumed(job.unit);
     return piece_done(u.param, 1, true);
   }
-  if (u.kind == ReadUnit::Kind::kCopy) return copy_piece_unit(job, gathered);
-  copy_runs(job.unit, dsts);
+  if (u.kind == ReadUnit::Kind::kCopy) return copy_piece_unit(job, scratch.gathered);
+  copy_runs(job.unit, scratch);
 }
 
 // One piece cut (transposed, gathered) out of its span, from staging or the mapping.
@@ -261,9 +259,11 @@ void PlanRunner::copy_piece_unit(const Job& job, std::vector<std::byte>& gathere
 }
 
 // A read unit's runs copied out of the mapped window the read pool populated.
-void PlanRunner::copy_runs(size_t ui, std::vector<std::byte*>& dsts) {
+void PlanRunner::copy_runs(size_t ui, Scratch& scratch) {
   const ReadUnit& u = units_[ui];
-  const std::span<const UnitSegment> segs = schedule_.segments(u);
+  schedule_.segments(u, params_, scratch.segments);
+  const std::vector<UnitSegment>& segs = scratch.segments;
+  std::vector<std::byte*>& dsts = scratch.dsts;
   dsts.clear();
   uint64_t n = 0;
   for (const UnitSegment& s : segs) {

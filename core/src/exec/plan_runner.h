@@ -40,12 +40,19 @@ class PlanRunner {
   void configure();
   // Stages.
   void admit(size_t ui);  // readahead over the window ahead of the claimed units
-  void read_unit(size_t ui, std::vector<ReadSegment>& scratch);
+  // Per-worker buffers, reused from unit to unit.
+  struct Scratch {
+    std::vector<UnitSegment> segments;  // the unit's, expanded from its slices
+    std::vector<ReadSegment> reads;
+    std::vector<std::byte*> dsts;
+    std::vector<std::byte> gathered;  // a strided source in row-major order
+  };
+  void read_unit(size_t ui, Scratch& scratch);
   void read_span(size_t ui);
-  void read_runs(size_t ui, std::vector<ReadSegment>& scratch);
-  void copy_unit(const Job& job, std::vector<std::byte*>& dsts, std::vector<std::byte>& gathered);
+  void read_runs(size_t ui, Scratch& scratch);
+  void copy_unit(const Job& job, Scratch& scratch);
   void copy_piece_unit(const Job& job, std::vector<std::byte>& gathered);
-  void copy_runs(size_t ui, std::vector<std::byte*>& dsts);
+  void copy_runs(size_t ui, Scratch& scratch);
   void finish(uint32_t param);  // transforms and publication once every byte is in
   void unit_consumed(size_t ui);
   void release(size_t ui) const;

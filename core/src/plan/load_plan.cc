@@ -453,7 +453,7 @@ std::string LoadPlan::schedule_json() const {
       o += "null,0,0,0,";
     } else {
       o += std::to_string(u.shard) + "," + std::to_string(u.begin) + "," + std::to_string(u.end) + "," +
-           std::to_string(u.seg_end - u.seg_begin) + ",";
+           std::to_string(u.segments) + ",";
     }
     o += u.kind == ReadUnit::Kind::kRead ? "null,null,[" : std::to_string(u.param) + "," + std::to_string(u.piece) + ",[";
     bool first = true;

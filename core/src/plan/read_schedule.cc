@@ -17,12 +17,20 @@ std::string_view unit_kind_name(ReadUnit::Kind kind) {
   return "?";
 }
 
+namespace {
+
+// Segment k of a piece with `per_run` segments per run of `run` bytes: (offset in the run, length).
+std::pair<uint64_t, uint64_t> part_of(uint64_t k, uint64_t per_run, uint64_t run, uint64_t chunk) {
+  const uint64_t at = (k % per_run) * chunk;
+  return {at, std::min(chunk, run - at)};
+}
+
+}  // namespace
+
 ReadSchedule ReadSchedule::build(const std::vector<PlannedParam>& params, uint64_t chunk_bytes) {
   ReadSchedule s;
-  const uint64_t chunk = std::max(chunk_bytes, kMinChunkBytes);
-  s.chunk_bytes_ = chunk;
-  std::vector<UnitSegment>& segs = s.segments_;
-  std::vector<ReadUnit> copies;
+  s.chunk_bytes_ = std::max(chunk_bytes, kMinChunkBytes);
+  std::vector<ReadUnit> copies, reads;
   for (size_t i = 0; i < params.size(); ++i) {
     const PlannedParam& p = params[i];
     if (p.absent || p.broken || !p.alias_of.empty()) continue;
@@ -34,45 +42,91 @@ ReadSchedule ReadSchedule::build(const std::vector<PlannedParam>& params, uint64
       if (!piece.record) {
         if (piece.out_bytes) s.units_.push_back({.kind = ReadUnit::Kind::kZero, .param = pi, .piece = pj, .dst_off = at});
       } else if (piece.out_bytes > 0 && reads_in_runs(piece)) {
-        const TensorRecord& r = *piece.record;
-        uint64_t dst = at;
-        for_each_run(piece, [&](uint64_t off, uint64_t len) {
-          for (uint64_t done = 0; done < len;) {
-            const uint64_t n = std::min(chunk, len - done);
-            segs.push_back({r.offset + off + done, n, dst, pi, r.shard});
-            done += n;
-            dst += n;
-          }
-        });
+        s.slices_.push_back({pi, pj, at, 0, 0});  // grouped into units by group_runs()
       } else if (piece.out_bytes > 0) {
         copies.push_back({.kind = ReadUnit::Kind::kCopy, .shard = piece.record->shard, .begin = piece.span_begin,
-                          .end = piece.span_end, .param = pi, .piece = pj, .dst_off = at});
+                          .end = piece.span_end, .param = pi, .piece = pj, .dst_off = at, .wanted = piece.span_end - piece.span_begin});
       }
       at += piece.out_bytes;
     }
   }
-  std::stable_sort(segs.begin(), segs.end(), [](const UnitSegment& a, const UnitSegment& b) {
-    return a.shard != b.shard ? a.shard < b.shard : a.offset < b.offset;
-  });
-  // Neighbouring tensors and the strided runs of a row-parallel slice share a unit while its
-  // file span stays within one chunk (read_segments then batches them into few calls).
-  std::vector<ReadUnit> reads;
-  for (size_t b = 0; b < segs.size();) {
-    size_t e = b + 1;
-    while (e < segs.size() && segs[e].shard == segs[b].shard && segs[e].offset >= segs[e - 1].offset + segs[e - 1].len &&
-           segs[e].offset + segs[e].len - segs[b].offset <= chunk) {
-      ++e;
-    }
-    reads.push_back({.kind = ReadUnit::Kind::kRead, .shard = segs[b].shard, .begin = segs[b].offset,
-                     .end = segs[e - 1].offset + segs[e - 1].len, .seg_begin = b, .seg_end = e});
-    b = e;
-  }
+  s.group_runs(params, reads);
   reads.insert(reads.end(), copies.begin(), copies.end());
   std::stable_sort(reads.begin(), reads.end(),
                    [](const ReadUnit& a, const ReadUnit& b) { return a.shard != b.shard ? a.shard < b.shard : a.begin < b.begin; });
   s.units_.insert(s.units_.end(), reads.begin(), reads.end());
   s.assign_releases();
   return s;
+}
+
+// Turns the identity pieces collected in slices_ (one per piece) into read units over slices.
+void ReadSchedule::group_runs(const std::vector<PlannedParam>& params, std::vector<ReadUnit>& reads) {
+  const uint64_t chunk = chunk_bytes_;
+  auto piece_of = [&](const UnitSlice& sl) -> const PlannedPiece& { return params[sl.param].pieces[sl.piece]; };
+  std::vector<UnitSlice> pieces = std::move(slices_);
+  slices_.clear();
+  std::stable_sort(pieces.begin(), pieces.end(), [&](const UnitSlice& a, const UnitSlice& b) {
+    const TensorRecord &x = *piece_of(a).record, &y = *piece_of(b).record;
+    return x.shard != y.shard ? x.shard < y.shard : x.offset < y.offset;
+  });
+  ReadUnit cur;
+  bool open = false;
+  auto close = [&] {
+    if (!open) return;
+    cur.slice_end = slices_.size();
+    reads.push_back(cur);
+    open = false;
+  };
+  // Adds segments [first, first + count) of piece `sl`, spanning file bytes [begin, end).
+  auto add = [&](const UnitSlice& sl, uint32_t shard, uint64_t first, uint64_t count, uint64_t begin, uint64_t end, uint64_t wanted) {
+    if (!open || shard != cur.shard || begin < cur.end || end - cur.begin > chunk) {
+      close();
+      cur = {.kind = ReadUnit::Kind::kRead, .shard = shard, .begin = begin, .end = begin, .slice_begin = slices_.size()};
+      open = true;
+    }
+    if (slices_.size() > cur.slice_begin && slices_.back().param == sl.param && slices_.back().piece == sl.piece &&
+        slices_.back().first + slices_.back().count == first) {
+      slices_.back().count += count;
+    } else {
+      slices_.push_back({sl.param, sl.piece, sl.dst_off, first, count});
+    }
+    cur.end = end;
+    cur.segments += count;
+    cur.wanted += wanted;
+  };
+  for (const UnitSlice& sl : pieces) {
+    const PlannedPiece& piece = piece_of(sl);
+    const TensorRecord& r = *piece.record;
+    RunCursor runs(piece);
+    const uint64_t run = runs.run_bytes(), per_run = (run + chunk - 1) / chunk, n = runs.count() * per_run;
+    if (piece.span_end - piece.span_begin <= chunk) {  // whole, in this unit or a new one
+      add(sl, r.shard, 0, n, piece.span_begin, piece.span_end, piece.out_bytes);
+      continue;
+    }
+    for (uint64_t k = 0; k < n; ++k) {
+      if (k > 0 && k % per_run == 0) runs.next();
+      const auto [at, len] = part_of(k, per_run, run, chunk);
+      const uint64_t off = r.offset + runs.offset() + at;
+      add(sl, r.shard, k, 1, off, off + len, len);
+    }
+  }
+  close();
+}
+
+void ReadSchedule::segments(const ReadUnit& u, const std::vector<PlannedParam>& params, std::vector<UnitSegment>& out) const {
+  out.clear();
+  for (const UnitSlice& sl : slices(u)) {
+    const PlannedPiece& piece = params[sl.param].pieces[sl.piece];
+    const TensorRecord& r = *piece.record;
+    RunCursor runs(piece);
+    const uint64_t run = runs.run_bytes(), per_run = (run + chunk_bytes_ - 1) / chunk_bytes_;
+    runs.seek(sl.first / per_run);
+    for (uint64_t k = sl.first; k < sl.first + sl.count; ++k) {
+      if (k > sl.first && k % per_run == 0) runs.next();
+      const auto [at, len] = part_of(k, per_run, run, chunk_bytes_);
+      out.push_back({r.offset + runs.offset() + at, len, sl.dst_off + (k / per_run) * run + at, sl.param, r.shard});
+    }
+  }
 }
 
 void ReadSchedule::assign_releases() {
@@ -142,7 +196,7 @@ std::vector<size_t> ReadSchedule::param_order(size_t count) const {
   for (const ReadUnit& u : units_) {
     if (u.kind == ReadUnit::Kind::kCopy) see(u.param);
     if (u.kind == ReadUnit::Kind::kRead) {
-      for (const UnitSegment& s : segments(u)) see(s.param);
+      for (const UnitSlice& s : slices(u)) see(s.param);
     }
   }
   for (size_t i = 0; i < count; ++i) {
