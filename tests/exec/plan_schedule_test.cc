@@ -11,6 +11,7 @@
 #include "wmap/exec/executor.h"
 #include "wmap/format/safetensors_writer.h"
 #include "wmap/plan/load_plan.h"
+#include "wmap/plan/piece_runs.h"
 #include "wmap/util/error.h"
 
 namespace wmap::test {
@@ -169,12 +170,14 @@ TEST_F(PlanSchedule, JsonShowsTheUnitsAndTheIdCoversTheChunkSize) {
 }
 
 // The reads a load issues, in order: each read unit's segments, each copy unit's span.
-std::vector<std::pair<uint64_t, uint64_t>> planned_reads(const ReadSchedule& s, bool mmap) {
+std::vector<std::pair<uint64_t, uint64_t>> planned_reads(const LoadPlan& p, bool mmap) {
   std::vector<std::pair<uint64_t, uint64_t>> out;
-  for (const ReadUnit& u : s.units()) {
+  std::vector<UnitSegment> segs;
+  for (const ReadUnit& u : p.schedule().units()) {
     if (u.kind == ReadUnit::Kind::kCopy || (u.kind == ReadUnit::Kind::kRead && mmap)) out.emplace_back(u.begin, u.end);
     if (u.kind == ReadUnit::Kind::kRead && !mmap) {
-      for (const UnitSegment& seg : s.segments(u)) out.emplace_back(seg.offset, seg.offset + seg.len);
+      p.schedule().segments(u, p.params(), segs);
+      for (const UnitSegment& seg : segs) out.emplace_back(seg.offset, seg.offset + seg.len);
     }
   }
   return out;
@@ -215,7 +218,7 @@ TEST_F(PlanSchedule, ExecutorReadsInThePlansOrderAndReleasesASharedSourceOnceAft
       EXPECT_EQ(shared_releases, 1u);
       EXPECT_GT(shared_release_at, last_shared_read);
       if (workers == 1) {
-        EXPECT_EQ(reads, planned_reads(p.schedule(), io == IoMode::kMmap));
+        EXPECT_EQ(reads, planned_reads(p, io == IoMode::kMmap));
       }
       // Both readers of `shared` got its bytes; the transpose and the zeros are right.
       std::vector<std::byte> file(fs::file_size(dir_ / "model.safetensors"));
@@ -242,6 +245,34 @@ TEST_F(PlanSchedule, ExecutorReadsInThePlansOrderAndReleasesASharedSourceOnceAft
       EXPECT_EQ(z, std::vector<std::byte>(40, std::byte{0}));
     }
   }
+}
+
+TEST(PlanRunCursor, SeeksAndStepsThroughTheRunsOfForEachRun) {
+  PlannedPiece p;
+  p.elem_bytes = 2;
+  p.view = {4, 6, 8, 3};
+  p.box = {{1, 3}, {2, 5}, {0, 8}, {0, 3}};  // the last two dims merge into one run per (i, j)
+  p.perm = {0, 1, 2, 3};
+  std::vector<uint64_t> want;
+  uint64_t run = 0;
+  for_each_run(p, [&](uint64_t off, uint64_t len) { want.push_back(off), run = len; });
+  RunCursor c(p);
+  ASSERT_EQ(c.count(), want.size());
+  EXPECT_EQ(c.run_bytes(), run);
+  for (uint64_t k = 0; k < c.count(); ++k) {
+    RunCursor s(p);
+    s.seek(k);
+    EXPECT_EQ(s.offset(), want[k]) << k;
+    EXPECT_EQ(c.offset(), want[k]) << k;
+    c.next();
+  }
+  p.view = {};
+  p.box = {};
+  p.perm = {};
+  RunCursor scalar(p);
+  EXPECT_EQ(scalar.count(), 1u);
+  EXPECT_EQ(scalar.offset(), 0u);
+  EXPECT_EQ(scalar.run_bytes(), 2u);
 }
 
 TEST_F(PlanSchedule, OneDecisionWhetherAPlanMayRun) {
