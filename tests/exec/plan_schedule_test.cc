@@ -10,6 +10,7 @@
 #include "wmap/catalog/shard_set.h"
 #include "wmap/exec/executor.h"
 #include "wmap/format/safetensors_writer.h"
+#include "wmap/loader/loader.h"
 #include "wmap/plan/load_plan.h"
 #include "wmap/plan/piece_runs.h"
 #include "wmap/util/error.h"
@@ -25,6 +26,7 @@ class RecordingFs final : public FileSystem {
   struct Event {
     enum Kind { kRead, kRelease } kind;
     uint64_t begin, end;
+    std::string file;
   };
   std::unique_ptr<RandomAccessFile> open(const fs::path& path, IoMode mode) const override {
     return std::make_unique<File>(FileSystem::posix().open(path, mode), *this);
@@ -41,17 +43,17 @@ class RecordingFs final : public FileSystem {
     const std::string& path() const override { return f_->path(); }
     uint64_t size() const override { return f_->size(); }
     void read(uint64_t o, std::span<std::byte> d) const override {
-      fs_.add({Event::kRead, o, o + d.size()});
+      fs_.add({Event::kRead, o, o + d.size(), path()});
       f_->read(o, d);
     }
     std::span<const std::byte> view(uint64_t o, uint64_t l) const override { return f_->view(o, l); }
     void release(uint64_t o, uint64_t l) const override {
-      fs_.add({Event::kRelease, o, o + l});
+      fs_.add({Event::kRelease, o, o + l, path()});
       f_->release(o, l);
     }
     void will_need(uint64_t o, uint64_t l) const override { f_->will_need(o, l); }
     void populate(uint64_t o, uint64_t l) const override {
-      fs_.add({Event::kRead, o, o + l});
+      fs_.add({Event::kRead, o, o + l, path()});
       f_->populate(o, l);
     }
 
@@ -244,6 +246,62 @@ TEST_F(PlanSchedule, ExecutorReadsInThePlansOrderAndReleasesASharedSourceOnceAft
       device->copy_to_host(*lz->buffer, z);
       EXPECT_EQ(z, std::vector<std::byte>(40, std::byte{0}));
     }
+  }
+}
+
+// DeepSeek MTP: with --mtp-layers 2 on a one-MTP-layer checkpoint, model layers 3 and 4 both
+// read checkpoint layer 3. Every byte is released at most once, and never read after its release.
+TEST(PlanScheduleMtp, SharedMtpLayerIsReleasedOnceAfterItsLastReader) {
+  TempDir dir;
+  const auto ckpt = dir / "ckpt";
+  ASSERT_EQ(run_wmap("synth deepseek_v3 " + shell_quote(ckpt.string())).exit_code, 0);
+  LoaderOptions lo;
+  lo.checkpoint = ckpt;
+  lo.layout.mtp_layers = 2;
+  lo.progress = false;
+  LoaderSession session(lo);
+  auto prepared = session.prepare();
+  ASSERT_TRUE(prepared->plan->ok());
+  auto device = make_device("host");
+  for (IoMode io : {IoMode::kPread, IoMode::kMmap}) {
+    SCOPED_TRACE(io_mode_name(io));
+    RecordingFs rec;
+    ExecOptions exec;
+    exec.io = io;
+    exec.fs = &rec;
+    exec.read_workers = 2;
+    exec.workers = 2;
+    session.load(*prepared, *device, exec);
+    const auto events = rec.events();
+    std::vector<RecordingFs::Event> releases;
+    size_t shared_reads = 0;
+    for (size_t i = 0; i < events.size(); ++i) {
+      const auto& e = events[i];
+      if (e.kind != RecordingFs::Event::kRelease) continue;
+      for (size_t j = i + 1; j < events.size(); ++j) {
+        const auto& later = events[j];
+        if (later.kind == RecordingFs::Event::kRead && later.file == e.file) {
+          EXPECT_FALSE(later.begin < e.end && e.begin < later.end) << "[" << later.begin << ", " << later.end << ") read after its release";
+        }
+      }
+      releases.push_back(e);
+    }
+    std::sort(releases.begin(), releases.end(),
+              [](const auto& a, const auto& b) { return a.file != b.file ? a.file < b.file : a.begin < b.begin; });
+    for (size_t i = 1; i < releases.size(); ++i) {
+      if (releases[i - 1].file == releases[i].file) {
+        EXPECT_LE(releases[i - 1].end, releases[i].begin) << "released twice";
+      }
+    }
+    EXPECT_FALSE(releases.empty());
+    // The shared layer really is read twice.
+    const TensorRecord& shared = prepared->catalog.require("model.layers.3.eh_proj.weight");
+    const std::string shared_file = prepared->catalog.shard_path(shared.shard).string();
+    for (const auto& e : events) {
+      shared_reads += e.kind == RecordingFs::Event::kRead && e.file == shared_file && e.begin < shared.offset + shared.nbytes &&
+                      shared.offset < e.end;
+    }
+    EXPECT_GE(shared_reads, 2u);
   }
 }
 
