@@ -68,14 +68,15 @@ TEST_F(ExecutorCli, SmallChunksAndNoPrefaultStayBitExact) {
   lo.layout.tp_size = 2;
   lo.layout.tp_rank = 1;
   lo.progress = false;
+  lo.plan.chunk_bytes = 1;  // clamped to the 64 KiB minimum
   LoaderSession session(lo);
   auto prepared = session.prepare();
+  EXPECT_EQ(prepared->plan->schedule().chunk_bytes(), uint64_t{1} << 16);
   auto device = make_device("host");
   for (IoMode io : {IoMode::kMmap, IoMode::kPread}) {
     for (bool prefault : {false, true}) {
       ExecOptions exec;
       exec.io = io;
-      exec.chunk_bytes = 1;  // clamped to the 64 KiB minimum
       exec.prefault = prefault;
       exec.read_workers = 3;
       exec.workers = 2;

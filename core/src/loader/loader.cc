@@ -131,23 +131,17 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
   out->spec = plugins_.build_spec(*out->plugin, out->config, options_.layout, probe);
   if (out->spec.plugin.empty()) out->spec.plugin = out->plugin->name;
   if (out->spec.architecture.empty()) out->spec.architecture = out->architecture;
-  out->plan = std::make_unique<LoadPlan>(LoadPlan::build(out->spec, out->catalog, renamed));
+  out->plan = std::make_unique<LoadPlan>(LoadPlan::build(out->spec, out->catalog, renamed, options_.plan));
   out->plan_seconds = seconds_since(t0);
   return out;
 }
 
 LoadedModel LoaderSession::load(const PreparedLoad& prepared, Device& device, ExecOptions exec) const {
-  const LoadPlan& plan = *prepared.plan;
-  if (!plan.ok() && !options_.allow_partial) {
-    std::string msg = "refusing to load: the plan is incomplete (" + std::to_string(plan.problems().size()) + " problem(s)):";
-    for (const auto& p : plan.problems()) msg += "\n  " + p.message;
-    throw Error(ErrorCode::kValidation, msg);
-  }
   if (!exec.transforms) {
     exec.transforms = [this](std::string_view name) { return plugins_.find_transform(name); };
   }
   exec.allow_partial = options_.allow_partial;
-  return execute_plan(plan, prepared.catalog, device, exec);
+  return execute_plan(*prepared.plan, prepared.catalog, device, exec);
 }
 
 }  // namespace wmap

@@ -321,18 +321,17 @@ LoadPlan LoadPlan::build(const ModelSpec& spec, const Catalog& catalog, const Re
     return a.kind != b.kind ? a.kind < b.kind : a.key < b.key;
   });
 
-  // Read order: by (shard, offset) of each parameter's first source byte; zero-only params last.
-  plan.read_order_.resize(plan.params_.size());
-  std::iota(plan.read_order_.begin(), plan.read_order_.end(), size_t{0});
-  auto key_of = [&plan](size_t i) {
-    for (const auto& piece : plan.params_[i].pieces) {
-      if (piece.record) return std::pair<uint64_t, uint64_t>(piece.record->shard, piece.span_begin);
-    }
-    return std::pair<uint64_t, uint64_t>(UINT64_MAX, i);
-  };
-  std::stable_sort(plan.read_order_.begin(), plan.read_order_.end(), [&](size_t a, size_t b) { return key_of(a) < key_of(b); });
+  plan.schedule_ = ReadSchedule::build(plan.params_, options.chunk_bytes);
+  plan.read_order_ = plan.schedule_.param_order(plan.params_.size());
 
   return plan;
+}
+
+void LoadPlan::require_runnable(bool allow_partial) const {
+  if (ok() || allow_partial) return;
+  std::string msg = "refusing to load: the plan is incomplete (" + std::to_string(problems_.size()) + " problem(s)):";
+  for (const auto& p : problems_) msg += "\n  " + p.message;
+  throw Error(ErrorCode::kValidation, msg);
 }
 
 uint64_t LoadPlan::bytes_to_load() const {
@@ -435,8 +434,36 @@ std::string LoadPlan::json_text(bool with_id) const {
   }
   o += "],\"read_order\":[";
   for (size_t i = 0; i < read_order_.size(); ++i) o += (i ? "," : "") + std::to_string(read_order_[i]);
-  o += "]}\n";
+  o += "],\"schedule\":" + schedule_json() + "}\n";
   return o;
+}
+
+// The units in claim order, one compact array each (fields named once): what a load reads,
+// how, and which byte ranges it releases after each unit. Segments are counted, not listed:
+// they follow from the pieces and chunk_bytes.
+std::string LoadPlan::schedule_json() const {
+  std::string o = "{\"chunk_bytes\":" + std::to_string(schedule_.chunk_bytes()) +
+                  ",\"unit_fields\":[\"kind\",\"shard\",\"begin\",\"end\",\"segments\",\"param\",\"piece\",\"releases\"]"
+                  ",\"units\":[";
+  const auto& units = schedule_.units();
+  for (size_t i = 0; i < units.size(); ++i) {
+    const ReadUnit& u = units[i];
+    o += (i ? ",\n[\"" : "\n[\"") + std::string(unit_kind_name(u.kind)) + "\",";
+    if (u.kind == ReadUnit::Kind::kZero) {
+      o += "null,0,0,0,";
+    } else {
+      o += std::to_string(u.shard) + "," + std::to_string(u.begin) + "," + std::to_string(u.end) + "," +
+           std::to_string(u.segments) + ",";
+    }
+    o += u.kind == ReadUnit::Kind::kRead ? "null,null,[" : std::to_string(u.param) + "," + std::to_string(u.piece) + ",[";
+    bool first = true;
+    for (const ByteRange& r : schedule_.releases(u)) {
+      o += (first ? "" : ",") + std::to_string(r.begin) + "," + std::to_string(r.end);
+      first = false;
+    }
+    o += "]]";
+  }
+  return o + "]}";
 }
 
 bool PlannedPiece::gathers_source() const { return record && record->strided() && view != record->shape; }

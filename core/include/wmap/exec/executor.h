@@ -1,6 +1,7 @@
 #pragma once
-// Runs a validated LoadPlan: reads exactly the planned bytes, applies transforms, writes each
-// parameter once into device memory, and releases each source after its last reader.
+// Runs a validated LoadPlan's schedule (wmap/plan/read_schedule.h): its read units in its order,
+// reading exactly the planned bytes; applies transforms, writes each parameter once into device
+// memory, and releases each source range after its last reader (the schedule's release points).
 // One call is one load; it is thread-safe with respect to other loads.
 
 #include <cstdint>
@@ -51,8 +52,6 @@ struct ExecOptions {
   bool allow_partial = false;        // run a plan with problems, skipping its broken parameters
   std::function<const TransformFn*(std::string_view)> transforms;  // looks up named transforms
   std::function<void(uint64_t done, uint64_t total)> progress;     // bytes; called from workers, serialised
-  // Largest single read (and staging buffer); big pieces are read in chunks of this size.
-  uint64_t chunk_bytes = uint64_t{16} << 20;
   // Destination pages faulted in ahead of the read (MADV_POPULATE_WRITE, by the read worker that
   // first touches a parameter, so in parallel) rather than trap by trap during the copy: measured
   // faster (docs/performance.md). MADV_HUGEPAGE was measured slower (THP defrag stalls).
@@ -80,6 +79,7 @@ struct LoadedModel {
   const LoadedParam* find(std::string_view name) const;
 };
 
+// Refuses a plan that may not run (LoadPlan::require_runnable), then runs its schedule.
 LoadedModel execute_plan(const LoadPlan& plan, const Catalog& catalog, Device& device, const ExecOptions& options);
 
 // Copies one piece's box out of `src` (the whole source tensor) into `dst` (out_bytes).

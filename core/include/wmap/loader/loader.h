@@ -32,6 +32,7 @@ struct LoaderOptions {
   bool prefer_consolidated = false;
   bool allow_partial = false;  // load even when the plan reports problems
   bool progress = true;
+  PlanOptions plan;  // read chunking of the schedule; the unconsumed policy
 };
 
 // A plan with everything it points into.
@@ -57,7 +58,7 @@ class LoaderSession {
   // Catalog + spec + plan; never reads tensor data. Throws for unusable input; plan problems
   // are reported through plan->problems(), not thrown.
   std::unique_ptr<PreparedLoad> prepare() const;
-  // Executes a prepared plan (refusing an invalid one unless allow_partial).
+  // Executes a prepared plan (execute_plan refuses an invalid one unless allow_partial).
   LoadedModel load(const PreparedLoad& prepared, Device& device, ExecOptions exec) const;
 
  private:

@@ -1,6 +1,7 @@
 #pragma once
 // A load described as data before any tensor data moves: for each destination parameter of one
-// rank, its sources (after renames), the byte ranges read, the transform, and the read order.
+// rank, its sources (after renames), the byte ranges read, the transform, and the schedule the
+// executor runs (read units, their order, release points: read_schedule.h).
 // Built from a ModelSpec and a catalog's headers alone; validated against that catalog at once
 // (missing sources, shape/dtype mismatches, unconsumed checkpoint tensors, spec errors),
 // problems sorted. Immutable after build(); thread-safe to read. Serialises to JSON with an id.
@@ -16,6 +17,7 @@
 #include "wmap/spec/layout.h"
 #include "wmap/spec/model_spec.h"
 #include "wmap/mapping/rename_table.h"
+#include "wmap/plan/read_schedule.h"
 
 namespace wmap {
 
@@ -67,6 +69,9 @@ std::string_view problem_kind_name(PlanProblem::Kind kind);
 struct PlanOptions {
   // Unconsumed checkpoint tensors are problems (default) or only warnings.
   bool unconsumed_is_error = true;
+  // Largest single read (and staging buffer): big pieces are read in chunks of this size, and
+  // neighbouring runs share a read unit while its span fits in one (at least 64 KiB).
+  uint64_t chunk_bytes = uint64_t{16} << 20;
 };
 
 class LoadPlan {
@@ -79,10 +84,16 @@ class LoadPlan {
                         const PlanOptions& options = {});
 
   bool ok() const { return problems_.empty(); }
+  // The one decision whether this plan may run: complete, or `allow_partial` (its broken
+  // parameters are then skipped). Otherwise throws kValidation listing every problem.
+  void require_runnable(bool allow_partial) const;
   const std::vector<PlanProblem>& problems() const { return problems_; }
   const std::vector<std::string>& warnings() const { return warnings_; }
   const std::vector<PlannedParam>& params() const { return params_; }
-  // Parameter indexes in the order their bytes are read: by (shard, offset) of the first piece.
+  // What the executor runs: read units in order, with their release points.
+  const ReadSchedule& schedule() const { return schedule_; }
+  // Parameter indexes in the order the schedule first reads their bytes (zero-only, zero-size,
+  // absent, broken and alias parameters last, in index order).
   const std::vector<size_t>& read_order() const { return read_order_; }
   // For each catalog tensor (by index in catalog.tensors()), how many pieces read it.
   const std::vector<uint32_t>& readers() const { return readers_; }
@@ -102,6 +113,7 @@ class LoadPlan {
   std::string plugin_, architecture_;
   Layout layout_;
   std::vector<PlannedParam> params_;
+  ReadSchedule schedule_;
   std::vector<size_t> read_order_;
   std::vector<uint32_t> readers_;
   std::vector<PlanProblem> problems_;
@@ -110,6 +122,7 @@ class LoadPlan {
   size_t catalog_tensors_ = 0, ignored_ = 0, skipped_ = 0, handed_ = 0;
   const Catalog* catalog_ = nullptr;
   std::string json_text(bool with_id) const;
+  std::string schedule_json() const;
   struct IdCache;
   std::shared_ptr<IdCache> id_cache_;
 };

@@ -60,3 +60,62 @@ void for_each_run(const PlannedPiece& p, Fn&& fn) {
 }
 
 }  // namespace wmap
+
+namespace wmap {
+
+// The runs of for_each_run() as a cursor, in the same order: seek to run k, then step. Lets a
+// read unit name a slice of a piece's runs (first, count) instead of listing them.
+class RunCursor {
+ public:
+  explicit RunCursor(const PlannedPiece& p) : p_(p) {
+    const size_t n = p.view.size();
+    if (n == 0) {
+      run_ = p.elem_bytes;
+      count_ = 1;
+      return;
+    }
+    stride_.resize(n);
+    stride_[n - 1] = p.elem_bytes;
+    for (size_t d = n - 1; d-- > 0;) stride_[d] = stride_[d + 1] * p.view[d + 1];
+    for (size_t d = 0; d < n; ++d) {
+      if (p.box[d].size() == 0) return;  // no runs
+    }
+    d_ = n - 1;
+    while (d_ > 0 && p.box[d_].begin == 0 && p.box[d_].size() == p.view[d_]) --d_;
+    run_ = p.box[d_].size() * stride_[d_];
+    count_ = 1;
+    for (size_t k = 0; k < d_; ++k) count_ *= p.box[k].size();
+    idx_.assign(d_, 0);
+  }
+  uint64_t run_bytes() const { return run_; }
+  uint64_t count() const { return count_; }
+  // Positions the cursor on run k (k < count()).
+  void seek(uint64_t k) {
+    for (size_t j = d_; j-- > 0;) {
+      const uint64_t size = p_.box[j].size();
+      idx_[j] = k % size;
+      k /= size;
+    }
+  }
+  // The current run's offset from the tensor start.
+  uint64_t offset() const {
+    if (stride_.empty()) return 0;
+    uint64_t off = p_.box[d_].begin * stride_[d_];
+    for (size_t k = 0; k < d_; ++k) off += (p_.box[k].begin + idx_[k]) * stride_[k];
+    return off;
+  }
+  void next() {
+    for (size_t k = d_; k-- > 0;) {
+      if (++idx_[k] < p_.box[k].size()) return;
+      idx_[k] = 0;
+    }
+  }
+
+ private:
+  const PlannedPiece& p_;
+  std::vector<uint64_t> stride_, idx_;  // idx_: outer dims [0, d_), relative to the box
+  size_t d_ = 0;
+  uint64_t run_ = 0, count_ = 0;
+};
+
+}  // namespace wmap

@@ -1,0 +1,147 @@
+#pragma once
+// The executor's copy kernels, private to core/src/exec: piece geometry, the strided copy, and
+// the context structs of guarded copies (a SIGBUS inside one is left with siglongjmp, so they
+// own nothing with a destructor). Pure functions over caller-owned memory; thread-safe.
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+#include "wmap/format/strided_copy.h"
+#include "wmap/plan/load_plan.h"
+#include "wmap/util/error.h"
+
+namespace wmap::exec_detail {
+
+// --- copy geometry --------------------------------------------------------------------------
+// Computed before a guarded copy so the copy itself owns nothing that needs a destructor (a
+// SIGBUS inside it is left with siglongjmp).
+constexpr size_t kMaxDims = 15;
+
+struct CopyGeometry {
+  size_t dims = 0;  // output dims walked (innermost run excluded)
+  uint64_t extent[kMaxDims + 1];
+  uint64_t stride[kMaxDims + 1];
+  uint64_t run = 0;     // bytes copied by one memcpy
+  uint64_t origin = 0;  // byte offset of the box origin from the tensor start
+};
+
+inline CopyGeometry copy_geometry(const PlannedPiece& p) {
+  CopyGeometry g;
+  const size_t n = p.view.size();
+  if (n == 0) {
+    g.run = p.elem_bytes;
+    return g;
+  }
+  if (n > kMaxDims) throw Error(ErrorCode::kInternal, p.source + ": " + std::to_string(n) + "-d views are not supported");
+  const std::vector<uint64_t> view_stride = p.source_strides();
+  for (size_t d = 0; d < n; ++d) g.origin += p.box[d].begin * view_stride[d];
+  // Output dim k walks view dim perm[k].
+  uint64_t extent[kMaxDims], stride[kMaxDims];
+  for (size_t k = 0; k < n; ++k) {
+    extent[k] = p.box[p.perm[k]].size();
+    stride[k] = view_stride[p.perm[k]];
+  }
+  // Merge trailing output dims that are contiguous in the source into one memcpy run.
+  uint64_t run = p.elem_bytes;
+  size_t run_dims = 0;
+  while (run_dims < n && stride[n - 1 - run_dims] == run) {
+    run *= extent[n - 1 - run_dims];
+    ++run_dims;
+  }
+  g.dims = n - run_dims;
+  g.run = run;  // with run_dims == 0 (innermost dim strided: a transpose) one element at a time
+  for (size_t k = 0; k < g.dims; ++k) {
+    g.extent[k] = extent[k];
+    g.stride[k] = stride[k];
+  }
+  return g;
+}
+
+inline void copy_dims(const std::byte* src, const CopyGeometry& g, size_t k, std::byte*& dst) {
+  if (k + 2 == g.dims && g.run <= 64) {
+    // The last two walked dims of a transpose (short runs): a tiled copy, not one run at a time.
+    copy_2d_strided(src, g.extent[k], g.extent[k + 1], g.stride[k], g.stride[k + 1], g.run, dst);
+    dst += g.extent[k] * g.extent[k + 1] * g.run;
+    return;
+  }
+  if (k == g.dims) {
+    std::memcpy(dst, src, g.run);
+    dst += g.run;
+    return;
+  }
+  for (uint64_t i = 0; i < g.extent[k]; ++i) copy_dims(src + i * g.stride[k], g, k + 1, dst);
+}
+
+inline void run_copy(const std::byte* tensor, const CopyGeometry& g, std::byte* dst) {
+  std::byte* out = dst;
+  copy_dims(tensor + g.origin, g, 0, out);
+}
+
+// Segments whose gaps hold no whole page share one populate/readahead call.
+template <class Fn>
+void for_each_page_batch(std::span<const UnitSegment> s, uint64_t page, Fn&& fn) {
+  const size_t n = s.size();
+  for (size_t b = 0; b < n;) {
+    size_t e = b + 1;
+    uint64_t end = s[b].offset + s[b].len;
+    while (e < n && s[e].offset / page <= (end - 1) / page + 1) {
+      end = std::max(end, s[e].offset + s[e].len);
+      ++e;
+    }
+    fn(s[b].offset, end - s[b].offset);
+    b = e;
+  }
+}
+
+struct CopySegmentsCtx {
+  const UnitSegment* segs;
+  size_t n;
+  const std::byte* base;  // view of the file at absolute offset `base_offset`
+  uint64_t base_offset;
+  std::byte* const* dsts;  // per segment
+};
+
+inline void copy_segments(void* p) {
+  auto* c = static_cast<CopySegmentsCtx*>(p);
+  for (size_t i = 0; i < c->n; ++i) std::memcpy(c->dsts[i], c->base + (c->segs[i].offset - c->base_offset), c->segs[i].len);
+}
+
+struct CopyPieceCtx {
+  const std::byte* tensor;
+  const CopyGeometry* g;
+  std::byte* dst;
+  const TensorRecord* strided = nullptr;  // set: `tensor` is its span, gathered into `gathered` first
+  std::byte* gathered = nullptr;
+};
+
+inline void copy_piece_guarded(void* p) {
+  auto* c = static_cast<CopyPieceCtx*>(p);
+  if (c->strided) {
+    gather_tensor(*c->strided, c->tensor, c->gathered);
+    run_copy(c->gathered, *c->g, c->dst);
+  } else {
+    run_copy(c->tensor, *c->g, c->dst);
+  }
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+// Faults a destination in ahead of the copy (ExecOptions::prefault).
+inline void prefault(std::span<std::byte> dst) {
+  if (dst.empty()) return;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(dst.data()) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(dst.data()) + dst.size()) / page * page;
+  if (end <= begin) return;
+  if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) == 0) return;
+  for (uintptr_t a = begin; a < end; a += page) *reinterpret_cast<volatile std::byte*>(a) = std::byte{0};
+}
+
+}  // namespace wmap::exec_detail

@@ -1,0 +1,396 @@
+#include "plan_runner.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <unordered_map>
+
+#include "copy_kernels.h"
+#include "wmap/util/error.h"
+
+namespace wmap::exec_detail {
+namespace {
+
+int64_t ns_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+PlanRunner::PlanRunner(const LoadPlan& plan, const Catalog& catalog, Device& device, const ExecOptions& options)
+    : plan_(plan),
+      catalog_(catalog),
+      device_(device),
+      options_(options),
+      fs_(options.fs ? *options.fs : FileSystem::posix()),
+      params_(plan.params()),
+      schedule_(plan.schedule()),
+      units_(schedule_.units()),
+      files_(catalog.shards().size()),
+      opened_(catalog.shards().size()),
+      state_(plan.params().size()),
+      items_(plan.params().size(), 0),
+      unit_done_(schedule_.units().size(), 0) {
+  configure();
+}
+
+// I/O path, pool sizes, prefetch, and each parameter's count of work items.
+void PlanRunner::configure() {
+  stats_.io_requested = std::string(io_mode_name(options_.io));
+  io_ = options_.io == IoMode::kAuto ? choose_io_mode(plan_, catalog_, &stats_.io_reason) : options_.io;
+  use_mmap_ = io_ == IoMode::kMmap;
+  page_ = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const size_t n_units = std::max<size_t>(1, units_.size());
+  const unsigned read_req = options_.read_workers, load_req = options_.workers;
+  read_workers_ = std::max<unsigned>(1, std::min<size_t>(read_req ? read_req : default_read_workers(), n_units));
+  load_workers_ = std::max<unsigned>(1, std::min<size_t>(load_req ? load_req : default_load_workers(), n_units));
+  stats_.read_workers_requested = read_req;
+  stats_.load_workers_requested = load_req;
+  stats_.read_workers = read_workers_;
+  stats_.workers = load_workers_;
+  stats_.io_path = std::string(io_mode_name(io_));
+  stats_.bytes_needed = plan_.bytes_to_read();
+  total_bytes_ = plan_.bytes_to_load();
+  stats_.prefault = options_.prefault;
+  prefetch_ = options_.prefetch == ExecOptions::Prefetch::kOn;
+  if (options_.prefetch == ExecOptions::Prefetch::kAuto) {
+    const uint64_t avail = available_memory_bytes();
+    prefetch_ = avail > 0 && static_cast<double>(stats_.bytes_needed) < 0.9 * static_cast<double>(avail);
+  }
+  stats_.prefetch = prefetch_;
+  queue_ = std::make_unique<JobQueue>(2 * static_cast<size_t>(load_workers_) + read_workers_);
+  staging_ = std::make_unique<StagingPool>(static_cast<size_t>(read_workers_) + load_workers_);
+  for (const ReadUnit& u : units_) {
+    if (u.kind != ReadUnit::Kind::kRead) {
+      ++items_[u.param];
+      continue;
+    }
+    for (const UnitSlice& s : schedule_.slices(u)) items_[s.param] += s.count;
+  }
+  for (size_t i = 0; i < state_.size(); ++i) state_[i].left.store(items_[i]);
+}
+
+// The only place threads exist: both pools start here and are joined here.
+LoadedModel PlanRunner::run() {
+  // Fused sources that must carry identical companions (NVFP4 global scales): a few bytes each,
+  // compared before any parameter is written so a mismatch fails the load with nothing loaded.
+  for (const PlannedParam& p : params_) {
+    if (!p.absent && !p.broken && !p.must_match.empty()) {
+      verify_must_match(p, [this](uint32_t shard) -> const RandomAccessFile& { return file_for(shard); });
+    }
+  }
+  {
+    std::vector<std::thread> loaders, readers;
+    for (unsigned t = 0; t < load_workers_; ++t) loaders.emplace_back([this] { load_worker(); });
+    for (unsigned t = 0; t < read_workers_; ++t) readers.emplace_back([this] { read_worker(); });
+    for (auto& t : readers) t.join();
+    queue_->close();
+    for (auto& t : loaders) t.join();
+  }
+  device_.synchronize();
+  if (error_) std::rethrow_exception(error_);
+  // Parameters with nothing to read (zero-size) still get their (empty) buffer.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const PlannedParam& p = params_[i];
+    if (p.absent || p.broken || !p.alias_of.empty() || items_[i] != 0) continue;
+    finish(static_cast<uint32_t>(i));
+  }
+  return report();
+}
+
+void PlanRunner::read_worker() {
+  Scratch scratch;
+  for (size_t ui; !failed_ && (ui = next_.fetch_add(1)) < units_.size();) {
+    try {
+      read_unit(ui, scratch);
+    } catch (...) {
+      fail();
+    }
+  }
+}
+
+void PlanRunner::load_worker() {
+  Scratch scratch;
+  for (Job j; queue_->pop(j);) {
+    try {
+      copy_unit(j, scratch);
+    } catch (...) {
+      if (j.kind == Job::Kind::kCopyStaged) staging_->release(j.staging);
+      fail();
+    }
+  }
+}
+
+// Keeps readahead (will_need) up to prefetch_window_bytes ahead of the bytes claimed so far.
+void PlanRunner::admit(size_t ui) {
+  const ReadUnit& u = units_[ui];
+  std::lock_guard<std::mutex> lock(prefetch_mutex_);
+  claimed_bytes_ += u.end - u.begin;
+  prefetch_next_ = std::max(prefetch_next_, ui);
+  while (prefetch_next_ < units_.size() && prefetched_bytes_ < claimed_bytes_ + options_.prefetch_window_bytes) {
+    const ReadUnit& w = units_[prefetch_next_++];
+    if (w.kind == ReadUnit::Kind::kZero) continue;
+    const uint64_t span = w.end - w.begin;
+    prefetched_bytes_ += span;
+    // Only dense spans: a strided one would pull the pages between its runs in.
+    if (w.kind == ReadUnit::Kind::kCopy || w.wanted * 10 >= span * 9) file_for(w.shard).will_need(w.begin, span);
+  }
+}
+
+void PlanRunner::read_unit(size_t ui, Scratch& scratch) {
+  const ReadUnit& u = units_[ui];
+  if (prefetch_ && u.kind != ReadUnit::Kind::kZero) admit(ui);
+  switch (u.kind) {
+    case ReadUnit::Kind::kZero:
+      queue_->push({Job::Kind::kZero, ui, u.param, 0});
+      return;
+    case ReadUnit::Kind::kCopy:
+      return read_span(ui);
+    case ReadUnit::Kind::kRead:
+      return read_runs(ui, scratch);
+  }
+}
+
+// A copy unit's whole span: populated in the mapping, or read into a staging buffer.
+void PlanRunner::read_span(size_t ui) {
+  const ReadUnit& u = units_[ui];
+  const RandomAccessFile& f = file_for(u.shard);
+  const uint64_t len = u.end - u.begin;
+  const auto t0 = Clock::now();
+  if (use_mmap_) {
+    f.populate(u.begin, len);
+    read_bytes_ += len;
+    ++read_calls_;
+    read_ns_ += ns_since(t0);
+    queue_->push({Job::Kind::kCopyView, ui, u.param, 0});
+    return;
+  }
+  const size_t b = staging_->acquire(failed_);
+  if (b == SIZE_MAX) return;
+  auto& buf = staging_->buffer(b);
+  if (buf.size() < len) buf.resize(len);
+  try {
+    f.read(u.begin, std::span(buf.data(), len));
+  } catch (...) {
+    staging_->release(b);
+    throw;
+  }
+  read_bytes_ += len;
+  ++read_calls_;
+  read_ns_ += ns_since(t0);
+  if (!queue_->push({Job::Kind::kCopyStaged, ui, u.param, b})) staging_->release(b);
+}
+
+// A read unit's runs: populated in the mapping (copied by the load pool), or read by preadv
+// straight into their destinations (consumed here).
+void PlanRunner::read_runs(size_t ui, Scratch& scratch) {
+  const ReadUnit& u = units_[ui];
+  schedule_.segments(u, params_, scratch.segments);
+  const std::vector<UnitSegment>& segs = scratch.segments;
+  const RandomAccessFile& f = file_for(u.shard);
+  const auto t0 = Clock::now();
+  if (use_mmap_) {
+    for_each_page_batch(segs, page_, [&](uint64_t off, uint64_t len) {
+      f.populate(off, len);
+      read_bytes_ += len;
+      ++read_calls_;
+    });
+    read_ns_ += ns_since(t0);
+    queue_->push({Job::Kind::kCopyView, ui, 0, 0});
+    return;
+  }
+  scratch.reads.clear();
+  for (const UnitSegment& s : segs) scratch.reads.push_back({s.offset, s.len, dst_of(s.param).data() + s.dst_off});
+  const auto t1 = Clock::now();  // allocation and prefault are not reading
+  read_bytes_ += f.read_segments(scratch.reads);
+  ++read_calls_;
+  read_ns_ += ns_since(t1);
+  uint64_t n = 0;
+  for (const UnitSegment& s : segs) n += s.len;
+  add_done(n);
+  unit_consumed(ui);
+  for (const UnitSegment& s : segs) piece_done(s.param, 1, false);
+}
+
+void PlanRunner::copy_unit(const Job& job, Scratch& scratch) {
+  if (job.kind == Job::Kind::kFinish) return finish(job.param);
+  const ReadUnit& u = units_[job.unit];
+  if (job.kind == Job::Kind::kZero) {
+    const auto t0 = Clock::now();
+    const PlannedPiece& piece = params_[u.param].pieces[u.piece];
+    std::memset(dst_of(u.param).data() + u.dst_off, 0, piece.out_bytes);
+    copy_ns_ += ns_since(t0);
+    add_done(piece.out_bytes);
+    unit_consumed(job.unit);
+    return piece_done(u.param, 1, true);
+  }
+  if (u.kind == ReadUnit::Kind::kCopy) return copy_piece_unit(job, scratch.gathered);
+  copy_runs(job.unit, scratch);
+}
+
+// One piece cut (transposed, gathered) out of its span, from staging or the mapping.
+void PlanRunner::copy_piece_unit(const Job& job, std::vector<std::byte>& gathered) {
+  const ReadUnit& u = units_[job.unit];
+  const PlannedPiece& piece = params_[u.param].pieces[u.piece];
+  const auto t0 = Clock::now();
+  const CopyGeometry g = copy_geometry(piece);
+  std::byte* dst = dst_of(u.param).data() + u.dst_off;
+  const uint64_t before = piece.span_begin - piece.record->offset;  // geometry is tensor-relative
+  // A strided source (non-contiguous PyTorch view) seen in its own shape is copied with its
+  // strides (the geometry has them); reshaped by the spec, its whole span was read and is
+  // gathered into row-major order here before the piece is cut from it.
+  const TensorRecord* strided = piece.gathers_source() ? piece.record : nullptr;
+  if (strided && gathered.size() < strided->nbytes) gathered.resize(strided->nbytes);
+  if (job.kind == Job::Kind::kCopyStaged) {
+    CopyPieceCtx ctx{staging_->buffer(job.staging).data() - before, &g, dst, strided, gathered.data()};
+    copy_piece_guarded(&ctx);
+    staging_->release(job.staging);
+  } else {
+    std::span<const std::byte> v = file_for(u.shard).view(u.begin, u.end - u.begin);
+    CopyPieceCtx ctx{v.data() - before, &g, dst, strided, gathered.data()};
+    if (const void* fault = guard_sigbus(copy_piece_guarded, &ctx)) throw sigbus_error(u, v.data(), fault);
+  }
+  copy_ns_ += ns_since(t0);
+  add_done(piece.out_bytes);
+  unit_consumed(job.unit);
+  piece_done(u.param, 1, true);
+}
+
+// A read unit's runs copied out of the mapped window the read pool populated.
+void PlanRunner::copy_runs(size_t ui, Scratch& scratch) {
+  const ReadUnit& u = units_[ui];
+  schedule_.segments(u, params_, scratch.segments);
+  const std::vector<UnitSegment>& segs = scratch.segments;
+  std::vector<std::byte*>& dsts = scratch.dsts;
+  dsts.clear();
+  uint64_t n = 0;
+  for (const UnitSegment& s : segs) {
+    dsts.push_back(dst_of(s.param).data() + s.dst_off);
+    n += s.len;
+  }
+  const auto t0 = Clock::now();
+  std::span<const std::byte> v = file_for(u.shard).view(u.begin, u.end - u.begin);
+  CopySegmentsCtx ctx{segs.data(), segs.size(), v.data(), u.begin, dsts.data()};
+  if (const void* fault = guard_sigbus(copy_segments, &ctx)) throw sigbus_error(u, v.data(), fault);
+  copy_ns_ += ns_since(t0);
+  add_done(n);
+  unit_consumed(ui);
+  for (const UnitSegment& s : segs) piece_done(s.param, 1, true);
+}
+
+void PlanRunner::finish(uint32_t i) {
+  const auto t0 = Clock::now();
+  const PlannedParam& p = params_[i];
+  std::span<std::byte> dst = dst_of(i);
+  uint64_t at = 0;
+  for (const PlannedPiece& piece : p.pieces) {
+    if (!piece.transform.empty()) {
+      const TransformFn* fn = options_.transforms ? options_.transforms(piece.transform) : nullptr;
+      if (fn == nullptr) throw Error(ErrorCode::kInternal, p.name + ": transform '" + piece.transform + "' is not registered");
+      const std::string& key = piece.record ? piece.record->name : p.name;
+      // A GPU device may run it as a kernel after its copy (device.h).
+      if (!device_.defer_transform(*state_[i].buffer, piece.transform, at, piece.out_bytes, p.dtype, key)) {
+        (*fn)(std::span(dst.data() + at, piece.out_bytes), p.dtype, key);
+      }
+    }
+    at += piece.out_bytes;
+  }
+  device_.end_write(*state_[i].buffer, dst);
+  transform_ns_ += ns_since(t0);
+}
+
+// Units complete out of order across workers; ranges are released in schedule order, once
+// every unit up to their owner (their last reader) is consumed, so no reader still needs them.
+void PlanRunner::unit_consumed(size_t ui) {
+  size_t from, to;
+  {
+    std::lock_guard<std::mutex> lock(release_mutex_);
+    unit_done_[ui] = 1;
+    from = watermark_;
+    while (watermark_ < unit_done_.size() && unit_done_[watermark_]) ++watermark_;
+    to = watermark_;
+  }
+  for (size_t k = from; k < to; ++k) release(k);
+}
+
+void PlanRunner::release(size_t ui) const {
+  const ReadUnit& u = units_[ui];
+  for (const ByteRange& r : schedule_.releases(u)) files_[u.shard]->release(r.begin, r.end - r.begin);
+}
+
+LoadedModel PlanRunner::report() {
+  LoadedModel model;
+  std::unordered_map<std::string_view, size_t> by_name;
+  for (size_t i = 0; i < params_.size(); ++i) by_name[params_[i].name] = i;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const PlannedParam& p = params_[i];
+    if (p.absent || p.broken) continue;
+    auto buffer = p.alias_of.empty() ? state_[i].buffer : state_[by_name.at(p.alias_of)].buffer;
+    model.params.push_back({p.name, p.dtype, p.shape, std::move(buffer)});
+  }
+  stats_.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+  stats_.bytes_loaded = done_bytes_;
+  stats_.bytes_read = read_bytes_;
+  stats_.reads = read_calls_;
+  stats_.read_seconds = static_cast<double>(read_ns_.load()) / 1e9;
+  stats_.copy_seconds = static_cast<double>(copy_ns_.load()) / 1e9;
+  stats_.transform_seconds = static_cast<double>(transform_ns_.load()) / 1e9;
+  model.stats = std::move(stats_);
+  return model;
+}
+
+const RandomAccessFile& PlanRunner::file_for(uint32_t shard) {
+  std::call_once(opened_[shard], [&] { files_[shard] = fs_.open(catalog_.shard_path(shard), io_); });
+  return *files_[shard];
+}
+
+std::span<std::byte> PlanRunner::dst_of(uint32_t i) {
+  ParamState& s = state_[i];
+  std::call_once(s.allocated, [&] {
+    s.buffer = device_.allocate(params_[i].nbytes, params_[i].name);
+    s.dst = device_.begin_write(*s.buffer);
+    if (options_.prefault) prefault(s.dst);
+  });
+  return s.dst;
+}
+
+// `items` of a parameter landed; the last one finishes it (inline in the load pool, queued
+// for it from a read worker).
+void PlanRunner::piece_done(uint32_t i, uint64_t items, bool in_load_pool) {
+  if (state_[i].left.fetch_sub(items, std::memory_order_acq_rel) != items) return;
+  if (in_load_pool) {
+    finish(i);
+  } else {
+    queue_->push({Job::Kind::kFinish, 0, i, 0});
+  }
+}
+
+void PlanRunner::add_done(uint64_t n) {
+  const uint64_t now = done_bytes_ += n;
+  if (options_.progress) {
+    std::lock_guard<std::mutex> lock(progress_mutex_);
+    options_.progress(now, total_bytes_);
+  }
+}
+
+void PlanRunner::fail() {
+  {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    if (!error_) error_ = std::current_exception();
+  }
+  failed_ = true;
+  queue_->fail();
+  staging_->wake();
+}
+
+Error PlanRunner::sigbus_error(const ReadUnit& u, const std::byte* base, const void* fault) const {
+  const auto* f = static_cast<const std::byte*>(fault);
+  std::string where = (f >= base && f < base + (u.end - u.begin)) ? "offset " + std::to_string(u.begin + static_cast<uint64_t>(f - base))
+                                                                   : "bytes [" + std::to_string(u.begin) + ", " + std::to_string(u.end) + ")";
+  return Error(ErrorCode::kIo, catalog_.shard_path(u.shard).string() + ": the mapped file shrank during the load (SIGBUS at " +
+                                   where + "); load it with --io pread or keep the checkpoint unchanged while loading");
+}
+
+}  // namespace wmap::exec_detail

@@ -1,0 +1,114 @@
+#pragma once
+// Runs one LoadPlan's schedule (wmap/plan/read_schedule.h): its units, in its order, releasing
+// each unit's ranges once that unit and every unit before it are consumed. Private to
+// core/src/exec; execute_plan() is its only user.
+//
+// Threading, all set up in run(): a read pool claims units in schedule order (admit: readahead
+// window; read_unit: pread straight into destinations, into staging, or populate a mapped
+// window) and hands copies over a bounded JobQueue to a load pool (copy_unit: copies out of
+// staging or the mapping under the SIGBUS guard, zero fills; finish: transforms, publication).
+// A unit is consumed when its bytes are in their destinations (by whichever pool did that last);
+// unit_consumed() advances the in-order watermark and releases what the passed units own. The
+// first error stops both pools and is rethrown by run(). One object is one load; run() once.
+
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "wmap/exec/executor.h"
+#include "wmap/util/error.h"
+#include "work_queues.h"
+
+namespace wmap::exec_detail {
+
+class PlanRunner {
+ public:
+  PlanRunner(const LoadPlan& plan, const Catalog& catalog, Device& device, const ExecOptions& options);
+  LoadedModel run();
+
+ private:
+  struct ParamState {
+    std::once_flag allocated;
+    std::shared_ptr<DeviceBuffer> buffer;
+    std::span<std::byte> dst;
+    std::atomic<uint64_t> left{0};  // work items (segments, copies, zero fills) still to land
+  };
+
+  void configure();
+  // Stages.
+  void admit(size_t ui);  // readahead over the window ahead of the claimed units
+  // Per-worker buffers, reused from unit to unit.
+  struct Scratch {
+    std::vector<UnitSegment> segments;  // the unit's, expanded from its slices
+    std::vector<ReadSegment> reads;
+    std::vector<std::byte*> dsts;
+    std::vector<std::byte> gathered;  // a strided source in row-major order
+  };
+  void read_unit(size_t ui, Scratch& scratch);
+  void read_span(size_t ui);
+  void read_runs(size_t ui, Scratch& scratch);
+  void copy_unit(const Job& job, Scratch& scratch);
+  void copy_piece_unit(const Job& job, std::vector<std::byte>& gathered);
+  void copy_runs(size_t ui, Scratch& scratch);
+  void finish(uint32_t param);  // transforms and publication once every byte is in
+  void unit_consumed(size_t ui);
+  void release(size_t ui) const;
+  LoadedModel report();
+  // Pool bodies.
+  void read_worker();
+  void load_worker();
+  // Helpers.
+  const RandomAccessFile& file_for(uint32_t shard);
+  std::span<std::byte> dst_of(uint32_t param);
+  void piece_done(uint32_t param, uint64_t items, bool in_load_pool);
+  void add_done(uint64_t bytes);
+  void fail();
+  Error sigbus_error(const ReadUnit& u, const std::byte* base, const void* fault) const;
+
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start_ = Clock::now();
+  const LoadPlan& plan_;
+  const Catalog& catalog_;
+  Device& device_;
+  const ExecOptions& options_;
+  const FileSystem& fs_;
+  const std::vector<PlannedParam>& params_;
+  const ReadSchedule& schedule_;
+  const std::vector<ReadUnit>& units_;
+
+  LoadStats stats_;
+  IoMode io_ = IoMode::kPread;
+  bool use_mmap_ = false, prefetch_ = false;
+  uint64_t page_ = 4096;
+  uint64_t total_bytes_ = 0;  // plan.bytes_to_load(), for progress
+  unsigned read_workers_ = 1, load_workers_ = 1;
+
+  std::vector<std::unique_ptr<RandomAccessFile>> files_;  // opened on first use, kept to the end
+  std::vector<std::once_flag> opened_;
+  std::vector<ParamState> state_;
+  std::vector<uint64_t> items_;  // per parameter: work items in the schedule
+
+  std::atomic<uint64_t> done_bytes_{0}, read_bytes_{0}, read_calls_{0};
+  std::atomic<int64_t> read_ns_{0}, copy_ns_{0}, transform_ns_{0};
+  std::mutex progress_mutex_;
+
+  std::atomic<bool> failed_{false};
+  std::exception_ptr error_;
+  std::mutex error_mutex_;
+  std::unique_ptr<JobQueue> queue_;
+  std::unique_ptr<StagingPool> staging_;
+
+  std::atomic<size_t> next_{0};  // the next unit a read worker claims
+  std::mutex prefetch_mutex_;
+  size_t prefetch_next_ = 0;
+  uint64_t prefetched_bytes_ = 0, claimed_bytes_ = 0;
+
+  std::mutex release_mutex_;
+  std::vector<uint8_t> unit_done_;
+  size_t watermark_ = 0;  // units [0, watermark_) are consumed and their ranges released
+};
+
+}  // namespace wmap::exec_detail

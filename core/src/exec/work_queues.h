@@ -1,0 +1,99 @@
+#pragma once
+// The executor's bounded hand-offs, private to core/src/exec: the job queue between the read
+// pool and the load pool, and the reusable staging buffers of pieces read whole (pread path).
+// Both are thread-safe; fail()/wake() release every waiter when a load fails.
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <vector>
+
+namespace wmap::exec_detail {
+
+// A job for the load pool: a unit (by index into the schedule) to copy, or a parameter to finish.
+struct Job {
+  enum class Kind { kCopyView, kCopyStaged, kZero, kFinish } kind;
+  size_t unit = 0;
+  uint32_t param = 0;
+  size_t staging = 0;
+};
+
+// A bounded multi-producer multi-consumer queue; close() or fail() wakes everyone.
+class JobQueue {
+ public:
+  explicit JobQueue(size_t capacity) : capacity_(capacity) {}
+  bool push(const Job& j) {
+    std::unique_lock lock(mu_);
+    not_full_.wait(lock, [&] { return failed_ || q_.size() < capacity_; });
+    if (failed_) return false;
+    q_.push_back(j);
+    not_empty_.notify_one();
+    return true;
+  }
+  bool pop(Job& j) {
+    std::unique_lock lock(mu_);
+    not_empty_.wait(lock, [&] { return failed_ || closed_ || !q_.empty(); });
+    if (failed_ || q_.empty()) return false;
+    j = q_.front();
+    q_.pop_front();
+    not_full_.notify_one();
+    return true;
+  }
+  void close() {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+    not_empty_.notify_all();
+  }
+  void fail() {
+    std::lock_guard lock(mu_);
+    failed_ = true;
+    not_empty_.notify_all();
+    not_full_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable not_empty_, not_full_;
+  std::deque<Job> q_;
+  size_t capacity_;
+  bool closed_ = false, failed_ = false;
+};
+
+// Reused staging buffers for pieces that must be rearranged (transposes): read workers take
+// one, load workers give it back after the copy. Bounded: never more than `count` exist.
+class StagingPool {
+ public:
+  explicit StagingPool(size_t count) : buffers_(count) {
+    for (size_t i = 0; i < count; ++i) free_.push_back(i);
+  }
+  // Returns an index, or SIZE_MAX when the load failed.
+  size_t acquire(const std::atomic<bool>& failed) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return failed.load() || !free_.empty(); });
+    if (failed) return SIZE_MAX;
+    const size_t i = free_.back();
+    free_.pop_back();
+    return i;
+  }
+  void release(size_t i) {
+    std::lock_guard lock(mu_);
+    free_.push_back(i);
+    cv_.notify_one();
+  }
+  void wake() {
+    std::lock_guard lock(mu_);
+    cv_.notify_all();
+  }
+  std::vector<std::byte>& buffer(size_t i) { return buffers_[i]; }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::vector<std::byte>> buffers_;
+  std::vector<size_t> free_;
+};
+
+}  // namespace wmap::exec_detail

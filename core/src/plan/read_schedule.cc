@@ -1,0 +1,208 @@
+#include "wmap/plan/read_schedule.h"
+
+#include <algorithm>
+#include <queue>
+
+#include "wmap/plan/load_plan.h"
+#include "wmap/plan/piece_runs.h"
+
+namespace wmap {
+
+std::string_view unit_kind_name(ReadUnit::Kind kind) {
+  switch (kind) {
+    case ReadUnit::Kind::kRead: return "read";
+    case ReadUnit::Kind::kCopy: return "copy";
+    case ReadUnit::Kind::kZero: return "zero";
+  }
+  return "?";
+}
+
+namespace {
+
+// Segment k of a piece with `per_run` segments per run of `run` bytes: (offset in the run, length).
+std::pair<uint64_t, uint64_t> part_of(uint64_t k, uint64_t per_run, uint64_t run, uint64_t chunk) {
+  const uint64_t at = (k % per_run) * chunk;
+  return {at, std::min(chunk, run - at)};
+}
+
+}  // namespace
+
+ReadSchedule ReadSchedule::build(const std::vector<PlannedParam>& params, uint64_t chunk_bytes) {
+  ReadSchedule s;
+  s.chunk_bytes_ = std::max(chunk_bytes, kMinChunkBytes);
+  std::vector<ReadUnit> copies, reads;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const PlannedParam& p = params[i];
+    if (p.absent || p.broken || !p.alias_of.empty()) continue;
+    const auto pi = static_cast<uint32_t>(i);
+    uint64_t at = 0;
+    for (size_t j = 0; j < p.pieces.size(); ++j) {
+      const PlannedPiece& piece = p.pieces[j];
+      const auto pj = static_cast<uint32_t>(j);
+      if (!piece.record) {
+        if (piece.out_bytes) s.units_.push_back({.kind = ReadUnit::Kind::kZero, .param = pi, .piece = pj, .dst_off = at});
+      } else if (piece.out_bytes > 0 && reads_in_runs(piece)) {
+        s.slices_.push_back({pi, pj, at, 0, 0});  // grouped into units by group_runs()
+      } else if (piece.out_bytes > 0) {
+        copies.push_back({.kind = ReadUnit::Kind::kCopy, .shard = piece.record->shard, .begin = piece.span_begin,
+                          .end = piece.span_end, .param = pi, .piece = pj, .dst_off = at, .wanted = piece.span_end - piece.span_begin});
+      }
+      at += piece.out_bytes;
+    }
+  }
+  s.group_runs(params, reads);
+  reads.insert(reads.end(), copies.begin(), copies.end());
+  std::stable_sort(reads.begin(), reads.end(),
+                   [](const ReadUnit& a, const ReadUnit& b) { return a.shard != b.shard ? a.shard < b.shard : a.begin < b.begin; });
+  s.units_.insert(s.units_.end(), reads.begin(), reads.end());
+  s.assign_releases();
+  return s;
+}
+
+// Turns the identity pieces collected in slices_ (one per piece) into read units over slices.
+void ReadSchedule::group_runs(const std::vector<PlannedParam>& params, std::vector<ReadUnit>& reads) {
+  const uint64_t chunk = chunk_bytes_;
+  auto piece_of = [&](const UnitSlice& sl) -> const PlannedPiece& { return params[sl.param].pieces[sl.piece]; };
+  std::vector<UnitSlice> pieces = std::move(slices_);
+  slices_.clear();
+  std::stable_sort(pieces.begin(), pieces.end(), [&](const UnitSlice& a, const UnitSlice& b) {
+    const TensorRecord &x = *piece_of(a).record, &y = *piece_of(b).record;
+    return x.shard != y.shard ? x.shard < y.shard : x.offset < y.offset;
+  });
+  ReadUnit cur;
+  bool open = false;
+  auto close = [&] {
+    if (!open) return;
+    cur.slice_end = slices_.size();
+    reads.push_back(cur);
+    open = false;
+  };
+  // Adds segments [first, first + count) of piece `sl`, spanning file bytes [begin, end).
+  auto add = [&](const UnitSlice& sl, uint32_t shard, uint64_t first, uint64_t count, uint64_t begin, uint64_t end, uint64_t wanted) {
+    if (!open || shard != cur.shard || begin < cur.end || end - cur.begin > chunk) {
+      close();
+      cur = {.kind = ReadUnit::Kind::kRead, .shard = shard, .begin = begin, .end = begin, .slice_begin = slices_.size()};
+      open = true;
+    }
+    if (slices_.size() > cur.slice_begin && slices_.back().param == sl.param && slices_.back().piece == sl.piece &&
+        slices_.back().first + slices_.back().count == first) {
+      slices_.back().count += count;
+    } else {
+      slices_.push_back({sl.param, sl.piece, sl.dst_off, first, count});
+    }
+    cur.end = end;
+    cur.segments += count;
+    cur.wanted += wanted;
+  };
+  for (const UnitSlice& sl : pieces) {
+    const PlannedPiece& piece = piece_of(sl);
+    const TensorRecord& r = *piece.record;
+    RunCursor runs(piece);
+    const uint64_t run = runs.run_bytes(), per_run = (run + chunk - 1) / chunk, n = runs.count() * per_run;
+    if (piece.span_end - piece.span_begin <= chunk) {  // whole, in this unit or a new one
+      add(sl, r.shard, 0, n, piece.span_begin, piece.span_end, piece.out_bytes);
+      continue;
+    }
+    for (uint64_t k = 0; k < n; ++k) {
+      if (k > 0 && k % per_run == 0) runs.next();
+      const auto [at, len] = part_of(k, per_run, run, chunk);
+      const uint64_t off = r.offset + runs.offset() + at;
+      add(sl, r.shard, k, 1, off, off + len, len);
+    }
+  }
+  close();
+}
+
+void ReadSchedule::segments(const ReadUnit& u, const std::vector<PlannedParam>& params, std::vector<UnitSegment>& out) const {
+  out.clear();
+  for (const UnitSlice& sl : slices(u)) {
+    const PlannedPiece& piece = params[sl.param].pieces[sl.piece];
+    const TensorRecord& r = *piece.record;
+    RunCursor runs(piece);
+    const uint64_t run = runs.run_bytes(), per_run = (run + chunk_bytes_ - 1) / chunk_bytes_;
+    runs.seek(sl.first / per_run);
+    for (uint64_t k = sl.first; k < sl.first + sl.count; ++k) {
+      if (k > sl.first && k % per_run == 0) runs.next();
+      const auto [at, len] = part_of(k, per_run, run, chunk_bytes_);
+      out.push_back({r.offset + runs.offset() + at, len, sl.dst_off + (k / per_run) * run + at, sl.param, r.shard});
+    }
+  }
+}
+
+void ReadSchedule::assign_releases() {
+  // Spans by (shard, begin); a sweep gives each byte the largest unit index whose span covers it.
+  std::vector<uint32_t> order;
+  for (size_t i = 0; i < units_.size(); ++i) {
+    if (units_[i].kind != ReadUnit::Kind::kZero && units_[i].end > units_[i].begin) order.push_back(static_cast<uint32_t>(i));
+  }
+  std::stable_sort(order.begin(), order.end(), [this](uint32_t a, uint32_t b) {
+    const ReadUnit &x = units_[a], &y = units_[b];
+    return x.shard != y.shard ? x.shard < y.shard : x.begin < y.begin;
+  });
+  struct Owned {
+    uint32_t unit;
+    ByteRange range;
+  };
+  std::vector<Owned> owned;
+  using Active = std::pair<uint32_t, uint64_t>;  // (unit, span end); the largest unit on top
+  for (size_t a = 0; a < order.size();) {
+    size_t b = a;
+    while (b < order.size() && units_[order[b]].shard == units_[order[a]].shard) ++b;
+    std::priority_queue<Active> active;
+    uint64_t pos = 0;
+    size_t k = a;
+    auto drop_ended = [&] {
+      while (!active.empty() && active.top().second <= pos) active.pop();
+    };
+    while (true) {
+      drop_ended();
+      if (active.empty()) {
+        if (k == b) break;
+        pos = std::max(pos, units_[order[k]].begin);
+      }
+      for (; k < b && units_[order[k]].begin <= pos; ++k) active.push({order[k], units_[order[k]].end});
+      drop_ended();
+      if (active.empty()) continue;
+      const uint32_t unit = active.top().first;
+      const uint64_t next = k < b ? std::min(active.top().second, units_[order[k]].begin) : active.top().second;
+      if (!owned.empty() && owned.back().unit == unit && owned.back().range.end == pos) {
+        owned.back().range.end = next;
+      } else {
+        owned.push_back({unit, {pos, next}});
+      }
+      pos = next;
+    }
+    a = b;
+  }
+  // Grouped by unit, each unit's ranges in file order.
+  std::vector<uint64_t> count(units_.size() + 1, 0);
+  for (const Owned& o : owned) ++count[o.unit + 1];
+  for (size_t i = 0; i < units_.size(); ++i) {
+    count[i + 1] += count[i];
+    units_[i].release_begin = count[i];
+    units_[i].release_end = count[i + 1];
+  }
+  releases_.resize(owned.size());
+  for (const Owned& o : owned) releases_[count[o.unit]++] = o.range;
+}
+
+std::vector<size_t> ReadSchedule::param_order(size_t count) const {
+  std::vector<size_t> order;
+  order.reserve(count);
+  std::vector<bool> seen(count, false);
+  auto see = [&](uint32_t p) {
+    if (p < count && !seen[p]) seen[p] = true, order.push_back(p);
+  };
+  for (const ReadUnit& u : units_) {
+    if (u.kind == ReadUnit::Kind::kCopy) see(u.param);
+    if (u.kind == ReadUnit::Kind::kRead) {
+      for (const UnitSlice& s : slices(u)) see(s.param);
+    }
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (!seen[i]) order.push_back(i);
+  }
+  return order;
+}
+
+}  // namespace wmap
