@@ -1,6 +1,7 @@
 #include "wmap/loader/loader.h"
 
 #include <chrono>
+#include <set>
 
 #include "wmap/util/error.h"
 #include "wmap/util/install_paths.h"
@@ -115,11 +116,12 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
   } else {
     out->plugin = plugins_.find_by_architecture(out->architecture);
     if (!out->plugin) {
+      // Plugins and mapping files may claim the same architecture: list each once, sorted.
+      std::set<std::string> architectures;
+      for (const auto* p : plugins_.plugins()) architectures.insert(p->architectures.begin(), p->architectures.end());
+      for (const auto& a : mappings_.architectures()) architectures.insert(a);
       std::string known;
-      for (const auto* p : plugins_.plugins()) {
-        for (const auto& a : p->architectures) known += (known.empty() ? "" : ", ") + a;
-      }
-      for (const auto& a : mappings_.architectures()) known += (known.empty() ? "" : ", ") + a;
+      for (const auto& a : architectures) known += (known.empty() ? "" : ", ") + a;
       std::string msg = config_path.string() + ": architecture '" + out->architecture +
                         "' is served by no plugin and no mapping file (known: " + (known.empty() ? "none" : known) + ")";
       for (const auto& r : plugins_.refused()) msg += "; refused plugin " + r;
