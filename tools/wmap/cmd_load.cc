@@ -27,18 +27,6 @@ struct LoadOptions {
   bool tp_rank_given = false;
 };
 
-// An I/O error while reading tensor data or writing --dump is a load failure (exit 1), not
-// unusable input (exit 2, which an unreadable header or config still is).
-template <typename Fn>
-auto as_load_failure(Fn&& fn) -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (const Error& e) {
-    if (e.code() == ErrorCode::kIo || e.code() == ErrorCode::kNotFound) throw Error(ErrorCode::kValidation, e.what());
-    throw;
-  }
-}
-
 std::string replace_rank(std::string s, uint32_t rank) {
   for (size_t at; (at = s.find("{rank}")) != std::string::npos;) s.replace(at, 6, std::to_string(rank));
   return s;
@@ -86,12 +74,12 @@ int run_load(const LoadOptions& o) {
   Progress bar("load", prepared->plan->bytes_to_load(), true, Progress::kBytes);
   exec.progress = [&bar](uint64_t done, uint64_t) { bar.update(done); };
   ranks.before_load(*prepared, exec);
-  LoadedModel model = ranks.phase("load", [&] { return as_load_failure([&] { return session->load(*prepared, *device, exec); }); });
+  LoadedModel model = ranks.phase("load", [&] { return run_as_load_failure([&] { return session->load(*prepared, *device, exec); }); });
   bar.finish();
   ranks.after_load(model.stats);
   if (!o.dump.empty()) {
     ranks.phase("dump", [&] {
-      return as_load_failure([&] { return dump_safetensors(model, *device, replace_rank(o.dump, lo.layout.tp_rank)); });
+      return run_as_load_failure([&] { return dump_safetensors(model, *device, replace_rank(o.dump, lo.layout.tp_rank)); });
     });
   }
   const auto& s = model.stats;

@@ -46,6 +46,11 @@ void register_builtin_transforms(PluginHost& host) {
   host.add_builtin_transform("invert_scale_strict", invert_scale_strict);
 }
 
+std::optional<Error> as_load_failure(const Error& e) {
+  if (e.code() == ErrorCode::kIo || e.code() == ErrorCode::kNotFound) return Error(ErrorCode::kValidation, e.what());
+  return std::nullopt;
+}
+
 LoaderSession::LoaderSession(const LoaderOptions& options) : options_(options) {
   if (!options_.checkpoint && !options_.catalog_file) {
     throw Error(ErrorCode::kInvalidArgument, "give a checkpoint directory or --catalog FILE");

@@ -19,6 +19,7 @@
 #include "wmap/spec/model_config.h"
 #include "wmap/plugin/plugin_host.h"
 #include "wmap/mapping/rename_table.h"
+#include "wmap/util/error.h"
 
 namespace wmap {
 
@@ -68,5 +69,22 @@ class LoaderSession {
 
 // The core's generic in-place transforms (scale inversion), registered on every session.
 void register_builtin_transforms(PluginHost& host);
+
+// An I/O error (kIo, kNotFound) while reading tensor data or writing a dump is a load failure
+// (kValidation: exit 1), not unusable input (exit 2, which an unreadable header or config still
+// is). as_load_failure(e) is that kValidation error with the same message; nullopt for any other
+// error, which run_as_load_failure() rethrows as it is.
+// The CLI's `wmap load` and the Python module's load() run the load (and dump) through
+// run_as_load_failure() so both report the same code.
+std::optional<Error> as_load_failure(const Error& e);
+template <class Fn>
+auto run_as_load_failure(Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const Error& e) {
+    if (auto failure = as_load_failure(e)) throw *failure;
+    throw;
+  }
+}
 
 }  // namespace wmap
