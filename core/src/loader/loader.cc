@@ -70,14 +70,14 @@ LoaderSession::LoaderSession(const LoaderOptions& options) : options_(options) {
     std::error_code ec;
     if (std::filesystem::is_directory(f, ec)) existing.push_back(f);
   }
-  mappings_ = MappingRegistry::load(existing);
+  mappings_ = MappingRegistry::load(existing, file_system());
 }
 
 std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
   auto out = std::make_unique<PreparedLoad>();
   auto t0 = std::chrono::steady_clock::now();
   if (options_.catalog_file) {
-    out->catalog = Catalog::load_json_file(*options_.catalog_file);
+    out->catalog = Catalog::load_json_file(*options_.catalog_file, file_system());
     if (options_.checkpoint) {
       // The weights are here: refuse shards that changed since the catalog was saved.
       const auto dir = std::filesystem::is_directory(*options_.checkpoint) ? *options_.checkpoint
@@ -91,10 +91,11 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
       out->catalog.set_root(dir);
     }
   } else {
-    ShardSet set = discover_shards(*options_.checkpoint, {.prefer_consolidated = options_.prefer_consolidated});
+    ShardSet set = discover_shards(*options_.checkpoint, {.prefer_consolidated = options_.prefer_consolidated, .fs = &file_system()});
     for (const auto& w : set.warnings) log().warn("{}", w);
     Progress progress("catalog", set.files.size(), options_.progress, " shards");
     CatalogBuildOptions build;
+    build.fs = &file_system();
     build.progress = [&](size_t done, size_t) { progress.update(done); };
     out->catalog = Catalog::build(set, build);
   }
@@ -110,7 +111,7 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
   } else {
     throw Error(ErrorCode::kInvalidArgument, "--catalog needs --config FILE (the checkpoint's config.json)");
   }
-  out->config = ModelConfig::load(config_path);
+  out->config = ModelConfig::load(config_path, file_system());
   out->architecture = out->config.architecture();
 
   // The mapping file names the plugin; without one, the plugin claiming the architecture.
@@ -154,6 +155,7 @@ LoadedModel LoaderSession::load(const PreparedLoad& prepared, Device& device, Ex
     exec.transforms = [this](std::string_view name) { return plugins_.find_transform(name); };
   }
   exec.allow_partial = options_.allow_partial;
+  if (!exec.fs) exec.fs = options_.fs;
   return execute_plan(plan, prepared.catalog, device, exec);
 }
 

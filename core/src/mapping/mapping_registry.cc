@@ -29,7 +29,7 @@ std::vector<std::filesystem::path> yaml_files_in(const std::filesystem::path& fo
 
 }  // namespace
 
-MappingRegistry MappingRegistry::load(const std::vector<std::filesystem::path>& folders) {
+MappingRegistry MappingRegistry::load(const std::vector<std::filesystem::path>& folders, const FileSystem& fs) {
   MappingRegistry reg;
   auto warn = [&](std::string message) {
     log().warn("{}", message);
@@ -59,7 +59,7 @@ MappingRegistry MappingRegistry::load(const std::vector<std::filesystem::path>& 
     reg.folders_.push_back(folder);
 
     for (const auto& path : yaml_files_in(folder)) {
-      reg.files_.push_back(std::make_unique<MappingFile>(load_mapping_file(path)));
+      reg.files_.push_back(std::make_unique<MappingFile>(load_mapping_file(path, fs)));
       const MappingFile* file = reg.files_.back().get();
       for (const auto& arch : file->architectures) {
         auto [it, inserted] = served.try_emplace(arch, Served{file, folder_index});

@@ -33,6 +33,10 @@ struct LoaderOptions {
   bool prefer_consolidated = false;
   bool allow_partial = false;  // load even when the plan reports problems
   bool progress = true;
+  // Every file the session reads (mapping files, a saved catalog, index.json, shard headers,
+  // config.json) and, unless ExecOptions::fs says otherwise, the tensor data. Must outlive the
+  // session. Default: FileSystem::posix().
+  const FileSystem* fs = nullptr;
 };
 
 // A plan with everything it points into.
@@ -62,6 +66,8 @@ class LoaderSession {
   LoadedModel load(const PreparedLoad& prepared, Device& device, ExecOptions exec) const;
 
  private:
+  const FileSystem& file_system() const { return options_.fs ? *options_.fs : FileSystem::posix(); }
+
   LoaderOptions options_;
   PluginHost plugins_;
   MappingRegistry mappings_;
