@@ -60,17 +60,9 @@ LoaderSession::LoaderSession(const LoaderOptions& options) : options_(options) {
   plugins_ = PluginHost::load(plugin_folders);
   register_builtin_transforms(plugins_);
   // Mapping files: --mappings, WMAP_MAPPINGS_PATH, then files beside the plugins, then the default.
-  auto mapping_folders = mapping_search_path(options_.mappings_dir, default_mapping_dir());
-  const auto default_mappings = mapping_folders.back();
-  mapping_folders.pop_back();
-  for (const auto& f : plugin_folders) mapping_folders.push_back(f);
-  mapping_folders.push_back(default_mappings);
-  std::vector<std::filesystem::path> existing;
-  for (const auto& f : mapping_folders) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(f, ec)) existing.push_back(f);
-  }
-  mappings_ = MappingRegistry::load(existing, file_system());
+  std::vector<std::filesystem::path> mapping_defaults = plugin_folders;
+  mapping_defaults.push_back(default_mapping_dir());
+  mappings_ = MappingRegistry::load(mapping_search_path(options_.mappings_dir, mapping_defaults), file_system());
 }
 
 std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {

@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "wmap/util/error.h"
+#include "wmap/util/install_paths.h"
 #include "wmap/util/log.h"
 
 namespace wmap {
@@ -105,27 +106,14 @@ std::vector<std::string> MappingRegistry::architectures() const {
 }
 
 std::vector<std::filesystem::path> mapping_search_path(const std::optional<std::filesystem::path>& cli_dir,
+                                                       const std::vector<std::filesystem::path>& defaults) {
+  return search_path(cli_dir ? std::vector<std::filesystem::path>{*cli_dir} : std::vector<std::filesystem::path>{}, "--mappings",
+                     "WMAP_MAPPINGS_PATH", defaults);
+}
+
+std::vector<std::filesystem::path> mapping_search_path(const std::optional<std::filesystem::path>& cli_dir,
                                                        const std::filesystem::path& default_dir) {
-  std::vector<std::filesystem::path> out;
-  if (cli_dir) {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(*cli_dir, ec)) {
-      throw Error(ErrorCode::kNotFound, cli_dir->string() + ": --mappings folder does not exist or is not a directory");
-    }
-    out.push_back(*cli_dir);
-  }
-  if (const char* env = std::getenv("WMAP_MAPPINGS_PATH")) {
-    std::string_view rest(env);
-    while (true) {
-      const size_t colon = rest.find(':');
-      const std::string_view entry = rest.substr(0, colon);
-      if (!entry.empty()) out.emplace_back(std::string(entry));
-      if (colon == std::string_view::npos) break;
-      rest.remove_prefix(colon + 1);
-    }
-  }
-  out.push_back(default_dir);
-  return out;
+  return mapping_search_path(cli_dir, std::vector<std::filesystem::path>{default_dir});
 }
 
 }  // namespace wmap

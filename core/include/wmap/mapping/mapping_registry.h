@@ -47,9 +47,12 @@ class MappingRegistry {
   std::vector<std::string> warnings_;
 };
 
-// The mapping search path: `cli_dir` (--mappings DIR) when given, then each entry of the
-// colon-separated WMAP_MAPPINGS_PATH (read here, once; empty entries skipped), then `default_dir`.
-// Throws kNotFound when `cli_dir` is given but is not a directory.
+// The mapping search path, by search_path()'s rules (install_paths.h): `cli_dir` (--mappings DIR)
+// when given, then each entry of the colon-separated WMAP_MAPPINGS_PATH, then `defaults` (the
+// loader passes the plugin folders, then <prefix>/share/wmap/mappings). Folders that do not exist
+// are dropped, except `cli_dir`: one that is not a directory throws kNotFound.
+std::vector<std::filesystem::path> mapping_search_path(const std::optional<std::filesystem::path>& cli_dir,
+                                                       const std::vector<std::filesystem::path>& defaults);
 std::vector<std::filesystem::path> mapping_search_path(const std::optional<std::filesystem::path>& cli_dir,
                                                        const std::filesystem::path& default_dir);
 
