@@ -271,14 +271,18 @@ TEST(SynthErrors, UnknownFamilyExitsTwo) {
   const CommandResult r = run_wmap("synth gpt9 " + shell_quote((dir / "out").string()));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(lines(r.err), 1u) << r.err;
-  EXPECT_NE(r.err.find("gpt9"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("FAMILY: gpt9 not in {llama,mistral,qwen2,qwen3,qwen3_moe,mixtral,deepseek_v3}"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir / "out" / "model.safetensors.index.json"));
 }
 
 TEST(SynthErrors, BadOptionsExitTwo) {
   TempDir dir;
-  EXPECT_EQ(run_wmap("synth llama " + shell_quote((dir / "a").string()) + " --dtype I8").exit_code, 2);
-  EXPECT_EQ(run_wmap("synth llama " + shell_quote((dir / "b").string()) + " --preset huge").exit_code, 2);
+  CommandResult r = run_wmap("synth llama " + shell_quote((dir / "a").string()) + " --dtype I8");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--dtype: I8 not in {BF16,F16,F32}"), std::string::npos) << r.err;
+  r = run_wmap("synth llama " + shell_quote((dir / "b").string()) + " --preset huge");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--preset: huge not in {tiny,small,1g,4g}"), std::string::npos) << r.err;
   EXPECT_EQ(run_wmap("synth llama").exit_code, 2);
 }
 

@@ -44,32 +44,16 @@ int run_load(const LoadOptions& o) {
   auto prepared = ranks.phase("catalog/plan", [&] { return session->prepare(); });
   report_plan(*prepared, true);
   ExecOptions exec;
-  if (o.io == "auto") {
-    exec.io = IoMode::kAuto;
-  } else if (o.io == "mmap") {
-    exec.io = IoMode::kMmap;
-  } else if (o.io == "pread") {
-    exec.io = IoMode::kPread;
-  } else {
-    throw Error(ErrorCode::kInvalidArgument, "--io '" + o.io + "': expected auto, mmap or pread");
-  }
-  if (o.prefetch == "auto") {
-    exec.prefetch = ExecOptions::Prefetch::kAuto;
-  } else if (o.prefetch == "on") {
-    exec.prefetch = ExecOptions::Prefetch::kOn;
-  } else if (o.prefetch == "off") {
-    exec.prefetch = ExecOptions::Prefetch::kOff;
-  } else {
-    throw Error(ErrorCode::kInvalidArgument, "--prefetch '" + o.prefetch + "': expected auto, on or off");
-  }
+  // The values were checked when parsing (CLI::IsMember on each option below).
+  exec.io = o.io == "mmap" ? IoMode::kMmap : o.io == "pread" ? IoMode::kPread : IoMode::kAuto;
+  exec.prefetch = o.prefetch == "on"    ? ExecOptions::Prefetch::kOn
+                  : o.prefetch == "off" ? ExecOptions::Prefetch::kOff
+                                        : ExecOptions::Prefetch::kAuto;
   // Flags override the environment; both are validated even when a flag wins.
   const unsigned env_read = worker_count_from_env("WMAP_READ_WORKERS");
   const unsigned env_load = worker_count_from_env("WMAP_LOAD_WORKERS");
   exec.read_workers = o.read_workers ? o.read_workers : env_read;
   exec.workers = o.workers ? o.workers : env_load;
-  if (o.prefault != "on" && o.prefault != "off") {
-    throw Error(ErrorCode::kInvalidArgument, "--prefault '" + o.prefault + "': expected on or off");
-  }
   exec.prefault = o.prefault == "on";
   Progress bar("load", prepared->plan->bytes_to_load(), true, Progress::kBytes);
   exec.progress = [&bar](uint64_t done, uint64_t) { bar.update(done); };
@@ -128,19 +112,24 @@ Runner add_load(CLI::App& app) {
   add_common_load_options(*sub, o->common);
   sub->add_option("--device", o->device, "host, cuda:N, or cuda (under mpirun: the GPU at the rank's node-local index)")->capture_default_str();
   sub->add_option("--dump", o->dump, "Write every loaded parameter to this .safetensors file ({rank} is replaced)");
-  sub->add_option("--io", o->io, "auto, mmap or pread (auto: chosen per checkpoint, reported)")->capture_default_str();
+  sub->add_option("--io", o->io, "auto, mmap or pread (auto: chosen per checkpoint, reported)")
+      ->check(CLI::IsMember({"auto", "mmap", "pread"}))
+      ->capture_default_str();
   sub->add_option("--read-workers", o->read_workers, "Byte ranges read at once (else WMAP_READ_WORKERS, else from the core count)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--load-workers", o->workers, "Pieces copied/transformed at once (else WMAP_LOAD_WORKERS, else from the core count)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--prefault", o->prefault, "on: fault parameter pages in before the read (measured faster); off: the copy faults them")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   sub->add_option("--prefetch", o->prefetch, "auto, on or off (auto: when the bytes fit in 90% of available memory)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   sub->add_flag("--allow-partial", o->allow_partial, "Load what the plan can, even when it reports problems (exit 1)");
   sub->add_option("--io-policy", o->io_policy,
                   "Under mpirun: native (each rank reads its bytes), rank-striped (a node's ranks warm the page cache in "
                   "stripes) or exchange (each byte read once, sent over MPI)")
+      ->check(CLI::IsMember({"native", "rank-striped", "exchange"}))
       ->capture_default_str();
   return [o, sub] {
     o->tp_rank_given = sub->get_option("--tp-rank")->count() > 0;

@@ -41,6 +41,8 @@ const Family& family_of(const std::string& name) {
                                                "' (known: llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v3)");
 }
 
+constexpr const char* kPresets[] = {"tiny", "small", "1g", "4g"};
+
 uint64_t fnv1a(std::string_view s, uint64_t seed) {
   uint64_t h = 1469598103934665603ull ^ seed;
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
@@ -164,6 +166,14 @@ void add_linear(std::vector<SynthTensor>& out, const SynthConfig& c, const std::
   out.push_back({name + ".weight_global_scale", {1}, DType::kF32, g});
   out.push_back({name + ".input_global_scale", {1}, DType::kF32, g * 0.5f});
 }
+
+std::vector<std::string> synth_family_names() {
+  std::vector<std::string> out;
+  for (const auto& f : kFamilies) out.emplace_back(f.name);
+  return out;
+}
+
+std::vector<std::string> synth_preset_names() { return {std::begin(kPresets), std::end(kPresets)}; }
 
 std::vector<SynthTensor> synth_tensors(const SynthConfig& c) {
   const Family& f = family_of(c.family);

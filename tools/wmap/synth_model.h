@@ -42,6 +42,9 @@ struct SynthTensor {
   std::optional<float> value;  // F32 tensors filled with this value instead of random bits
 };
 
+// The family and preset names `wmap synth` takes (the CLI validates FAMILY and --preset with them).
+std::vector<std::string> synth_family_names();
+std::vector<std::string> synth_preset_names();
 // Applies a named size preset (tiny, small, 1g, 4g) to `cfg`; throws on an unknown name.
 void apply_synth_preset(const std::string& preset, SynthConfig& cfg);
 std::vector<SynthTensor> synth_tensors(const SynthConfig& cfg);
