@@ -7,7 +7,6 @@
 #include "loader_options.h"
 #include "rank_context.h"
 #include "wmap/util/error.h"
-#include "wmap/util/json_text.h"
 #include "wmap/util/progress.h"
 
 namespace wmap::cli {
@@ -71,20 +70,30 @@ int run_load(const LoadOptions& o) {
   const uint64_t rss = peak_rss_bytes();
   auto req = [](unsigned n) { return n ? std::to_string(n) : std::string("default"); };
   if (o.common.json) {
-    std::printf("{\"params\":%zu,\"bytes_loaded\":%llu,\"bytes_read\":%llu,\"bytes_needed\":%llu,\"reads\":%llu,"
-                "\"seconds\":%.6f,\"gbps\":%.3f,\"peak_rss\":%llu,\"io_path\":%s,\"io_requested\":%s,\"io_reason\":%s,"
-                "\"workers\":%u,\"load_workers\":{\"requested\":%u,\"effective\":%u},"
-                "\"read_workers\":{\"requested\":%u,\"effective\":%u},\"prefetch\":%s,\"prefault\":%s,"
-                "\"phases\":{\"catalog\":%.6f,\"plan\":%.6f,\"load\":%.6f,\"read\":%.6f,\"transform\":%.6f,\"copy\":%.6f},"
-                "\"device\":%s,\"catalog_seconds\":%.6f,\"plan_seconds\":%.6f,\"plan_id\":\"%s\"%s}\n",
-                model.params.size(), static_cast<unsigned long long>(s.bytes_loaded), static_cast<unsigned long long>(s.bytes_read),
-                static_cast<unsigned long long>(s.bytes_needed), static_cast<unsigned long long>(s.reads), s.seconds, gbps,
-                static_cast<unsigned long long>(rss), json_string(s.io_path).c_str(), json_string(s.io_requested).c_str(),
-                json_string(s.io_reason).c_str(), s.workers, s.load_workers_requested, s.workers, s.read_workers_requested,
-                s.read_workers, s.prefetch ? "true" : "false", s.prefault ? "true" : "false", prepared->catalog_seconds,
-                prepared->plan_seconds, s.seconds, s.read_seconds, s.transform_seconds, s.copy_seconds,
-                json_string(device->name()).c_str(), prepared->catalog_seconds, prepared->plan_seconds,
-                prepared->plan->plan_id().c_str(), ranks.json_fields(s).c_str());
+    nlohmann::ordered_json j;
+    j["params"] = model.params.size();
+    j["bytes_loaded"] = s.bytes_loaded;
+    j["bytes_read"] = s.bytes_read;
+    j["bytes_needed"] = s.bytes_needed;
+    j["reads"] = s.reads;
+    j["seconds"] = s.seconds;
+    j["gbps"] = gbps;
+    j["peak_rss"] = rss;
+    j["io_path"] = s.io_path;
+    j["io_requested"] = s.io_requested;
+    j["io_reason"] = s.io_reason;
+    j["load_workers"] = {{"requested", s.load_workers_requested}, {"effective", s.workers}};
+    j["read_workers"] = {{"requested", s.read_workers_requested}, {"effective", s.read_workers}};
+    j["prefetch"] = s.prefetch;
+    j["prefault"] = s.prefault;
+    j["phases"] = {{"catalog", prepared->catalog_seconds}, {"plan", prepared->plan_seconds}, {"load", s.seconds},
+                   {"read", s.read_seconds},           {"transform", s.transform_seconds}, {"copy", s.copy_seconds}};
+    j["device"] = device->name();
+    j["catalog_seconds"] = prepared->catalog_seconds;
+    j["plan_seconds"] = prepared->plan_seconds;
+    j["plan_id"] = prepared->plan->plan_id();
+    ranks.add_json_fields(j, s);
+    print_json_line(j);
   } else {
     std::printf("loaded %zu parameters (%.1f MiB) for %s on %s in %.3fs: %.2f GB/s, peak RSS %.1f MiB\n",
                 model.params.size(), static_cast<double>(s.bytes_loaded) / (1 << 20), lo.layout.to_string().c_str(),
