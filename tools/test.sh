@@ -12,6 +12,7 @@
 # folder with no `shared` folder beside the tree: the suite must need nothing but the committed
 # tree (test data lives in tests/data), and no tracked file but the docs may name the parent's
 # shared folder. WMAP_KEEP_TEST_TREE=1 keeps the temp folder.
+# Warnings are errors in the main, GPT-2 and fuzz builds (-DWMAP_WERROR=ON, -Werror).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ -z "${WMAP_TEST_EXPORTED:-}" ]] && ! git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
@@ -44,7 +45,7 @@ skipped() { [[ "$SKIP" == *" $1 "* ]]; }
 
 stage "build and ctest"
 rm -rf "$BUILD"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWMAP_WERROR=ON
 cmake --build "$BUILD" -j "$JOBS"
 (cd "$BUILD" && ctest --output-on-failure -j "$JOBS")
 
@@ -53,10 +54,10 @@ if ! skipped gpt2; then
   PREFIX=$PWD/$BUILD-prefix
   rm -rf "$PREFIX" "$BUILD-gpt2"
   cmake --install "$BUILD" --prefix "$PREFIX" >/dev/null
-  cmake -S examples/gpt2_plugin -B "$BUILD-gpt2" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  cmake -S examples/gpt2_plugin -B "$BUILD-gpt2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS=-Werror \
     -DCMAKE_PREFIX_PATH="$PREFIX" -DWMAP_REFERENCE_PY="$PWD/tests/python/reference.py"
   cmake --build "$BUILD-gpt2" -j "$JOBS"
-  ctest --test-dir "$BUILD-gpt2" --output-on-failure
+  ctest --test-dir "$BUILD-gpt2" --output-on-failure --no-tests=error
 fi
 
 if ! skipped asan; then
@@ -75,7 +76,7 @@ if ! skipped fuzz; then
   FUZZ_BUILD="$BUILD-fuzz"
   rm -rf "$FUZZ_BUILD"
   CC=clang CXX=clang++ cmake -S . -B "$FUZZ_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DWMAP_BUILD_FUZZERS=ON -DWMAP_BUILD_TESTS=OFF -DWMAP_BUILD_PYTHON=OFF >/dev/null
+    -DWMAP_BUILD_FUZZERS=ON -DWMAP_BUILD_TESTS=OFF -DWMAP_BUILD_PYTHON=OFF -DWMAP_WERROR=ON >/dev/null
   cmake --build "$FUZZ_BUILD" -j "$JOBS" --target wmap_fuzzers wmap_cli
   fuzz/run_fuzzers.sh "$FUZZ_BUILD" "${WMAP_FUZZ_SECONDS:-20}"
 fi

@@ -247,7 +247,9 @@ TEST_P(SynthTest, ProducesAValidCheckpoint) {
     }
     EXPECT_EQ(cat.contains(p + "self_attn.q_norm.weight"), c.qk_norm);
     EXPECT_EQ(cat.contains(p + "self_attn.k_norm.weight"), c.qk_norm);
-    if (c.qk_norm) EXPECT_EQ(cat.require(p + "self_attn.q_norm.weight").shape, std::vector<uint64_t>{head_dim});
+    if (c.qk_norm) {
+      EXPECT_EQ(cat.require(p + "self_attn.q_norm.weight").shape, std::vector<uint64_t>{head_dim});
+    }
     EXPECT_EQ(cat.contains(p + "self_attn.q_proj.bias"), c.qkv_bias);
     EXPECT_EQ(cat.prefix("model.layers." + std::to_string(i)).size(), 9u + (c.qk_norm ? 2 : 0) + (c.qkv_bias ? 3 : 0));
   }

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "wmap/format/dtype.h"
@@ -36,6 +37,8 @@ struct SynthConfig {
 };
 
 struct SynthTensor {
+  SynthTensor(std::string n, std::vector<uint64_t> s, DType d, std::optional<float> v = std::nullopt)
+      : name(std::move(n)), shape(std::move(s)), dtype(d), value(v) {}
   std::string name;
   std::vector<uint64_t> shape;
   DType dtype;
