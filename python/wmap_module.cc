@@ -381,16 +381,8 @@ py::dict load(const std::filesystem::path& path, uint32_t tp_size, uint32_t tp_r
     exec.workers = wmap::worker_count_from_env("WMAP_LOAD_WORKERS");
     wmap::Progress bar("load", prepared->plan->bytes_to_load(), !quiet, wmap::Progress::kBytes);
     exec.progress = [&bar](uint64_t done, uint64_t) { bar.update(done); };
-    try {
-      model = state->session->load(*prepared, *state->device, exec);
-    } catch (const wmap::Error& e) {
-      // As `wmap load`: an I/O error while reading tensor data is a load failure (exit 1), not
-      // unusable input (exit 2, which an unreadable header or config still is).
-      if (e.code() == wmap::ErrorCode::kIo || e.code() == wmap::ErrorCode::kNotFound) {
-        throw wmap::Error(wmap::ErrorCode::kValidation, e.what());
-      }
-      throw;
-    }
+    // As `wmap load`: an I/O error while reading tensor data is a load failure, not unusable input.
+    model = wmap::run_as_load_failure([&] { return state->session->load(*prepared, *state->device, exec); });
     state->device->synchronize();
     bar.finish();
   }

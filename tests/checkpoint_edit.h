@@ -12,9 +12,10 @@ namespace wmap::test {
 
 struct TensorEdit {
   bool drop = false;
-  std::optional<std::string> rename;
-  std::optional<std::vector<uint64_t>> reshape;  // must keep the element count
-  std::optional<std::string> bytes;              // new data (same size)
+  // Every field has a default, so designated initializers may name only what they change.
+  std::optional<std::string> rename = std::nullopt;
+  std::optional<std::vector<uint64_t>> reshape = std::nullopt;  // must keep the element count
+  std::optional<std::string> bytes = std::nullopt;              // new data (same size)
 };
 
 // Writes `dst` with every tensor of `src` passed through `edit`, one shard per source shard,

@@ -71,7 +71,7 @@ ParamSpec param(std::string name, std::vector<uint64_t> shape, std::vector<Piece
   return p;
 }
 
-ModuleSpec module(std::string name, std::vector<ParamSpec> params) { return {std::move(name), std::move(params)}; }
+ModuleSpec module(std::string name, std::vector<ParamSpec> params) { return {std::move(name), std::move(params), {}}; }
 
 ModelSpec build_gpt2(const ModelConfig& c, const Layout& l, const wmap::KeyProbe&) {
   const Gpt2Shape s = read_shape(c, l);

@@ -73,7 +73,7 @@ DeepseekShape read_shape(const ModelConfig& c, const Layout& l) {
   return s;
 }
 
-ModuleSpec module(std::string name, std::vector<ParamSpec> params) { return {std::move(name), std::move(params)}; }
+ModuleSpec module(std::string name, std::vector<ParamSpec> params) { return {std::move(name), std::move(params), {}}; }
 
 // A linear's parameters under `dst` (dst.weight, dst.weight_scale_inv).
 std::vector<ParamSpec> linear(const std::string& dst, std::vector<spec::LinearSlice> slices, const DeepseekShape& s) {

@@ -104,7 +104,7 @@ spec::LinearQuant quant_of(const LlamaShape& s, const wmap::KeyProbe& probe, con
   return spec::LinearQuant::none();
 }
 
-ModuleSpec module(std::string name, std::vector<ParamSpec> params) { return {std::move(name), std::move(params)}; }
+ModuleSpec module(std::string name, std::vector<ParamSpec> params) { return {std::move(name), std::move(params), {}}; }
 
 ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProbe& probe) {
   const LlamaShape s = read_shape(c, l);

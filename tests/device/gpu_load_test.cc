@@ -143,7 +143,9 @@ void expect_round_trip(Device& device, const std::vector<uint64_t>& sizes) {
     std::vector<std::byte> back(n);
     device.copy_to_host(*buffers[k], back);
     EXPECT_EQ(buffers[k]->host_data(), nullptr);
-    if (n > 0) EXPECT_NE(buffers[k]->device_data(), nullptr);
+    if (n > 0) {
+      EXPECT_NE(buffers[k]->device_data(), nullptr);
+    }
     for (uint64_t i = 0; i < n; i += 4093) {
       ASSERT_EQ(back[i], static_cast<std::byte>((i / 4093 + n) & 0xff)) << "buffer " << k << " byte " << i;
     }

@@ -179,8 +179,12 @@ TEST(StagingRing, ConcurrentFillsAndChunksStayBoundedAndDisjoint) {
     std::lock_guard<std::mutex> lock(m);
     const auto at = reinterpret_cast<uintptr_t>(l.data);
     auto next = live.lower_bound(at);
-    if (next != live.end()) EXPECT_GE(next->first, at + l.size);
-    if (next != live.begin()) EXPECT_LE(std::prev(next)->first + std::prev(next)->second, at);
+    if (next != live.end()) {
+      EXPECT_GE(next->first, at + l.size);
+    }
+    if (next != live.begin()) {
+      EXPECT_LE(std::prev(next)->first + std::prev(next)->second, at);
+    }
     live[at] = l.size;
   };
   auto unclaim = [&](const StagingRing::Lease& l) {

@@ -312,7 +312,9 @@ TEST_F(HeaderTest, ZeroSizeTensors) {
                        9);
   ASSERT_EQ(h.tensors.size(), 6u);
   for (const auto& t : h.tensors) {
-    if (t.name[0] == 'z') EXPECT_EQ(t.begin, t.end) << t.name;
+    if (t.name[0] == 'z') {
+      EXPECT_EQ(t.begin, t.end) << t.name;
+    }
   }
 }
 

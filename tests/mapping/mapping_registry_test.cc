@@ -138,23 +138,31 @@ TEST(MappingRegistryTest, ShippedMappings) {
 }
 
 TEST(MappingRegistryTest, SearchPathOrder) {
-  test::TempDir cli;
+  // search_path()'s rules: --mappings, WMAP_MAPPINGS_PATH (empty entries skipped), the defaults;
+  // folders that do not exist dropped, a folder reached twice kept at its first place.
+  test::TempDir cli, one, two, def;
   {
-    ScopedEnv env("WMAP_MAPPINGS_PATH", "/env/one::/env/two:");
-    const auto path = mapping_search_path(cli.path(), "/default");
-    EXPECT_EQ(path, (std::vector<std::filesystem::path>{cli.path(), "/env/one", "/env/two", "/default"}));
-    EXPECT_EQ(mapping_search_path(std::nullopt, "/default"),
-              (std::vector<std::filesystem::path>{"/env/one", "/env/two", "/default"}));
+    const std::string list = one.path().string() + "::/no/such/folder:" + two.path().string() + ":";
+    ScopedEnv env("WMAP_MAPPINGS_PATH", list.c_str());
+    const auto path = mapping_search_path(cli.path(), def.path());
+    EXPECT_EQ(path, (std::vector<std::filesystem::path>{cli.path(), one.path(), two.path(), def.path()}));
+    EXPECT_EQ(mapping_search_path(std::nullopt, def.path()),
+              (std::vector<std::filesystem::path>{one.path(), two.path(), def.path()}));
+    // The loader's defaults: the plugin folders, then the share folder; duplicates kept once.
+    EXPECT_EQ(mapping_search_path(two.path(), std::vector<std::filesystem::path>{one.path(), def.path(), one.path()}),
+              (std::vector<std::filesystem::path>{two.path(), one.path(), def.path()}));
   }
   {
     ScopedEnv env("WMAP_MAPPINGS_PATH", nullptr);
-    EXPECT_EQ(mapping_search_path(std::nullopt, "/default"), std::vector<std::filesystem::path>{"/default"});
+    EXPECT_EQ(mapping_search_path(std::nullopt, def.path()), std::vector<std::filesystem::path>{def.path()});
+    EXPECT_EQ(mapping_search_path(std::nullopt, def / "missing"), std::vector<std::filesystem::path>{});
     try {
-      mapping_search_path(cli / "missing", "/default");
+      mapping_search_path(cli / "missing", def.path());
       FAIL() << "no error";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::kNotFound);
       EXPECT_TRUE(contains(e.what(), (cli / "missing").string()));
+      EXPECT_TRUE(contains(e.what(), "--mappings"));
     }
   }
 }

@@ -3,6 +3,9 @@
 // architecture that needs no rebuild.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <sstream>
+
 #include "checkpoint_edit.h"
 #include "test_util.h"
 
@@ -142,6 +145,31 @@ TEST_F(PlanValidation, LoadWithCatalogRefusesAChangedShard) {
   r = run_wmap("load " + shell_quote(ckpt_.string()) + " --catalog " + shell_quote(catalog.string()));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("model-00002-of-00002.safetensors: changed since the catalog was saved"), std::string::npos) << r.err;
+}
+
+// An architecture nobody serves: the error lists every known architecture once, sorted, though
+// the llama plugin and llama.yaml both claim LlamaForCausalLM.
+TEST_F(PlanValidation, UnknownArchitectureListsKnownOnesOnceSorted) {
+  const auto dir = dir_ / "unknown_arch";
+  std::filesystem::copy(ckpt_, dir, std::filesystem::copy_options::recursive);
+  std::string config = read_file(dir / "config.json");
+  const size_t at = config.find("LlamaForCausalLM");
+  ASSERT_NE(at, std::string::npos) << config;
+  config.replace(at, std::string("LlamaForCausalLM").size(), "NobodyForCausalLM");
+  write_file(dir / "config.json", config);
+  auto r = run_wmap("plan " + shell_quote(dir.string()));
+  EXPECT_NE(r.exit_code, 0);
+  const size_t open = r.err.find("(known: ");
+  ASSERT_NE(open, std::string::npos) << r.err;
+  const size_t close = r.err.find(')', open);
+  ASSERT_NE(close, std::string::npos) << r.err;
+  std::vector<std::string> known;
+  std::stringstream list(r.err.substr(open + 8, close - open - 8));
+  for (std::string a; std::getline(list, a, ',');) known.push_back(a.substr(a.find_first_not_of(' ')));
+  EXPECT_TRUE(std::is_sorted(known.begin(), known.end())) << r.err;
+  EXPECT_EQ(std::adjacent_find(known.begin(), known.end()), known.end()) << "listed twice: " << r.err;
+  EXPECT_EQ(std::count(known.begin(), known.end(), "LlamaForCausalLM"), 1) << r.err;
+  EXPECT_EQ(std::count(known.begin(), known.end(), "DeepseekV3ForCausalLM"), 1) << r.err;
 }
 
 TEST_F(PlanValidation, YamlOnlyArchitectureLoadsWithoutRebuild) {

@@ -72,6 +72,11 @@ void FaultInjectionFs::clear() {
   one_in_ = 0;
 }
 
+std::string FaultInjectionFs::read_whole_file(const std::filesystem::path& path, size_t padding) const {
+  ++whole_reads_;
+  return FileSystem::read_whole_file(path, padding);
+}
+
 std::unique_ptr<RandomAccessFile> FaultInjectionFs::open(const std::filesystem::path& path, IoMode mode) const {
   ++opens_;
   const std::string p = path.string();

@@ -43,12 +43,16 @@ class FaultInjectionFs final : public FileSystem {
   void clear();
 
   std::unique_ptr<RandomAccessFile> open(const std::filesystem::path& path, IoMode mode) const override;
+  // Counted, then read through this file system's open() and read(), so every fault above
+  // reaches the core's whole-file reads (catalog, config.json, mapping files, index.json).
+  std::string read_whole_file(const std::filesystem::path& path, size_t padding = 0) const override;
 
   // What happened so far: calls seen and faults injected (tests assert a fault was really hit).
   uint64_t opens() const { return opens_; }
   uint64_t reads() const { return reads_; }
   uint64_t views() const { return views_; }  // view() and populate() calls: mapped-range accesses
   uint64_t faults() const { return faults_; }
+  uint64_t whole_file_reads() const { return whole_reads_; }
   // Paths of the files currently open through this file system.
   int open_files() const { return open_files_; }
 
@@ -69,7 +73,7 @@ class FaultInjectionFs final : public FileSystem {
   uint32_t one_in_ = 0;
   int one_in_err_ = EIO;
   mutable std::mt19937_64 rng_;
-  mutable std::atomic<uint64_t> opens_{0}, reads_{0}, views_{0}, faults_{0};
+  mutable std::atomic<uint64_t> opens_{0}, reads_{0}, views_{0}, faults_{0}, whole_reads_{0};
   mutable std::atomic<int> open_files_{0};
 };
 

@@ -247,7 +247,9 @@ TEST_P(SynthTest, ProducesAValidCheckpoint) {
     }
     EXPECT_EQ(cat.contains(p + "self_attn.q_norm.weight"), c.qk_norm);
     EXPECT_EQ(cat.contains(p + "self_attn.k_norm.weight"), c.qk_norm);
-    if (c.qk_norm) EXPECT_EQ(cat.require(p + "self_attn.q_norm.weight").shape, std::vector<uint64_t>{head_dim});
+    if (c.qk_norm) {
+      EXPECT_EQ(cat.require(p + "self_attn.q_norm.weight").shape, std::vector<uint64_t>{head_dim});
+    }
     EXPECT_EQ(cat.contains(p + "self_attn.q_proj.bias"), c.qkv_bias);
     EXPECT_EQ(cat.prefix("model.layers." + std::to_string(i)).size(), 9u + (c.qk_norm ? 2 : 0) + (c.qkv_bias ? 3 : 0));
   }
@@ -271,14 +273,18 @@ TEST(SynthErrors, UnknownFamilyExitsTwo) {
   const CommandResult r = run_wmap("synth gpt9 " + shell_quote((dir / "out").string()));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(lines(r.err), 1u) << r.err;
-  EXPECT_NE(r.err.find("gpt9"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("FAMILY: gpt9 not in {llama,mistral,qwen2,qwen3,qwen3_moe,mixtral,deepseek_v3}"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir / "out" / "model.safetensors.index.json"));
 }
 
 TEST(SynthErrors, BadOptionsExitTwo) {
   TempDir dir;
-  EXPECT_EQ(run_wmap("synth llama " + shell_quote((dir / "a").string()) + " --dtype I8").exit_code, 2);
-  EXPECT_EQ(run_wmap("synth llama " + shell_quote((dir / "b").string()) + " --preset huge").exit_code, 2);
+  CommandResult r = run_wmap("synth llama " + shell_quote((dir / "a").string()) + " --dtype I8");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--dtype: I8 not in {BF16,F16,F32}"), std::string::npos) << r.err;
+  r = run_wmap("synth llama " + shell_quote((dir / "b").string()) + " --preset huge");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--preset: huge not in {tiny,small,1g,4g}"), std::string::npos) << r.err;
   EXPECT_EQ(run_wmap("synth llama").exit_code, 2);
 }
 

@@ -7,7 +7,6 @@
 #include "loader_options.h"
 #include "rank_context.h"
 #include "wmap/util/error.h"
-#include "wmap/util/json_text.h"
 #include "wmap/util/progress.h"
 
 namespace wmap::cli {
@@ -27,18 +26,6 @@ struct LoadOptions {
   bool tp_rank_given = false;
 };
 
-// An I/O error while reading tensor data or writing --dump is a load failure (exit 1), not
-// unusable input (exit 2, which an unreadable header or config still is).
-template <typename Fn>
-auto as_load_failure(Fn&& fn) -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (const Error& e) {
-    if (e.code() == ErrorCode::kIo || e.code() == ErrorCode::kNotFound) throw Error(ErrorCode::kValidation, e.what());
-    throw;
-  }
-}
-
 std::string replace_rank(std::string s, uint32_t rank) {
   for (size_t at; (at = s.find("{rank}")) != std::string::npos;) s.replace(at, 6, std::to_string(rank));
   return s;
@@ -57,42 +44,26 @@ int run_load(const LoadOptions& o) {
   auto prepared = ranks.phase("catalog/plan", [&] { return session->prepare(); });
   report_plan(*prepared, true);
   ExecOptions exec;
-  if (o.io == "auto") {
-    exec.io = IoMode::kAuto;
-  } else if (o.io == "mmap") {
-    exec.io = IoMode::kMmap;
-  } else if (o.io == "pread") {
-    exec.io = IoMode::kPread;
-  } else {
-    throw Error(ErrorCode::kInvalidArgument, "--io '" + o.io + "': expected auto, mmap or pread");
-  }
-  if (o.prefetch == "auto") {
-    exec.prefetch = ExecOptions::Prefetch::kAuto;
-  } else if (o.prefetch == "on") {
-    exec.prefetch = ExecOptions::Prefetch::kOn;
-  } else if (o.prefetch == "off") {
-    exec.prefetch = ExecOptions::Prefetch::kOff;
-  } else {
-    throw Error(ErrorCode::kInvalidArgument, "--prefetch '" + o.prefetch + "': expected auto, on or off");
-  }
+  // The values were checked when parsing (CLI::IsMember on each option below).
+  exec.io = o.io == "mmap" ? IoMode::kMmap : o.io == "pread" ? IoMode::kPread : IoMode::kAuto;
+  exec.prefetch = o.prefetch == "on"    ? ExecOptions::Prefetch::kOn
+                  : o.prefetch == "off" ? ExecOptions::Prefetch::kOff
+                                        : ExecOptions::Prefetch::kAuto;
   // Flags override the environment; both are validated even when a flag wins.
   const unsigned env_read = worker_count_from_env("WMAP_READ_WORKERS");
   const unsigned env_load = worker_count_from_env("WMAP_LOAD_WORKERS");
   exec.read_workers = o.read_workers ? o.read_workers : env_read;
   exec.workers = o.workers ? o.workers : env_load;
-  if (o.prefault != "on" && o.prefault != "off") {
-    throw Error(ErrorCode::kInvalidArgument, "--prefault '" + o.prefault + "': expected on or off");
-  }
   exec.prefault = o.prefault == "on";
   Progress bar("load", prepared->plan->bytes_to_load(), true, Progress::kBytes);
   exec.progress = [&bar](uint64_t done, uint64_t) { bar.update(done); };
   ranks.before_load(*prepared, exec);
-  LoadedModel model = ranks.phase("load", [&] { return as_load_failure([&] { return session->load(*prepared, *device, exec); }); });
+  LoadedModel model = ranks.phase("load", [&] { return run_as_load_failure([&] { return session->load(*prepared, *device, exec); }); });
   bar.finish();
   ranks.after_load(model.stats);
   if (!o.dump.empty()) {
     ranks.phase("dump", [&] {
-      return as_load_failure([&] { return dump_safetensors(model, *device, replace_rank(o.dump, lo.layout.tp_rank)); });
+      return run_as_load_failure([&] { return dump_safetensors(model, *device, replace_rank(o.dump, lo.layout.tp_rank)); });
     });
   }
   const auto& s = model.stats;
@@ -100,20 +71,30 @@ int run_load(const LoadOptions& o) {
   const uint64_t rss = peak_rss_bytes();
   auto req = [](unsigned n) { return n ? std::to_string(n) : std::string("default"); };
   if (o.common.json) {
-    std::printf("{\"params\":%zu,\"bytes_loaded\":%llu,\"bytes_read\":%llu,\"bytes_needed\":%llu,\"reads\":%llu,"
-                "\"seconds\":%.6f,\"gbps\":%.3f,\"peak_rss\":%llu,\"io_path\":%s,\"io_requested\":%s,\"io_reason\":%s,"
-                "\"workers\":%u,\"load_workers\":{\"requested\":%u,\"effective\":%u},"
-                "\"read_workers\":{\"requested\":%u,\"effective\":%u},\"prefetch\":%s,\"prefault\":%s,"
-                "\"phases\":{\"catalog\":%.6f,\"plan\":%.6f,\"load\":%.6f,\"read\":%.6f,\"transform\":%.6f,\"copy\":%.6f},"
-                "\"device\":%s,\"catalog_seconds\":%.6f,\"plan_seconds\":%.6f,\"plan_id\":\"%s\"%s}\n",
-                model.params.size(), static_cast<unsigned long long>(s.bytes_loaded), static_cast<unsigned long long>(s.bytes_read),
-                static_cast<unsigned long long>(s.bytes_needed), static_cast<unsigned long long>(s.reads), s.seconds, gbps,
-                static_cast<unsigned long long>(rss), json_string(s.io_path).c_str(), json_string(s.io_requested).c_str(),
-                json_string(s.io_reason).c_str(), s.workers, s.load_workers_requested, s.workers, s.read_workers_requested,
-                s.read_workers, s.prefetch ? "true" : "false", s.prefault ? "true" : "false", prepared->catalog_seconds,
-                prepared->plan_seconds, s.seconds, s.read_seconds, s.transform_seconds, s.copy_seconds,
-                json_string(device->name()).c_str(), prepared->catalog_seconds, prepared->plan_seconds,
-                prepared->plan->plan_id().c_str(), ranks.json_fields(s).c_str());
+    nlohmann::ordered_json j;
+    j["params"] = model.params.size();
+    j["bytes_loaded"] = s.bytes_loaded;
+    j["bytes_read"] = s.bytes_read;
+    j["bytes_needed"] = s.bytes_needed;
+    j["reads"] = s.reads;
+    j["seconds"] = s.seconds;
+    j["gbps"] = gbps;
+    j["peak_rss"] = rss;
+    j["io_path"] = s.io_path;
+    j["io_requested"] = s.io_requested;
+    j["io_reason"] = s.io_reason;
+    j["load_workers"] = {{"requested", s.load_workers_requested}, {"effective", s.workers}};
+    j["read_workers"] = {{"requested", s.read_workers_requested}, {"effective", s.read_workers}};
+    j["prefetch"] = s.prefetch;
+    j["prefault"] = s.prefault;
+    j["phases"] = {{"catalog", prepared->catalog_seconds}, {"plan", prepared->plan_seconds}, {"load", s.seconds},
+                   {"read", s.read_seconds},           {"transform", s.transform_seconds}, {"copy", s.copy_seconds}};
+    j["device"] = device->name();
+    j["catalog_seconds"] = prepared->catalog_seconds;
+    j["plan_seconds"] = prepared->plan_seconds;
+    j["plan_id"] = prepared->plan->plan_id();
+    ranks.add_json_fields(j, s);
+    print_json_line(j);
   } else {
     std::printf("loaded %zu parameters (%.1f MiB) for %s on %s in %.3fs: %.2f GB/s, peak RSS %.1f MiB\n",
                 model.params.size(), static_cast<double>(s.bytes_loaded) / (1 << 20), lo.layout.to_string().c_str(),
@@ -141,19 +122,24 @@ Runner add_load(CLI::App& app) {
   add_common_load_options(*sub, o->common);
   sub->add_option("--device", o->device, "host, cuda:N, or cuda (under mpirun: the GPU at the rank's node-local index)")->capture_default_str();
   sub->add_option("--dump", o->dump, "Write every loaded parameter to this .safetensors file ({rank} is replaced)");
-  sub->add_option("--io", o->io, "auto, mmap or pread (auto: chosen per checkpoint, reported)")->capture_default_str();
+  sub->add_option("--io", o->io, "auto, mmap or pread (auto: chosen per checkpoint, reported)")
+      ->check(CLI::IsMember({"auto", "mmap", "pread"}))
+      ->capture_default_str();
   sub->add_option("--read-workers", o->read_workers, "Byte ranges read at once (else WMAP_READ_WORKERS, else from the core count)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--load-workers", o->workers, "Pieces copied/transformed at once (else WMAP_LOAD_WORKERS, else from the core count)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--prefault", o->prefault, "on: fault parameter pages in before the read (measured faster); off: the copy faults them")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   sub->add_option("--prefetch", o->prefetch, "auto, on or off (auto: when the bytes fit in 90% of available memory)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   sub->add_flag("--allow-partial", o->allow_partial, "Load what the plan can, even when it reports problems (exit 1)");
   sub->add_option("--io-policy", o->io_policy,
                   "Under mpirun: native (each rank reads its bytes), rank-striped (a node's ranks warm the page cache in "
                   "stripes) or exchange (each byte read once, sent over MPI)")
+      ->check(CLI::IsMember({"native", "rank-striped", "exchange"}))
       ->capture_default_str();
   return [o, sub] {
     o->tp_rank_given = sub->get_option("--tp-rank")->count() > 0;

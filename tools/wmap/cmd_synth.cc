@@ -36,11 +36,7 @@ int run_synth(SynthOptions& o) {
     throw Error(ErrorCode::kInvalidArgument, "synth: --nvfp4 is for the llama family and qwen3_moe");
   }
   if (o.shards) c.shards = o.shards;
-  const auto dtype = parse_dtype(o.dtype);
-  if (!dtype || (*dtype != DType::kBF16 && *dtype != DType::kF16 && *dtype != DType::kF32)) {
-    throw Error(ErrorCode::kInvalidArgument, "synth: --dtype must be BF16, F16 or F32, not '" + o.dtype + "'");
-  }
-  c.dtype = *dtype;
+  c.dtype = *parse_dtype(o.dtype);  // one of BF16, F16, F32: checked when parsing
   const uint64_t bytes = write_synth_checkpoint(c, o.out, true);
   std::printf("wrote %s checkpoint to %s: %llu layers, %llu bytes of tensors in %u shard(s)\n", c.family.c_str(),
               o.out.c_str(), static_cast<unsigned long long>(c.layers), static_cast<unsigned long long>(bytes), c.shards);
@@ -52,10 +48,14 @@ int run_synth(SynthOptions& o) {
 Runner add_synth(CLI::App& app) {
   auto o = std::make_shared<SynthOptions>();
   auto* sub = app.add_subcommand("synth", "Write a synthetic checkpoint (real key names and config, random data)");
-  sub->add_option("FAMILY", o->cfg.family, "llama (GQA), mistral, qwen2 (q/k/v biases), qwen3 (q/k norms, tied embeddings), qwen3_moe, mixtral, deepseek_v3")->required();
+  sub->add_option("FAMILY", o->cfg.family, "llama (GQA), mistral, qwen2 (q/k/v biases), qwen3 (q/k norms, tied embeddings), qwen3_moe, mixtral, deepseek_v3")
+      ->check(CLI::IsMember(synth_family_names()))
+      ->required();
   sub->add_option("OUT_DIR", o->out, "Directory to write")->required();
-  sub->add_option("--preset,--size", o->preset, "tiny (~70 KB), small (~10 MB), 1g (~1 GB), 4g (~4 GB)")->capture_default_str();
-  sub->add_option("--dtype", o->dtype, "BF16, F16 or F32")->capture_default_str();
+  sub->add_option("--preset,--size", o->preset, "tiny (~70 KB), small (~10 MB), 1g (~1 GB), 4g (~4 GB)")
+      ->check(CLI::IsMember(synth_preset_names()))
+      ->capture_default_str();
+  sub->add_option("--dtype", o->dtype, "BF16, F16 or F32")->check(CLI::IsMember({"BF16", "F16", "F32"}))->capture_default_str();
   sub->add_option("--shards", o->shards, "Number of shard files");
   sub->add_option("--seed", o->cfg.seed, "Seed of the random data")->capture_default_str();
   sub->add_option("--hidden", o->hidden, "hidden_size");

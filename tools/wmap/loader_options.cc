@@ -45,6 +45,11 @@ void keep_until_exit(std::unique_ptr<PreparedLoad> prepared) {
   kept = std::move(prepared);
 }
 
+void print_json_line(const nlohmann::ordered_json& j) {
+  const std::string text = j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+  std::fwrite(text.data(), 1, text.size(), stdout);
+}
+
 namespace {
 // The number after `key` on its "key: value" line of a /proc/self file; 0 when absent.
 uint64_t proc_self_value(const char* file, const std::string& key) {

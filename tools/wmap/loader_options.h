@@ -2,6 +2,7 @@
 // CLI options shared by `wmap plan` and `wmap load`: the layout, plugin and mapping folders.
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <memory>
 #include <string>
@@ -27,6 +28,9 @@ void report_plan(const PreparedLoad& prepared, bool quiet_ok);
 // Hands a prepared load to a static owner: the CLI exits right after the command (main.cc skips
 // teardown), so a 92k-tensor catalog and plan are not freed piece by piece.
 void keep_until_exit(std::unique_ptr<PreparedLoad> prepared);
+// Prints `j` as one line of JSON on stdout (invalid UTF-8 in free text, such as file names, is
+// replaced rather than thrown on).
+void print_json_line(const nlohmann::ordered_json& j);
 // Peak resident set size of this process, in bytes (VmHWM).
 uint64_t peak_rss_bytes();
 // Bytes this process caused to be fetched from storage, page-cache hits excluded (/proc/self/io

@@ -5,7 +5,6 @@
 #include "commands.h"
 #include "loader_options.h"
 #include "wmap/device/device.h"
-#include "wmap/util/json_text.h"
 #include "wmap/mpi/io_policy.h"
 #include "wmap/mpi/launch_env.h"
 #ifdef WMAP_HAVE_MPI
@@ -147,22 +146,23 @@ void RankContext::after_load(const LoadStats& stats) {
   if (impl_->needed_bytes == 0) impl_->needed_bytes = stats.bytes_needed;
 }
 
-std::string RankContext::json_fields(const LoadStats& stats) const {
+void RankContext::add_json_fields(nlohmann::ordered_json& out, const LoadStats& stats) const {
   const Impl& m = *impl_;
   const double seconds = m.policy_seconds + stats.seconds;
   const double gbps = seconds > 0 ? static_cast<double>(stats.bytes_loaded) / seconds / 1e9 : 0;
-  // The reason is free text (file names, mtimes): appended as a string, not into a fixed buffer.
-  char head[160], tail[400];
-  std::snprintf(head, sizeof head, ",\"rank\":%u,\"world_size\":%u,\"io_policy_requested\":\"%s\",\"io_policy\":\"%s\",\"io_policy_reason\":",
-                m.rank, m.world_size, std::string(mpi::io_policy_name(m.requested)).c_str(), m.effective.c_str());
-  std::snprintf(tail, sizeof tail,
-                ",\"storage_bytes\":%llu,\"received_bytes\":%llu,\"sent_bytes\":%llu,\"needed_bytes\":%llu,\"union_bytes\":%llu,"
-                "\"os_read_bytes\":%llu,\"io_policy_seconds\":%.6f,\"end_to_end_gbps\":%.3f",
-                static_cast<unsigned long long>(m.storage_bytes), static_cast<unsigned long long>(m.received_bytes),
-                static_cast<unsigned long long>(m.sent_bytes), static_cast<unsigned long long>(m.needed_bytes),
-                static_cast<unsigned long long>(m.union_bytes), static_cast<unsigned long long>(os_storage_read_bytes()),
-                m.policy_seconds, gbps);
-  return head + json_string(m.reason) + tail;
+  out["rank"] = m.rank;
+  out["world_size"] = m.world_size;
+  out["io_policy_requested"] = std::string(mpi::io_policy_name(m.requested));
+  out["io_policy"] = m.effective;
+  out["io_policy_reason"] = m.reason;
+  out["storage_bytes"] = m.storage_bytes;
+  out["received_bytes"] = m.received_bytes;
+  out["sent_bytes"] = m.sent_bytes;
+  out["needed_bytes"] = m.needed_bytes;
+  out["union_bytes"] = m.union_bytes;
+  out["os_read_bytes"] = os_storage_read_bytes();
+  out["io_policy_seconds"] = m.policy_seconds;
+  out["end_to_end_gbps"] = gbps;
 }
 
 void RankContext::print_summary(const LoadStats& stats) const {

@@ -5,6 +5,8 @@
 // --io-policy step run before the load). Owns MPI for the command's lifetime. Not thread-safe:
 // use it on the command's thread.
 
+#include <nlohmann/json.hpp>
+
 #include <exception>
 #include <memory>
 #include <optional>
@@ -37,8 +39,9 @@ class RankContext {
   // The I/O policy's step before the load; points exec.fs at the exchanged bytes when needed.
   void before_load(const PreparedLoad& prepared, ExecOptions& exec);
   void after_load(const LoadStats& stats);
-  // `,"io_policy":...` fields for --json, and the human summary line (stderr, every rank).
-  std::string json_fields(const LoadStats& stats) const;
+  // The rank and I/O policy fields of --json (appended to `out` in order), and the human summary
+  // line (stderr, every rank).
+  void add_json_fields(nlohmann::ordered_json& out, const LoadStats& stats) const;
   void print_summary(const LoadStats& stats) const;
 
  private:

@@ -2,9 +2,9 @@
 
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "wmap/util/error.h"
-#include "wmap/util/json_text.h"
 #include "wmap/util/progress.h"
 #include "wmap/format/safetensors_writer.h"
 
@@ -40,6 +40,8 @@ const Family& family_of(const std::string& name) {
   throw Error(ErrorCode::kInvalidArgument, "synth: unknown family '" + name +
                                                "' (known: llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v3)");
 }
+
+constexpr const char* kPresets[] = {"tiny", "small", "1g", "4g"};
 
 uint64_t fnv1a(std::string_view s, uint64_t seed) {
   uint64_t h = 1469598103934665603ull ^ seed;
@@ -165,6 +167,14 @@ void add_linear(std::vector<SynthTensor>& out, const SynthConfig& c, const std::
   out.push_back({name + ".input_global_scale", {1}, DType::kF32, g * 0.5f});
 }
 
+std::vector<std::string> synth_family_names() {
+  std::vector<std::string> out;
+  for (const auto& f : kFamilies) out.emplace_back(f.name);
+  return out;
+}
+
+std::vector<std::string> synth_preset_names() { return {std::begin(kPresets), std::end(kPresets)}; }
+
 std::vector<SynthTensor> synth_tensors(const SynthConfig& c) {
   const Family& f = family_of(c.family);
   if (c.family == "deepseek_v3") return deepseek_tensors(c);
@@ -216,44 +226,52 @@ std::vector<SynthTensor> synth_tensors(const SynthConfig& c) {
 std::string synth_config_json(const SynthConfig& c) {
   const Family& f = family_of(c.family);
   const char* torch_dtype = c.dtype == DType::kBF16 ? "bfloat16" : c.dtype == DType::kF16 ? "float16" : "float32";
-  std::string j = "{\n";
-  j += "  \"architectures\": [" + json_string(f.architecture) + "],\n";
-  j += "  \"model_type\": " + json_string(f.model_type) + ",\n";
-  j += "  \"hidden_size\": " + std::to_string(c.hidden) + ",\n";
-  j += "  \"intermediate_size\": " + std::to_string(c.intermediate) + ",\n";
-  j += "  \"num_attention_heads\": " + std::to_string(c.heads) + ",\n";
-  j += "  \"num_key_value_heads\": " + std::to_string(c.kv_heads) + ",\n";
-  j += "  \"head_dim\": " + std::to_string(c.head_dim) + ",\n";
-  j += "  \"num_hidden_layers\": " + std::to_string(c.layers) + ",\n";
-  j += "  \"vocab_size\": " + std::to_string(c.vocab) + ",\n";
-  j += "  \"rms_norm_eps\": 1e-06,\n";
-  j += std::string("  \"attention_bias\": ") + (f.qkv_bias ? "true" : "false") + ",\n";
+  nlohmann::ordered_json j;
+  j["architectures"] = nlohmann::ordered_json::array({f.architecture});
+  j["model_type"] = f.model_type;
+  j["hidden_size"] = c.hidden;
+  j["intermediate_size"] = c.intermediate;
+  j["num_attention_heads"] = c.heads;
+  j["num_key_value_heads"] = c.kv_heads;
+  j["head_dim"] = c.head_dim;
+  j["num_hidden_layers"] = c.layers;
+  j["vocab_size"] = c.vocab;
+  j["rms_norm_eps"] = 1e-06;
+  j["attention_bias"] = f.qkv_bias;
   if (c.family == "qwen3_moe") {
-    j += "  \"num_experts\": " + std::to_string(c.experts) + ",\n  \"moe_intermediate_size\": " + std::to_string(c.moe_intermediate) +
-         ",\n  \"num_experts_per_tok\": 2,\n  \"decoder_sparse_step\": 1,\n  \"mlp_only_layers\": [0],\n";
+    j["num_experts"] = c.experts;
+    j["moe_intermediate_size"] = c.moe_intermediate;
+    j["num_experts_per_tok"] = 2;
+    j["decoder_sparse_step"] = 1;
+    j["mlp_only_layers"] = nlohmann::ordered_json::array({0});
   } else if (c.family == "mixtral") {
-    j += "  \"num_local_experts\": " + std::to_string(c.experts) + ",\n  \"num_experts_per_tok\": 2,\n";
+    j["num_local_experts"] = c.experts;
+    j["num_experts_per_tok"] = 2;
   }
   if (c.nvfp4) {
-    j += "  \"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"format\": \"nvfp4-pack-quantized\", "
-         "\"ignore\": [\"lm_head\"]},\n";
+    j["quantization_config"] = {{"quant_method", "compressed-tensors"}, {"format", "nvfp4-pack-quantized"}, {"ignore", nlohmann::ordered_json::array({"lm_head"})}};
   }
   if (c.family == "deepseek_v3") {
-    j += "  \"q_lora_rank\": " + (c.q_lora ? std::to_string(c.q_lora) : std::string("null")) + ",\n";
-    j += "  \"kv_lora_rank\": " + std::to_string(c.kv_lora) + ",\n  \"qk_nope_head_dim\": " + std::to_string(c.nope) +
-         ",\n  \"qk_rope_head_dim\": " + std::to_string(c.rope) + ",\n  \"v_head_dim\": " + std::to_string(c.v_head) + ",\n";
-    j += "  \"n_routed_experts\": " + std::to_string(c.experts) + ",\n  \"moe_intermediate_size\": " + std::to_string(c.moe_intermediate) +
-         ",\n  \"n_shared_experts\": " + std::to_string(c.shared_experts) + ",\n  \"first_k_dense_replace\": " +
-         std::to_string(c.first_dense) + ",\n  \"moe_layer_freq\": 1,\n  \"num_nextn_predict_layers\": " + std::to_string(c.mtp) +
-         ",\n  \"num_experts_per_tok\": 2,\n";
+    j["q_lora_rank"] = c.q_lora ? nlohmann::ordered_json(c.q_lora) : nlohmann::ordered_json(nullptr);
+    j["kv_lora_rank"] = c.kv_lora;
+    j["qk_nope_head_dim"] = c.nope;
+    j["qk_rope_head_dim"] = c.rope;
+    j["v_head_dim"] = c.v_head;
+    j["n_routed_experts"] = c.experts;
+    j["moe_intermediate_size"] = c.moe_intermediate;
+    j["n_shared_experts"] = c.shared_experts;
+    j["first_k_dense_replace"] = c.first_dense;
+    j["moe_layer_freq"] = 1;
+    j["num_nextn_predict_layers"] = c.mtp;
+    j["num_experts_per_tok"] = 2;
     if (c.fp8) {
-      j += "  \"quantization_config\": {\"quant_method\": \"fp8\", \"fmt\": \"e4m3\", \"activation_scheme\": \"dynamic\", "
-           "\"weight_block_size\": [128, 128]},\n";
+      j["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"},
+                                  {"weight_block_size", nlohmann::ordered_json::array({128, 128})}};
     }
   }
-  j += std::string("  \"tie_word_embeddings\": ") + (c.tie_embeddings ? "true" : "false") + ",\n";
-  j += std::string("  \"torch_dtype\": \"") + torch_dtype + "\"\n}\n";
-  return j;
+  j["tie_word_embeddings"] = c.tie_embeddings;
+  j["torch_dtype"] = torch_dtype;
+  return j.dump(2) + "\n";
 }
 
 uint64_t write_synth_checkpoint(const SynthConfig& cfg_in, const fs::path& out_dir, bool progress) {
@@ -282,8 +300,9 @@ uint64_t write_synth_checkpoint(const SynthConfig& cfg_in, const fs::path& out_d
   }
   Progress bar("synth", total >> 20, progress, " MiB");
   uint64_t written = 0;
-  std::string index = "{\n  \"metadata\": {\"total_size\": " + std::to_string(total) + "},\n  \"weight_map\": {";
-  bool first = true;
+  nlohmann::ordered_json index;
+  index["metadata"] = {{"total_size", total}};
+  nlohmann::ordered_json& weight_map = index["weight_map"] = nlohmann::ordered_json::object();
   for (unsigned s = 0; s < n; ++s) {
     char name[64];
     std::snprintf(name, sizeof name, "model-%05u-of-%05u.safetensors", s + 1, n);
@@ -300,12 +319,10 @@ uint64_t write_synth_checkpoint(const SynthConfig& cfg_in, const fs::path& out_d
                          written += dst.size();
                          bar.update(written >> 20);
                        }});
-      index += std::string(first ? "" : ",") + "\n    " + json_string(t->name) + ": " + json_string(name);
-      first = false;
+      weight_map[t->name] = name;
     }
     write_safetensors(out_dir / name, files, {{"format", "pt"}});
   }
-  index += "\n  }\n}\n";
   bar.finish();
   auto write_text = [](const fs::path& p, const std::string& text) {
     std::ofstream out(p, std::ios::binary | std::ios::trunc);
@@ -313,7 +330,7 @@ uint64_t write_synth_checkpoint(const SynthConfig& cfg_in, const fs::path& out_d
     out.close();
     if (!out) throw Error(ErrorCode::kIo, p.string() + ": write failed");
   };
-  write_text(out_dir / "model.safetensors.index.json", index);
+  write_text(out_dir / "model.safetensors.index.json", index.dump(2) + "\n");
   write_text(out_dir / "config.json", synth_config_json(cfg));
   return total;
 }

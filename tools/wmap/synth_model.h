@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "wmap/format/dtype.h"
@@ -36,12 +37,17 @@ struct SynthConfig {
 };
 
 struct SynthTensor {
+  SynthTensor(std::string n, std::vector<uint64_t> s, DType d, std::optional<float> v = std::nullopt)
+      : name(std::move(n)), shape(std::move(s)), dtype(d), value(v) {}
   std::string name;
   std::vector<uint64_t> shape;
   DType dtype;
   std::optional<float> value;  // F32 tensors filled with this value instead of random bits
 };
 
+// The family and preset names `wmap synth` takes (the CLI validates FAMILY and --preset with them).
+std::vector<std::string> synth_family_names();
+std::vector<std::string> synth_preset_names();
 // Applies a named size preset (tiny, small, 1g, 4g) to `cfg`; throws on an unknown name.
 void apply_synth_preset(const std::string& preset, SynthConfig& cfg);
 std::vector<SynthTensor> synth_tensors(const SynthConfig& cfg);

@@ -8,7 +8,6 @@
 #include <fstream>
 #include <future>
 #include <mutex>
-#include <sstream>
 #include <thread>
 #include <unordered_map>
 
@@ -464,12 +463,8 @@ Catalog Catalog::parse_json(std::string_view json, const std::string& label) {
   return cat;
 }
 
-Catalog Catalog::load_json_file(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(ErrorCode::kNotFound, file.string() + ": cannot open catalog");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  Catalog cat = parse_json(ss.str(), file.string());
+Catalog Catalog::load_json_file(const std::filesystem::path& file, const FileSystem& fs) {
+  Catalog cat = parse_json(fs.read_whole_file(file), file.string());
   cat.root_ = file.parent_path();
   return cat;
 }

@@ -3,10 +3,8 @@
 #include <simdjson.h>
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "wmap/util/error.h"
 #include "wmap/format/torch_checkpoint.h"
@@ -21,23 +19,6 @@ constexpr std::string_view kTorchIndexName = "pytorch_model.bin.index.json";
 
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
-// Returns the file's bytes followed by `padding` zero bytes, which are part of the string's size
-// (simdjson parses in place when the input is padded).
-std::string read_text_file(const fs::path& path, size_t padding = 0) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw Error(ErrorCode::kIo, path.string() + ": cannot open for reading");
-  // One read of the known size: an index can be ~10 MB (DeepSeek-R1), and growing a stringstream
-  // through it costs more than parsing it.
-  const std::streamoff size = in.tellg();
-  const size_t n = size > 0 ? static_cast<size_t>(size) : 0;
-  std::string text(n + padding, '\0');
-  in.seekg(0);
-  if (!in.read(text.data(), static_cast<std::streamsize>(n))) {
-    throw Error(ErrorCode::kIo, path.string() + ": read failed");
-  }
-  return text;
 }
 
 // A shard named by an index must be a plain relative path inside the checkpoint directory.
@@ -116,6 +97,7 @@ ShardIndex parse_index_impl(std::string_view json, bool padded, const std::strin
 }  // namespace
 
 ShardSet discover_shards(const fs::path& path, const ShardSetOptions& options) {
+  const FileSystem& fsys = options.fs ? *options.fs : FileSystem::posix();
   std::error_code ec;
   const auto status = fs::status(path, ec);
   if (ec || !fs::exists(status)) throw Error(ErrorCode::kNotFound, path.string() + ": no such file or directory");
@@ -163,7 +145,7 @@ ShardSet discover_shards(const fs::path& path, const ShardSetOptions& options) {
     // No safetensors at all: a PyTorch checkpoint, if there is one.
     set.format = ShardFormat::kTorch;
     if (fs::exists(torch_index_path)) {
-      const std::string text = read_text_file(torch_index_path, simdjson::SIMDJSON_PADDING);
+      const std::string text = fsys.read_whole_file(torch_index_path, simdjson::SIMDJSON_PADDING);
       set.index = parse_index_impl(std::string_view(text.data(), text.size() - simdjson::SIMDJSON_PADDING), true,
                                    torch_index_path.string(), set.files);
       for (const auto& f : set.files) {
@@ -205,7 +187,7 @@ ShardSet discover_shards(const fs::path& path, const ShardSetOptions& options) {
     return set;
   }
   if (fs::exists(index_path)) {
-    const std::string text = read_text_file(index_path, simdjson::SIMDJSON_PADDING);
+    const std::string text = fsys.read_whole_file(index_path, simdjson::SIMDJSON_PADDING);
     set.index = parse_index_impl(std::string_view(text.data(), text.size() - simdjson::SIMDJSON_PADDING), true,
                                  index_path.string(), set.files);
     for (const auto& f : set.files) {

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <vector>
 
@@ -315,6 +316,17 @@ uint64_t read_number_file(const std::string& path) {
 }
 
 }  // namespace
+
+std::string FileSystem::read_whole_file(const std::filesystem::path& path, size_t padding) const {
+  const auto file = open(path, IoMode::kPread);
+  const uint64_t size = file->size();
+  if (size > std::numeric_limits<size_t>::max() - padding) {
+    throw Error(ErrorCode::kIo, path.string() + ": " + std::to_string(size) + " bytes do not fit in memory");
+  }
+  std::string text(static_cast<size_t>(size) + padding, '\0');
+  file->read(0, std::as_writable_bytes(std::span(text.data(), static_cast<size_t>(size))));
+  return text;
+}
 
 std::string_view io_mode_name(IoMode mode) {
   switch (mode) {

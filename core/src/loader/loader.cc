@@ -1,6 +1,7 @@
 #include "wmap/loader/loader.h"
 
 #include <chrono>
+#include <set>
 
 #include "wmap/util/error.h"
 #include "wmap/util/install_paths.h"
@@ -45,6 +46,11 @@ void register_builtin_transforms(PluginHost& host) {
   host.add_builtin_transform("invert_scale_strict", invert_scale_strict);
 }
 
+std::optional<Error> as_load_failure(const Error& e) {
+  if (e.code() == ErrorCode::kIo || e.code() == ErrorCode::kNotFound) return Error(ErrorCode::kValidation, e.what());
+  return std::nullopt;
+}
+
 LoaderSession::LoaderSession(const LoaderOptions& options) : options_(options) {
   if (!options_.checkpoint && !options_.catalog_file) {
     throw Error(ErrorCode::kInvalidArgument, "give a checkpoint directory or --catalog FILE");
@@ -54,24 +60,16 @@ LoaderSession::LoaderSession(const LoaderOptions& options) : options_(options) {
   plugins_ = PluginHost::load(plugin_folders);
   register_builtin_transforms(plugins_);
   // Mapping files: --mappings, WMAP_MAPPINGS_PATH, then files beside the plugins, then the default.
-  auto mapping_folders = mapping_search_path(options_.mappings_dir, default_mapping_dir());
-  const auto default_mappings = mapping_folders.back();
-  mapping_folders.pop_back();
-  for (const auto& f : plugin_folders) mapping_folders.push_back(f);
-  mapping_folders.push_back(default_mappings);
-  std::vector<std::filesystem::path> existing;
-  for (const auto& f : mapping_folders) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(f, ec)) existing.push_back(f);
-  }
-  mappings_ = MappingRegistry::load(existing);
+  std::vector<std::filesystem::path> mapping_defaults = plugin_folders;
+  mapping_defaults.push_back(default_mapping_dir());
+  mappings_ = MappingRegistry::load(mapping_search_path(options_.mappings_dir, mapping_defaults), file_system());
 }
 
 std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
   auto out = std::make_unique<PreparedLoad>();
   auto t0 = std::chrono::steady_clock::now();
   if (options_.catalog_file) {
-    out->catalog = Catalog::load_json_file(*options_.catalog_file);
+    out->catalog = Catalog::load_json_file(*options_.catalog_file, file_system());
     if (options_.checkpoint) {
       // The weights are here: refuse shards that changed since the catalog was saved.
       const auto dir = std::filesystem::is_directory(*options_.checkpoint) ? *options_.checkpoint
@@ -85,10 +83,11 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
       out->catalog.set_root(dir);
     }
   } else {
-    ShardSet set = discover_shards(*options_.checkpoint, {.prefer_consolidated = options_.prefer_consolidated});
+    ShardSet set = discover_shards(*options_.checkpoint, {.prefer_consolidated = options_.prefer_consolidated, .fs = &file_system()});
     for (const auto& w : set.warnings) log().warn("{}", w);
     Progress progress("catalog", set.files.size(), options_.progress, " shards");
     CatalogBuildOptions build;
+    build.fs = &file_system();
     build.progress = [&](size_t done, size_t) { progress.update(done); };
     out->catalog = Catalog::build(set, build);
   }
@@ -104,7 +103,7 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
   } else {
     throw Error(ErrorCode::kInvalidArgument, "--catalog needs --config FILE (the checkpoint's config.json)");
   }
-  out->config = ModelConfig::load(config_path);
+  out->config = ModelConfig::load(config_path, file_system());
   out->architecture = out->config.architecture();
 
   // The mapping file names the plugin; without one, the plugin claiming the architecture.
@@ -115,11 +114,12 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
   } else {
     out->plugin = plugins_.find_by_architecture(out->architecture);
     if (!out->plugin) {
+      // Plugins and mapping files may claim the same architecture: list each once, sorted.
+      std::set<std::string> architectures;
+      for (const auto* p : plugins_.plugins()) architectures.insert(p->architectures.begin(), p->architectures.end());
+      for (const auto& a : mappings_.architectures()) architectures.insert(a);
       std::string known;
-      for (const auto* p : plugins_.plugins()) {
-        for (const auto& a : p->architectures) known += (known.empty() ? "" : ", ") + a;
-      }
-      for (const auto& a : mappings_.architectures()) known += (known.empty() ? "" : ", ") + a;
+      for (const auto& a : architectures) known += (known.empty() ? "" : ", ") + a;
       std::string msg = config_path.string() + ": architecture '" + out->architecture +
                         "' is served by no plugin and no mapping file (known: " + (known.empty() ? "none" : known) + ")";
       for (const auto& r : plugins_.refused()) msg += "; refused plugin " + r;
@@ -141,6 +141,7 @@ LoadedModel LoaderSession::load(const PreparedLoad& prepared, Device& device, Ex
     exec.transforms = [this](std::string_view name) { return plugins_.find_transform(name); };
   }
   exec.allow_partial = options_.allow_partial;
+  if (!exec.fs) exec.fs = options_.fs;
   return execute_plan(*prepared.plan, prepared.catalog, device, exec);
 }
 

@@ -2,9 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "wmap/util/error.h"
 
@@ -205,13 +203,8 @@ MappingFile parse_mapping_text(std::string_view yaml, const std::string& label) 
   return Parser(label).parse(yaml);
 }
 
-MappingFile load_mapping_file(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(ErrorCode::kNotFound, file.string() + ": cannot open mapping file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error(ErrorCode::kIo, file.string() + ": cannot read mapping file");
-  MappingFile out = parse_mapping_text(ss.str(), file.string());
+MappingFile load_mapping_file(const std::filesystem::path& file, const FileSystem& fs) {
+  MappingFile out = parse_mapping_text(fs.read_whole_file(file), file.string());
   out.file = file;
   return out;
 }

@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "wmap/util/error.h"
+#include "wmap/util/install_paths.h"
 #include "wmap/util/log.h"
 
 namespace wmap {
@@ -29,7 +30,7 @@ std::vector<std::filesystem::path> yaml_files_in(const std::filesystem::path& fo
 
 }  // namespace
 
-MappingRegistry MappingRegistry::load(const std::vector<std::filesystem::path>& folders) {
+MappingRegistry MappingRegistry::load(const std::vector<std::filesystem::path>& folders, const FileSystem& fs) {
   MappingRegistry reg;
   auto warn = [&](std::string message) {
     log().warn("{}", message);
@@ -59,7 +60,7 @@ MappingRegistry MappingRegistry::load(const std::vector<std::filesystem::path>& 
     reg.folders_.push_back(folder);
 
     for (const auto& path : yaml_files_in(folder)) {
-      reg.files_.push_back(std::make_unique<MappingFile>(load_mapping_file(path)));
+      reg.files_.push_back(std::make_unique<MappingFile>(load_mapping_file(path, fs)));
       const MappingFile* file = reg.files_.back().get();
       for (const auto& arch : file->architectures) {
         auto [it, inserted] = served.try_emplace(arch, Served{file, folder_index});
@@ -105,27 +106,14 @@ std::vector<std::string> MappingRegistry::architectures() const {
 }
 
 std::vector<std::filesystem::path> mapping_search_path(const std::optional<std::filesystem::path>& cli_dir,
+                                                       const std::vector<std::filesystem::path>& defaults) {
+  return search_path(cli_dir ? std::vector<std::filesystem::path>{*cli_dir} : std::vector<std::filesystem::path>{}, "--mappings",
+                     "WMAP_MAPPINGS_PATH", defaults);
+}
+
+std::vector<std::filesystem::path> mapping_search_path(const std::optional<std::filesystem::path>& cli_dir,
                                                        const std::filesystem::path& default_dir) {
-  std::vector<std::filesystem::path> out;
-  if (cli_dir) {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(*cli_dir, ec)) {
-      throw Error(ErrorCode::kNotFound, cli_dir->string() + ": --mappings folder does not exist or is not a directory");
-    }
-    out.push_back(*cli_dir);
-  }
-  if (const char* env = std::getenv("WMAP_MAPPINGS_PATH")) {
-    std::string_view rest(env);
-    while (true) {
-      const size_t colon = rest.find(':');
-      const std::string_view entry = rest.substr(0, colon);
-      if (!entry.empty()) out.emplace_back(std::string(entry));
-      if (colon == std::string_view::npos) break;
-      rest.remove_prefix(colon + 1);
-    }
-  }
-  out.push_back(default_dir);
-  return out;
+  return mapping_search_path(cli_dir, std::vector<std::filesystem::path>{default_dir});
 }
 
 }  // namespace wmap

@@ -467,21 +467,8 @@ const std::vector<std::string>& PluginHost::notes() const { return impl_->notes;
 const std::vector<std::string>& PluginHost::refused() const { return impl_->refused; }
 
 std::vector<fs::path> plugin_search_path(const std::optional<fs::path>& cli_dir, const fs::path& default_dir) {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  if (cli_dir) {
-    if (!fs::is_directory(*cli_dir, ec)) {
-      throw Error(ErrorCode::kNotFound, cli_dir->string() + ": --plugin-dir folder does not exist or is not a directory");
-    }
-    out.push_back(*cli_dir);
-  }
-  if (auto env = env_value("WMAP_PLUGIN_PATH")) {
-    for (const fs::path& p : split_path_list(*env)) {
-      if (fs::is_directory(p, ec)) out.push_back(p);
-    }
-  }
-  if (fs::is_directory(default_dir, ec)) out.push_back(default_dir);
-  return out;
+  return search_path(cli_dir ? std::vector<fs::path>{*cli_dir} : std::vector<fs::path>{}, "--plugin-dir", "WMAP_PLUGIN_PATH",
+                     {default_dir});
 }
 
 std::vector<fs::path> plugin_search_path(const std::optional<fs::path>& cli_dir) {

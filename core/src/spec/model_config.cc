@@ -3,8 +3,6 @@
 #include <simdjson.h>
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include "wmap/util/error.h"
 
@@ -39,12 +37,8 @@ ModelConfig ModelConfig::parse(std::string_view json, const std::string& label) 
   return cfg;
 }
 
-ModelConfig ModelConfig::load(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(ErrorCode::kNotFound, file.string() + ": cannot open config");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse(ss.str(), file.string());
+ModelConfig ModelConfig::load(const std::filesystem::path& file, const FileSystem& fs) {
+  return parse(fs.read_whole_file(file), file.string());
 }
 
 const std::string& ModelConfig::label() const { return impl_->label; }

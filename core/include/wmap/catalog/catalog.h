@@ -47,7 +47,8 @@ class Catalog {
   static Catalog from_parts(std::filesystem::path root, std::vector<ShardRecord> shards,
                             std::vector<TensorRecord> tensors);
 
-  static Catalog load_json_file(const std::filesystem::path& file);
+  // Reads a saved catalog through `fs` (fault injection reaches it); errors name the file.
+  static Catalog load_json_file(const std::filesystem::path& file, const FileSystem& fs = FileSystem::posix());
   static Catalog parse_json(std::string_view json, const std::string& label);
   std::string to_json(bool with_signatures = true) const;
   void save_json_file(const std::filesystem::path& file) const;

@@ -19,10 +19,13 @@
 #include <utility>
 #include <vector>
 
+#include "wmap/io/file_io.h"
+
 namespace wmap {
 
 struct ShardSetOptions {
   bool prefer_consolidated = false;  // take consolidated*.safetensors over sharded files
+  const FileSystem* fs = nullptr;    // reads the index.json; default: FileSystem::posix()
 };
 
 struct ShardIndex {

@@ -57,6 +57,11 @@ class FileSystem {
  public:
   virtual ~FileSystem() = default;
   virtual std::unique_ptr<RandomAccessFile> open(const std::filesystem::path& path, IoMode mode) const = 0;
+  // The whole of a small file (a catalog, config.json, a mapping file, an index.json) followed by
+  // `padding` zero bytes, which count in the string's size (simdjson parses padded input in place).
+  // Throws kNotFound (missing) or kIo, naming the file. The default opens the file with kPread and
+  // reads it with one read(), so wrappers that inject faults into open() and read() reach it.
+  virtual std::string read_whole_file(const std::filesystem::path& path, size_t padding = 0) const;
   // The process-wide POSIX file system.
   static const FileSystem& posix();
 };

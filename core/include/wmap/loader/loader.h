@@ -19,6 +19,7 @@
 #include "wmap/spec/model_config.h"
 #include "wmap/plugin/plugin_host.h"
 #include "wmap/mapping/rename_table.h"
+#include "wmap/util/error.h"
 
 namespace wmap {
 
@@ -33,6 +34,10 @@ struct LoaderOptions {
   bool allow_partial = false;  // load even when the plan reports problems
   bool progress = true;
   PlanOptions plan;  // read chunking of the schedule; the unconsumed policy
+  // Every file the session reads (mapping files, a saved catalog, index.json, shard headers,
+  // config.json) and, unless ExecOptions::fs says otherwise, the tensor data. Must outlive the
+  // session. Default: FileSystem::posix().
+  const FileSystem* fs = nullptr;
 };
 
 // A plan with everything it points into.
@@ -62,6 +67,8 @@ class LoaderSession {
   LoadedModel load(const PreparedLoad& prepared, Device& device, ExecOptions exec) const;
 
  private:
+  const FileSystem& file_system() const { return options_.fs ? *options_.fs : FileSystem::posix(); }
+
   LoaderOptions options_;
   PluginHost plugins_;
   MappingRegistry mappings_;
@@ -69,5 +76,22 @@ class LoaderSession {
 
 // The core's generic in-place transforms (scale inversion), registered on every session.
 void register_builtin_transforms(PluginHost& host);
+
+// An I/O error (kIo, kNotFound) while reading tensor data or writing a dump is a load failure
+// (kValidation: exit 1), not unusable input (exit 2, which an unreadable header or config still
+// is). as_load_failure(e) is that kValidation error with the same message; nullopt for any other
+// error, which run_as_load_failure() rethrows as it is.
+// The CLI's `wmap load` and the Python module's load() run the load (and dump) through
+// run_as_load_failure() so both report the same code.
+std::optional<Error> as_load_failure(const Error& e);
+template <class Fn>
+auto run_as_load_failure(Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const Error& e) {
+    if (auto failure = as_load_failure(e)) throw *failure;
+    throw;
+  }
+}
 
 }  // namespace wmap

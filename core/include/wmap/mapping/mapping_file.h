@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "wmap/io/file_io.h"
+
 namespace wmap {
 
 // Limits that keep a mapping file's cost bounded (first-match renames try every rule on every key,
@@ -50,7 +52,8 @@ struct MappingFile {
 
 // Parses YAML text; `label` names the source in error messages (usually the file path).
 MappingFile parse_mapping_text(std::string_view yaml, const std::string& label);
-// Reads and parses a file: kNotFound when it cannot be opened, kMalformedInput when it is invalid.
-MappingFile load_mapping_file(const std::filesystem::path& file);
+// Reads (through `fs`) and parses a file: kNotFound when it does not exist, kIo when it cannot be
+// read, kMalformedInput when it is invalid; each naming the file.
+MappingFile load_mapping_file(const std::filesystem::path& file, const FileSystem& fs = FileSystem::posix());
 
 }  // namespace wmap

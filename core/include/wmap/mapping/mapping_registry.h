@@ -24,7 +24,8 @@ class MappingRegistry {
  public:
   MappingRegistry() = default;  // no mapping files
 
-  static MappingRegistry load(const std::vector<std::filesystem::path>& folders);
+  // Mapping files are read through `fs` (fault injection reaches them).
+  static MappingRegistry load(const std::vector<std::filesystem::path>& folders, const FileSystem& fs = FileSystem::posix());
 
   // The file serving `architecture` (config.json architectures[0]); null when none does.
   const MappingFile* find(std::string_view architecture) const;
@@ -46,9 +47,12 @@ class MappingRegistry {
   std::vector<std::string> warnings_;
 };
 
-// The mapping search path: `cli_dir` (--mappings DIR) when given, then each entry of the
-// colon-separated WMAP_MAPPINGS_PATH (read here, once; empty entries skipped), then `default_dir`.
-// Throws kNotFound when `cli_dir` is given but is not a directory.
+// The mapping search path, by search_path()'s rules (install_paths.h): `cli_dir` (--mappings DIR)
+// when given, then each entry of the colon-separated WMAP_MAPPINGS_PATH, then `defaults` (the
+// loader passes the plugin folders, then <prefix>/share/wmap/mappings). Folders that do not exist
+// are dropped, except `cli_dir`: one that is not a directory throws kNotFound.
+std::vector<std::filesystem::path> mapping_search_path(const std::optional<std::filesystem::path>& cli_dir,
+                                                       const std::vector<std::filesystem::path>& defaults);
 std::vector<std::filesystem::path> mapping_search_path(const std::optional<std::filesystem::path>& cli_dir,
                                                        const std::filesystem::path& default_dir);
 

@@ -89,9 +89,10 @@ class PluginHost {
   std::unique_ptr<Impl> impl_;
 };
 
-// The plugin search path: `cli_dir` (--plugin-dir) when given, then each entry of the
-// colon-separated WMAP_PLUGIN_PATH (read here, once), then `default_dir`. Folders that do not
-// exist are dropped silently, except `cli_dir`: one that is not a directory throws kNotFound.
+// The plugin search path, by search_path()'s rules (install_paths.h): `cli_dir` (--plugin-dir)
+// when given, then each entry of the colon-separated WMAP_PLUGIN_PATH, then `default_dir`. Folders
+// that do not exist are dropped silently, except `cli_dir`: one that is not a directory throws
+// kNotFound.
 std::vector<std::filesystem::path> plugin_search_path(const std::optional<std::filesystem::path>& cli_dir,
                                                       const std::filesystem::path& default_dir);
 // The same with default_plugin_dir() (install_paths.h) as the default folder.

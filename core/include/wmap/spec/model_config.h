@@ -11,12 +11,15 @@
 #include <string_view>
 #include <vector>
 
+#include "wmap/io/file_io.h"
+
 namespace wmap {
 
 class ModelConfig {
  public:
   static ModelConfig parse(std::string_view json, const std::string& label);
-  static ModelConfig load(const std::filesystem::path& file);
+  // Reads `file` through `fs` (fault injection reaches it); the error names the file.
+  static ModelConfig load(const std::filesystem::path& file, const FileSystem& fs = FileSystem::posix());
   ModelConfig();
   ~ModelConfig();
   ModelConfig(ModelConfig&&) noexcept;
