@@ -25,11 +25,6 @@ unsigned hardware_threads() { return std::max(1u, std::thread::hardware_concurre
 
 }  // namespace
 
-void copy_piece(const std::byte* src, const PlannedPiece& p, std::byte* dst) {
-  if (p.out_bytes == 0) return;
-  exec_detail::run_copy(src, exec_detail::copy_geometry(p), dst);
-}
-
 unsigned default_read_workers() { return std::min(4u, hardware_threads()); }
 unsigned default_load_workers() { return std::min(4u, hardware_threads()); }
 

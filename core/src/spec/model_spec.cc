@@ -5,12 +5,6 @@
 
 namespace wmap {
 
-size_t ModelSpec::param_count() const {
-  size_t n = 0;
-  for (const auto& m : modules) n += m.params.size();
-  return n;
-}
-
 namespace spec {
 
 Piece whole(std::string source, std::vector<uint64_t> shape) {

@@ -82,9 +82,6 @@ struct LoadedModel {
 // Refuses a plan that may not run (LoadPlan::require_runnable), then runs its schedule.
 LoadedModel execute_plan(const LoadPlan& plan, const Catalog& catalog, Device& device, const ExecOptions& options);
 
-// Copies one piece's box out of `src` (the whole source tensor) into `dst` (out_bytes).
-void copy_piece(const std::byte* src, const PlannedPiece& piece, std::byte* dst);
-
 // Writes every parameter, under its name and sorted by name, as one safetensors file.
 uint64_t dump_safetensors(const LoadedModel& model, Device& device, const std::filesystem::path& file);
 

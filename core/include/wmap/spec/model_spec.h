@@ -62,7 +62,6 @@ struct ModelSpec {
   std::vector<std::string> skipped_prefixes; // checkpoint subtrees declared not loaded ("x" covers "x.*")
   std::vector<std::string> skipped_keys;     // single checkpoint keys declared not loaded
 
-  size_t param_count() const;
 };
 
 // Builders for the common pieces and parameters, so plugins state semantics, not arithmetic.
