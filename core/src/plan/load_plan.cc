@@ -126,204 +126,236 @@ LoadPlan LoadPlan::build(const ModelSpec& spec, const Catalog& catalog, const Re
   return build(spec, catalog, renames.apply(catalog), options);
 }
 
-LoadPlan LoadPlan::build(const ModelSpec& spec, const Catalog& catalog, const RenamedCatalog& renamed,
-                         const PlanOptions& options) {
-  LoadPlan plan;
-  plan.id_cache_ = std::make_shared<IdCache>();
-  plan.plugin_ = spec.plugin;
-  plan.architecture_ = spec.architecture;
-  plan.layout_ = spec.layout;
-  plan.catalog_ = &catalog;
-  plan.catalog_tensors_ = catalog.size();
-  plan.readers_.assign(catalog.size(), 0);
-  plan.ignored_ = renamed.ignored().size();
-  auto problem = [&plan](PlanProblem::Kind kind, std::string key, std::string message) {
-    plan.problems_.push_back({kind, std::move(key), std::move(message)});
-  };
-  const std::string plugin_label = "plugin '" + spec.plugin + "'";
-  auto file_of = [&catalog](const TensorRecord* r) { return catalog.shards()[r->shard].file; };
+// Builds one plan, a step per method: each parameter resolved against the catalog (aliases,
+// sources, pieces, must-match pairs), then the checkpoint tensors nothing reads, then the schedule.
+class PlanBuilder {
+ public:
+  PlanBuilder(LoadPlan& plan, const ModelSpec& spec, const Catalog& catalog, const RenamedCatalog& renamed,
+              const PlanOptions& options)
+      : plan_(plan), spec_(spec), catalog_(catalog), renamed_(renamed), options_(options),
+        plugin_label_("plugin '" + spec.plugin + "'") {}
 
-  std::unordered_map<std::string, size_t> param_index;
-  for (const ModuleSpec& module : spec.modules) {
-    for (const ParamSpec& ps : module.params) {
-      PlannedParam pp;
-      pp.name = ps.name;
-      pp.module = module.name;
-      pp.shape = ps.shape;
-      pp.alias_of = ps.alias_of;
-      if (param_index.count(ps.name)) {
-        problem(PlanProblem::Kind::kSpec, ps.name, plugin_label + " declares parameter '" + ps.name + "' twice");
-        continue;
-      }
-      if (!ps.alias_of.empty()) {
-        auto it = param_index.find(ps.alias_of);
-        if (it == param_index.end()) {
-          problem(PlanProblem::Kind::kSpec, ps.name, ps.name + ": aliases '" + ps.alias_of + "', which is not declared before it");
-          continue;
-        }
-        const PlannedParam& target = plan.params_[it->second];
-        pp.dtype = target.dtype;
-        pp.nbytes = target.nbytes;
-        pp.absent = target.absent;
-        pp.broken = target.broken;
-        if (target.shape != ps.shape) {
-          problem(PlanProblem::Kind::kShape, ps.name, ps.name + ": shape " + shape_str(ps.shape) + " differs from its alias target '" +
-                                                          ps.alias_of + "' " + shape_str(target.shape));
-        }
-        param_index[ps.name] = plan.params_.size();
-        plan.params_.push_back(std::move(pp));
-        continue;
-      }
-      // Resolve sources.
-      std::vector<const TensorRecord*> records;
-      bool any_present = false, any_missing = false;
-      for (const Piece& piece : ps.pieces) {
-        const TensorRecord* r = nullptr;
-        if (!piece.is_zero()) {
-          const RenamedTensor* rt = renamed.find(piece.source);
-          r = rt ? rt->source : nullptr;
-          (r ? any_present : any_missing) = true;
-        }
-        records.push_back(r);
-      }
-      if (ps.optional && !any_present) {
-        pp.absent = true;
-        pp.dtype = ps.dtype.value_or(DType::kU8);
-        param_index[ps.name] = plan.params_.size();
-        plan.params_.push_back(std::move(pp));
-        continue;
-      }
-      // The parameter's dtype: declared, else the first present source's.
-      if (ps.dtype) {
-        pp.dtype = *ps.dtype;
-      } else {
-        bool found = false;
-        for (size_t i = 0; i < ps.pieces.size() && !found; ++i) {
-          if (records[i] && !ps.pieces[i].source_dtype) pp.dtype = records[i]->dtype, found = true;
-        }
-        for (size_t i = 0; i < ps.pieces.size() && !found; ++i) {
-          if (records[i]) pp.dtype = records[i]->dtype, found = true;
-        }
-      }
-      bool broken = false;
-      uint64_t bits = 0;
-      if (__builtin_mul_overflow(product(pp.shape), uint64_t{dtype_bits(pp.dtype)}, &bits)) bits = UINT64_MAX;
-      pp.nbytes = bits / 8;
-      uint64_t total = 0;
-      for (size_t i = 0; i < ps.pieces.size(); ++i) {
-        const Piece& piece = ps.pieces[i];
-        PlannedPiece out;
-        out.transform = piece.transform;
-        if (piece.is_zero()) {
-          out.out_bytes = piece.zero_elements * dtype_bits(pp.dtype) / 8;
-          total += out.out_bytes;
-          pp.pieces.push_back(std::move(out));
-          continue;
-        }
-        out.source = piece.source;
-        const TensorRecord* r = records[i];
-        if (r == nullptr) {
-          problem(PlanProblem::Kind::kMissing, piece.source,
-                  "'" + piece.source + "' is not in the checkpoint (needed by " + ps.name + ", " +
-                      (piece.source_dtype ? std::string(dtype_name(*piece.source_dtype)) + " " : std::string()) +
-                      shape_str(piece.source_shape) + ")");
-          broken = true;
-          continue;
-        }
-        out.record = r;
-        const DType want = piece.source_dtype.value_or(pp.dtype);
-        if (r->shape != piece.source_shape) {
-          problem(PlanProblem::Kind::kShape, r->name,
-                  "'" + r->name + "' in " + file_of(r) + " has shape " + shape_str(r->shape) + " but " + ps.name + " expects " +
-                      shape_str(piece.source_shape));
-          broken = true;
-          continue;
-        }
-        if (r->dtype != want) {
-          problem(PlanProblem::Kind::kDtype, r->name,
-                  "'" + r->name + "' in " + file_of(r) + " is " + std::string(dtype_name(r->dtype)) + " but " + ps.name + " expects " +
-                      std::string(dtype_name(want)));
-          broken = true;
-          continue;
-        }
-        const std::string geometry_error = resolve_geometry(piece, r->dtype, out);
-        if (!geometry_error.empty()) {
-          problem(PlanProblem::Kind::kSpec, ps.name, plugin_label + ": " + ps.name + " from '" + r->name + "': " + geometry_error);
-          broken = true;
-          continue;
-        }
-        resolve_span(out);
-        total += out.out_bytes;
-        pp.pieces.push_back(std::move(out));
-      }
-      for (const auto& [a, b] : ps.must_match) {
-        const RenamedTensor* ra = renamed.find(a);
-        const RenamedTensor* rb = renamed.find(b);
-        for (const auto& [key, found] : {std::pair{a, ra}, std::pair{b, rb}}) {
-          if (!found) {
-            problem(PlanProblem::Kind::kMissing, key, "'" + key + "' is not in the checkpoint (needed by " + ps.name + ")");
-            broken = true;
-          }
-        }
-        if (ra && rb) {
-          if (ra->source->nbytes != rb->source->nbytes || ra->source->dtype != rb->source->dtype) {
-            problem(PlanProblem::Kind::kShape, b, ps.name + ": '" + a + "' and '" + b + "' must be equal but differ in dtype or size");
-            broken = true;
-          }
-          pp.must_match.emplace_back(ra->source, rb->source);
-          plan.readers_[catalog.index_of(*ra->source)]++;
-          plan.readers_[catalog.index_of(*rb->source)]++;
-        }
-      }
-      pp.broken = broken || total != pp.nbytes;
-      if (!broken && total != pp.nbytes) {
-        problem(PlanProblem::Kind::kSpec, ps.name,
-                plugin_label + ": " + ps.name + " " + std::string(dtype_name(pp.dtype)) + shape_str(pp.shape) + " needs " +
-                    std::to_string(pp.nbytes) + " bytes but its pieces give " + std::to_string(total));
-      }
-      for (const auto& piece : pp.pieces) {
-        if (piece.record) plan.readers_[catalog.index_of(*piece.record)]++;
-      }
-      param_index[ps.name] = plan.params_.size();
-      plan.params_.push_back(std::move(pp));
+  void run() {
+    plan_.id_cache_ = std::make_shared<LoadPlan::IdCache>();
+    plan_.plugin_ = spec_.plugin;
+    plan_.architecture_ = spec_.architecture;
+    plan_.layout_ = spec_.layout;
+    plan_.catalog_ = &catalog_;
+    plan_.catalog_tensors_ = catalog_.size();
+    plan_.readers_.assign(catalog_.size(), 0);
+    plan_.ignored_ = renamed_.ignored().size();
+    for (const ModuleSpec& module : spec_.modules) {
+      for (const ParamSpec& ps : module.params) add_param(module, ps);
     }
+    list_unconsumed();
+    std::stable_sort(plan_.problems_.begin(), plan_.problems_.end(), [](const PlanProblem& a, const PlanProblem& b) {
+      return a.kind != b.kind ? a.kind < b.kind : a.key < b.key;
+    });
+    plan_.schedule_ = ReadSchedule::build(plan_.params_, options_.chunk_bytes);
+    plan_.read_order_ = plan_.schedule_.param_order(plan_.params_.size());
+  }
+
+ private:
+  void problem(PlanProblem::Kind kind, std::string key, std::string message) {
+    plan_.problems_.push_back({kind, std::move(key), std::move(message)});
+  }
+  const std::string& file_of(const TensorRecord* r) const { return catalog_.shards()[r->shard].file; }
+  void push(PlannedParam pp) {
+    param_index_[pp.name] = plan_.params_.size();
+    plan_.params_.push_back(std::move(pp));
+  }
+
+  void add_param(const ModuleSpec& module, const ParamSpec& ps) {
+    PlannedParam pp;
+    pp.name = ps.name;
+    pp.module = module.name;
+    pp.shape = ps.shape;
+    pp.alias_of = ps.alias_of;
+    if (param_index_.count(ps.name)) {
+      problem(PlanProblem::Kind::kSpec, ps.name, plugin_label_ + " declares parameter '" + ps.name + "' twice");
+      return;
+    }
+    if (!ps.alias_of.empty()) return add_alias(std::move(pp), ps);
+    // Resolve sources.
+    std::vector<const TensorRecord*> records;
+    bool any_present = false;
+    for (const Piece& piece : ps.pieces) {
+      const TensorRecord* r = nullptr;
+      if (!piece.is_zero()) {
+        const RenamedTensor* rt = renamed_.find(piece.source);
+        r = rt ? rt->source : nullptr;
+        any_present = any_present || r != nullptr;
+      }
+      records.push_back(r);
+    }
+    if (ps.optional && !any_present) {
+      pp.absent = true;
+      pp.dtype = ps.dtype.value_or(DType::kU8);
+      return push(std::move(pp));
+    }
+    pp.dtype = param_dtype(ps, records);
+    uint64_t bits = 0;
+    if (__builtin_mul_overflow(product(pp.shape), uint64_t{dtype_bits(pp.dtype)}, &bits)) bits = UINT64_MAX;
+    pp.nbytes = bits / 8;
+    uint64_t total = 0;
+    bool broken = false;
+    for (size_t i = 0; i < ps.pieces.size(); ++i) broken = !add_piece(pp, ps, ps.pieces[i], records[i], total) || broken;
+    broken = !add_must_match(pp, ps) || broken;
+    pp.broken = broken || total != pp.nbytes;
+    if (!broken && total != pp.nbytes) {
+      problem(PlanProblem::Kind::kSpec, ps.name,
+              plugin_label_ + ": " + ps.name + " " + std::string(dtype_name(pp.dtype)) + shape_str(pp.shape) + " needs " +
+                  std::to_string(pp.nbytes) + " bytes but its pieces give " + std::to_string(total));
+    }
+    for (const auto& piece : pp.pieces) {
+      if (piece.record) plan_.readers_[catalog_.index_of(*piece.record)]++;
+    }
+    push(std::move(pp));
+  }
+
+  void add_alias(PlannedParam pp, const ParamSpec& ps) {
+    auto it = param_index_.find(ps.alias_of);
+    if (it == param_index_.end()) {
+      problem(PlanProblem::Kind::kSpec, ps.name, ps.name + ": aliases '" + ps.alias_of + "', which is not declared before it");
+      return;
+    }
+    const PlannedParam& target = plan_.params_[it->second];
+    pp.dtype = target.dtype;
+    pp.nbytes = target.nbytes;
+    pp.absent = target.absent;
+    pp.broken = target.broken;
+    if (target.shape != ps.shape) {
+      problem(PlanProblem::Kind::kShape, ps.name, ps.name + ": shape " + shape_str(ps.shape) + " differs from its alias target '" +
+                                                      ps.alias_of + "' " + shape_str(target.shape));
+    }
+    push(std::move(pp));
+  }
+
+  // The parameter's dtype: declared, else the first present source's (preferring sources that
+  // declare no dtype of their own).
+  static DType param_dtype(const ParamSpec& ps, const std::vector<const TensorRecord*>& records) {
+    if (ps.dtype) return *ps.dtype;
+    for (size_t i = 0; i < ps.pieces.size(); ++i) {
+      if (records[i] && !ps.pieces[i].source_dtype) return records[i]->dtype;
+    }
+    for (size_t i = 0; i < ps.pieces.size(); ++i) {
+      if (records[i]) return records[i]->dtype;
+    }
+    return DType::kU8;
+  }
+
+  // Resolves one piece against its source record; false (and a problem) when it cannot be read.
+  bool add_piece(PlannedParam& pp, const ParamSpec& ps, const Piece& piece, const TensorRecord* r, uint64_t& total) {
+    PlannedPiece out;
+    out.transform = piece.transform;
+    if (piece.is_zero()) {
+      out.out_bytes = piece.zero_elements * dtype_bits(pp.dtype) / 8;
+      total += out.out_bytes;
+      pp.pieces.push_back(std::move(out));
+      return true;
+    }
+    out.source = piece.source;
+    if (r == nullptr) {
+      problem(PlanProblem::Kind::kMissing, piece.source,
+              "'" + piece.source + "' is not in the checkpoint (needed by " + ps.name + ", " +
+                  (piece.source_dtype ? std::string(dtype_name(*piece.source_dtype)) + " " : std::string()) +
+                  shape_str(piece.source_shape) + ")");
+      return false;
+    }
+    out.record = r;
+    const DType want = piece.source_dtype.value_or(pp.dtype);
+    if (r->shape != piece.source_shape) {
+      problem(PlanProblem::Kind::kShape, r->name,
+              "'" + r->name + "' in " + file_of(r) + " has shape " + shape_str(r->shape) + " but " + ps.name + " expects " +
+                  shape_str(piece.source_shape));
+      return false;
+    }
+    if (r->dtype != want) {
+      problem(PlanProblem::Kind::kDtype, r->name,
+              "'" + r->name + "' in " + file_of(r) + " is " + std::string(dtype_name(r->dtype)) + " but " + ps.name + " expects " +
+                  std::string(dtype_name(want)));
+      return false;
+    }
+    const std::string geometry_error = resolve_geometry(piece, r->dtype, out);
+    if (!geometry_error.empty()) {
+      problem(PlanProblem::Kind::kSpec, ps.name, plugin_label_ + ": " + ps.name + " from '" + r->name + "': " + geometry_error);
+      return false;
+    }
+    resolve_span(out);
+    total += out.out_bytes;
+    pp.pieces.push_back(std::move(out));
+    return true;
+  }
+
+  // Sources whose bytes must be equal (fused NVFP4 global scales); false when one is missing or
+  // the pair cannot be compared.
+  bool add_must_match(PlannedParam& pp, const ParamSpec& ps) {
+    bool ok = true;
+    for (const auto& [a, b] : ps.must_match) {
+      const RenamedTensor* ra = renamed_.find(a);
+      const RenamedTensor* rb = renamed_.find(b);
+      for (const auto& [key, found] : {std::pair{a, ra}, std::pair{b, rb}}) {
+        if (!found) {
+          problem(PlanProblem::Kind::kMissing, key, "'" + key + "' is not in the checkpoint (needed by " + ps.name + ")");
+          ok = false;
+        }
+      }
+      if (ra && rb) {
+        if (ra->source->nbytes != rb->source->nbytes || ra->source->dtype != rb->source->dtype) {
+          problem(PlanProblem::Kind::kShape, b, ps.name + ": '" + a + "' and '" + b + "' must be equal but differ in dtype or size");
+          ok = false;
+        }
+        pp.must_match.emplace_back(ra->source, rb->source);
+        plan_.readers_[catalog_.index_of(*ra->source)]++;
+        plan_.readers_[catalog_.index_of(*rb->source)]++;
+      }
+    }
+    return ok;
   }
 
   // Checkpoint tensors nothing reads, minus ignored and declared-skipped ones.
-  std::set<std::string_view> skipped_keys(spec.skipped_keys.begin(), spec.skipped_keys.end());
-  std::vector<std::string_view> subtrees;
-  for (const auto& m : spec.modules) subtrees.insert(subtrees.end(), m.subtrees.begin(), m.subtrees.end());
-  for (const RenamedTensor& t : renamed.tensors()) {
-    if (plan.readers_[catalog.index_of(*t.source)] > 0) continue;
-    bool skipped = skipped_keys.count(t.name) > 0;
-    for (const auto& prefix : spec.skipped_prefixes) skipped = skipped || t.name == prefix || starts_with_key(t.name, prefix);
-    if (skipped) {
-      plan.skipped_++;
-      continue;
-    }
-    bool handed = false;
-    for (const auto& prefix : subtrees) handed = handed || starts_with_key(t.name, prefix);
-    if (handed) {
-      plan.handed_++;
-      continue;
-    }
-    plan.unconsumed_.push_back(t.source->name);
-    const std::string msg = "'" + t.source->name + "' in " + file_of(t.source) + " is not consumed by any parameter" +
-                            (t.name != t.source->name ? " (renamed to '" + t.name + "')" : "");
-    if (options.unconsumed_is_error) {
-      problem(PlanProblem::Kind::kUnconsumed, t.source->name, msg);
-    } else {
-      plan.warnings_.push_back(msg);
+  void list_unconsumed() {
+    std::set<std::string_view> skipped_keys(spec_.skipped_keys.begin(), spec_.skipped_keys.end());
+    std::vector<std::string_view> subtrees;
+    for (const auto& m : spec_.modules) subtrees.insert(subtrees.end(), m.subtrees.begin(), m.subtrees.end());
+    for (const RenamedTensor& t : renamed_.tensors()) {
+      if (plan_.readers_[catalog_.index_of(*t.source)] > 0) continue;
+      bool skipped = skipped_keys.count(t.name) > 0;
+      for (const auto& prefix : spec_.skipped_prefixes) skipped = skipped || t.name == prefix || starts_with_key(t.name, prefix);
+      if (skipped) {
+        plan_.skipped_++;
+        continue;
+      }
+      bool handed = false;
+      for (const auto& prefix : subtrees) handed = handed || starts_with_key(t.name, prefix);
+      if (handed) {
+        plan_.handed_++;
+        continue;
+      }
+      plan_.unconsumed_.push_back(t.source->name);
+      const std::string msg = "'" + t.source->name + "' in " + file_of(t.source) + " is not consumed by any parameter" +
+                              (t.name != t.source->name ? " (renamed to '" + t.name + "')" : "");
+      if (options_.unconsumed_is_error) {
+        problem(PlanProblem::Kind::kUnconsumed, t.source->name, msg);
+      } else {
+        plan_.warnings_.push_back(msg);
+      }
     }
   }
 
-  std::stable_sort(plan.problems_.begin(), plan.problems_.end(), [](const PlanProblem& a, const PlanProblem& b) {
-    return a.kind != b.kind ? a.kind < b.kind : a.key < b.key;
-  });
+  LoadPlan& plan_;
+  const ModelSpec& spec_;
+  const Catalog& catalog_;
+  const RenamedCatalog& renamed_;
+  const PlanOptions& options_;
+  const std::string plugin_label_;
+  std::unordered_map<std::string, size_t> param_index_;
+};
 
-  plan.schedule_ = ReadSchedule::build(plan.params_, options.chunk_bytes);
-  plan.read_order_ = plan.schedule_.param_order(plan.params_.size());
-
+LoadPlan LoadPlan::build(const ModelSpec& spec, const Catalog& catalog, const RenamedCatalog& renamed,
+                         const PlanOptions& options) {
+  LoadPlan plan;
+  PlanBuilder(plan, spec, catalog, renamed, options).run();
   return plan;
 }
 

@@ -110,6 +110,7 @@ class LoadPlan {
   std::string to_json() const;
 
  private:
+  friend class PlanBuilder;  // load_plan.cc: fills a plan step by step
   std::string plugin_, architecture_;
   Layout layout_;
   std::vector<PlannedParam> params_;
