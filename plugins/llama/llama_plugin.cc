@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "wmap/abi/plugin_api.h"
+#include "wmap/spec/linear_spec.h"
 
 namespace {
 

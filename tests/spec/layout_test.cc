@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "wmap/spec/linear_spec.h"
 #include "wmap/spec/model_spec.h"
 #include "wmap/util/error.h"
 

@@ -1,5 +1,5 @@
 // Spec builders for linears with FP8 block scales and for MoE experts, shared by the plugins.
-#include "wmap/spec/model_spec.h"
+#include "wmap/spec/linear_spec.h"
 
 namespace wmap::spec {
 

@@ -88,61 +88,6 @@ ParamSpec alias(std::string name, std::string of, std::vector<uint64_t> shape);
 // tied, an alias of `embed_param` (read once) with a stray `lm_head.weight` declared skipped.
 void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, uint64_t hidden, bool tie, const Layout& l);
 
-// A slice of one checkpoint linear (`linear` is its prefix: `linear + ".weight"`).
-struct LinearSlice {
-  std::string linear;
-  std::vector<uint64_t> shape;  // the weight's [out, in]
-  Range rows;
-  Range cols;
-};
-LinearSlice whole_linear(std::string linear, std::vector<uint64_t> shape);
-LinearSlice linear_rows(std::string linear, std::vector<uint64_t> shape, Range rows);  // column-parallel part
-LinearSlice linear_cols(std::string linear, std::vector<uint64_t> shape, Range cols);  // row-parallel part
-
-// FP8 block quantisation: `weight_scale_inv` holds one F32 per [rows x cols] block of the weight.
-struct BlockScales {
-  uint64_t rows = 128;
-  uint64_t cols = 128;
-};
-// The block range covering weight range r along a dim of block size b: [r.begin/b, ceil(r.end/b)).
-Range block_range(Range r, uint64_t b);
-
-// How a checkpoint's linears are quantised, and so which companion tensors follow each weight.
-struct LinearQuant {
-  enum class Kind { kNone, kFp8Block, kNvfp4 };
-  Kind kind = Kind::kNone;
-  BlockScales blocks;         // kFp8Block: `weight_scale_inv` F32 per block
-  bool strict_global = true;  // kNvfp4: dense layers reject a non-finite or <= 0 global scale
-  // kNvfp4 (compressed-tensors, after the mapping's renames): `weight` U8 [out, in/2] (two FP4
-  // values a byte), `weight_scale` F8_E4M3 [out, in/16], `weight_scale_2` and `input_scale`
-  // F32 [1] (global scales, inverted on load; the sources of one fused parameter must match).
-
-  static LinearQuant none() { return {}; }
-  static LinearQuant fp8(BlockScales b) { return {Kind::kFp8Block, b, true}; }
-  static LinearQuant nvfp4(bool strict) { return {Kind::kNvfp4, {}, strict}; }
-  // Columns of the stored weight for `in` input features (packed bytes for NVFP4).
-  uint64_t stored_cols(uint64_t in) const { return kind == Kind::kNvfp4 ? in / 2 : in; }
-};
-
-// Appends the parameters of one (possibly fused, possibly stacked) linear: `dst + sep + "weight"`
-// = the concatenation (dim 0) of the slices' weights, shaped `leading` + [rows, cols]
-// (rows = total / prod(leading)); and the quantisation's companions under the same prefix
-// (`weight_scale_inv`; or `weight_scale`, `weight_scale_2`, `input_scale`). Slices are in the
-// stored weight's units (packed bytes for NVFP4 columns). With `leading`, the slices form
-// prod(leading) equal groups (e.g. experts), each contributing one global scale.
-void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const std::string& sep,
-                const std::vector<LinearSlice>& slices, const LinearQuant& quant,
-                const std::vector<uint64_t>& leading = {});
-
-// Routed experts of one MoE layer (DESIGN.md "MoE experts"): this rank's experts
-// [moe_ep_rank*E/P, (moe_ep_rank+1)*E/P) in order; `dst` + ".w3_w1_weight" [E/P, 2*I/moe_tp, H] =
-// per expert concat(up rows, gate rows) of moe_tp_rank; `dst` + ".w2_weight" [E/P, H, I/moe_tp] =
-// down, row-split; quantisation companions likewise (`w3_w1_weight_scale_inv`, ...). Sources
-// are `src.j.{gate,up,down}_proj`. Throws kInvalidArgument when E is not divisible by ep_size
-// (Layout::local_experts).
-std::vector<ParamSpec> moe_experts(const std::string& dst, const std::string& src, uint64_t experts, uint64_t intermediate,
-                                   uint64_t hidden, const Layout& l, const LinearQuant& quant);
-
 // KV-head duplication: the rows (of a [kv_heads * unit_rows, ...] tensor) of this rank's KV
 // heads (Layout::local_kv_heads, which throws kInvalidArgument when neither of kv_heads and
 // tp_size divides the other).
