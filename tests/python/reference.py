@@ -12,9 +12,12 @@ F32 as uint32, ...): copies, splits, concatenations and transposes never convert
 The only arithmetic is the NVFP4 global-scale inversion, done in float32 as specified.
 
 CLI:
-  reference.py expect CKPT_DIR --tp-size T --tp-rank R [--ep-size P] [--mtp-layers K] --out F
-  reference.py check  CKPT_DIR DUMP.safetensors --tp-size T --tp-rank R [--ep-size P] [--mtp-layers K]
-  reference.py list   CKPT_DIR --tp-size T --tp-rank R [...]     (names, dtypes, shapes)
+  reference.py expect CKPT_DIR --tp-size T --tp-rank R [LAYOUT] --out F
+  reference.py check  CKPT_DIR DUMP.safetensors --tp-size T --tp-rank R [LAYOUT]
+  reference.py list   CKPT_DIR --tp-size T --tp-rank R [LAYOUT]     (names, dtypes, shapes)
+LAYOUT: [--ep-size P] [--mtp-layers K] [--target trtllm|vllm] [--attention-dp] [--gpus-per-node G]
+Targets (DESIGN.md "Targets"): trtllm (default; TensorRT-LLM PyTorch backend) and vllm (vLLM
+load_weights; every family except GPT-2).  --attention-dp is trtllm (DeepSeek-V3) only.
 
 Exit codes: 0 ok/identical, 1 mismatches, 2 bad usage or unusable input.
 
@@ -30,6 +33,7 @@ import os
 import struct
 import sys
 from collections import OrderedDict
+from math import gcd
 
 import numpy as np
 
@@ -225,18 +229,46 @@ def write_safetensors(path, params):
 # Layout and shard helpers
 # --------------------------------------------------------------------------------------
 
+TARGETS = ("trtllm", "vllm")
+
+
 class Layout:
-    def __init__(self, tp_size, tp_rank, ep_size=1, mtp_layers=None):
+    """Parallel layout (DESIGN.md "Targets": the target is part of the layout).
+
+    target:        'trtllm' (default) or 'vllm'.
+    attention_dp:  TensorRT-LLM's enable_attention_dp (trtllm only): attention, dense MLPs,
+                   shared experts, embeddings and lm_head replicated (aT = 1, ar = 0).
+    gpus_per_node: G, the node cap of the trtllm DeepSeek dense-MLP gcd rule.
+    """
+
+    def __init__(self, tp_size, tp_rank, ep_size=1, mtp_layers=None, target="trtllm",
+                 attention_dp=False, gpus_per_node=8):
         if tp_size < 1 or not 0 <= tp_rank < tp_size:
             raise BadInput("bad layout: tp_size=%d tp_rank=%d" % (tp_size, tp_rank))
         if ep_size < 1 or tp_size % ep_size:
             raise BadInput("bad layout: ep_size=%d must divide tp_size=%d" % (ep_size, tp_size))
         if mtp_layers is not None and mtp_layers < 0:
             raise BadInput("bad layout: mtp_layers=%d" % mtp_layers)
+        if target not in TARGETS:
+            raise BadInput("bad layout: unknown target %r (known: %s)" % (target, ", ".join(TARGETS)))
+        if gpus_per_node < 1:
+            raise BadInput("bad layout: gpus_per_node=%d" % gpus_per_node)
+        if target == "vllm":
+            if attention_dp:
+                raise BadInput("bad layout: --attention-dp is a trtllm layout, not valid with --target vllm")
+            if ep_size not in (1, tp_size):
+                raise BadInput("bad layout: --target vllm expert parallelism is all-or-nothing: "
+                               "ep_size must be 1 or tp_size %d, is %d" % (tp_size, ep_size))
+            if mtp_layers:
+                raise BadInput("bad layout: --target vllm loads no MTP layer (--mtp-layers %d)" % mtp_layers)
         self.T, self.r, self.P, self.mtp = tp_size, tp_rank, ep_size, mtp_layers
+        self.target, self.adp, self.G = target, bool(attention_dp), gpus_per_node
+        self.vllm = target == "vllm"
         self.moe_tp = tp_size // ep_size
         self.moe_tp_rank = tp_rank // ep_size
         self.moe_ep_rank = tp_rank % ep_size
+        # attention / dense / embedding split (attention-DP: replicated, i.e. tp 1)
+        self.aT, self.ar = (1, 0) if self.adp else (tp_size, tp_rank)
 
 
 def ceil_div(a, b):
@@ -273,6 +305,20 @@ def vocab_split(t, T, r):
     """Vocabulary-parallel: T blocks of ceil(V/T) rows; the last block zero-padded."""
     V = t.shape[0]
     blk = ceil_div(V, T)
+    a, b = min(r * blk, V), min((r + 1) * blk, V)
+    out = np.zeros((blk,) + t.shape[1:], dtype=t.data.dtype)
+    out[:b - a] = t.data[a:b]
+    return Tensor(t.dtype, out)
+
+
+def vllm_vocab_split(t, T, r, name):
+    """vLLM vocabulary: Vp = 64*ceil(V/64) (also at T = 1), Vp/T rows per rank (Vp % T == 0);
+    rank r copies rows [min(r*Vp/T, V), min((r+1)*Vp/T, V)) to its first rows, zero the rest."""
+    V = t.shape[0]
+    Vp = 64 * ceil_div(V, 64)
+    if Vp % T:
+        raise BadInput("%s: padded vocabulary %d (V=%d) not divisible by tp_size %d" % (name, Vp, V, T))
+    blk = Vp // T
     a, b = min(r * blk, V), min((r + 1) * blk, V)
     out = np.zeros((blk,) + t.shape[1:], dtype=t.data.dtype)
     out[:b - a] = t.data[a:b]
@@ -349,9 +395,10 @@ class Linear:
     """All tensors of one source linear, keyed by canonical suffix ('weight', 'bias',
     'weight_scale_inv', 'weight_scale', 'weight_scale_2', 'input_scale')."""
 
-    def __init__(self, name, parts):
+    def __init__(self, name, parts, raw=None):
         self.name = name
         self.parts = parts  # suffix -> (source key, Tensor)
+        self.raw = raw or {}  # global-scale suffix -> source Tensor before inversion
 
 
 def invert_global_scale(key, t, strict):
@@ -368,7 +415,7 @@ def invert_global_scale(key, t, strict):
 
 def load_linear(ck, q, prefix, strict_global=True, with_bias=False):
     """Read the tensors of linear `prefix` (e.g. model.layers.0.self_attn.q_proj)."""
-    parts = OrderedDict()
+    parts, raw = OrderedDict(), {}
     if q.mode == "nvfp4" and ck.has(prefix + ".weight_packed"):
         if ck.has(prefix + ".weight"):
             raise BadInput("%s.weight_packed renames onto existing key %s.weight" % (prefix, prefix))
@@ -379,14 +426,15 @@ def load_linear(ck, q, prefix, strict_global=True, with_bias=False):
                 if ck.has(prefix + "." + dst):
                     raise BadInput("%s.%s renames onto existing key %s.%s" % (prefix, src, prefix, dst))
                 key = prefix + "." + src
-                parts[dst] = (key, invert_global_scale(key, ck.get(key), strict_global))
+                raw[dst] = ck.get(key)
+                parts[dst] = (key, invert_global_scale(key, raw[dst], strict_global))
     else:
         parts["weight"] = (prefix + ".weight", ck.get(prefix + ".weight"))
         if q.mode == "fp8" and ck.has(prefix + ".weight_scale_inv"):
             parts["weight_scale_inv"] = (prefix + ".weight_scale_inv", ck.get(prefix + ".weight_scale_inv"))
     if with_bias:
         parts["bias"] = (prefix + ".bias", ck.get(prefix + ".bias"))
-    return Linear(prefix, parts)
+    return Linear(prefix, parts, raw)
 
 
 def _scale_range(a, b, block):
@@ -442,9 +490,10 @@ def rows_linear(lin, q, a, b):
     return out
 
 
-def fuse(pieces, names, what):
+def fuse(pieces, names, what, check_globals=True):
     """Concatenate along dim 0 the parts of several split linears into one parameter.
-    Global scales (weight_scale_2 / input_scale) must be equal across sources and are kept once."""
+    Global scales (weight_scale_2 / input_scale) must be equal across sources and are kept once
+    (check_globals=False: the caller has checked them; the first source's value is kept)."""
     out = OrderedDict()
     suffixes = list(pieces[0].keys())
     for p, n in zip(pieces, names):
@@ -453,6 +502,9 @@ def fuse(pieces, names, what):
     for s in suffixes:
         ts = [p[s] for p in pieces]
         if s in ("weight_scale_2", "input_scale"):
+            if not check_globals:
+                out[s] = ts[0]
+                continue
             first = ts[0].to_bytes()
             for t, n in zip(ts[1:], names[1:]):
                 if t.to_bytes() != first or t.shape != ts[0].shape:
@@ -474,7 +526,36 @@ def emit(params, name, parts):
 # Families
 # --------------------------------------------------------------------------------------
 
+def whole(lin):
+    """A linear's parts unsplit (replicated)."""
+    return OrderedDict((k, v[1]) for k, v in lin.parts.items())
+
+
+GLOBAL_SUFFIXES = ("weight_scale_2", "input_scale")
+
+
+def expert_globals_agree(up, gate):
+    """NVFP4 expert w3/w1 global scales: the sources must agree within
+    |a-b| <= 1e-8 + 1e-5*|b| (a = up/w3's value, b = gate/w1's); the fused parameter takes the
+    up source's (inverted) value.  Equal inverted values (e.g. both non-positive) also agree."""
+    for s in GLOBAL_SUFFIXES:
+        if (s in up.parts) != (s in gate.parts):
+            raise BadInput("%s / %s: only one carries %s" % (up.name, gate.name, s))
+        if s not in up.parts:
+            continue
+        (ka, ta), (kb, tb) = up.parts[s], gate.parts[s]
+        if ta.to_bytes() == tb.to_bytes() and ta.shape == tb.shape:
+            continue
+        a = up.raw[s].data.view(np.float32).astype(np.float64)
+        b = gate.raw[s].data.view(np.float32).astype(np.float64)
+        if a.shape != b.shape or not np.all(np.abs(a - b) <= 1e-8 + 1e-5 * np.abs(b)):
+            raise BadInput("expert global scales differ beyond tolerance: %s and %s" % (ka, kb))
+
+
 class Builder:
+    """Family builders share the target-aware helpers below; each target's rule for a
+    helper sits in that helper (vocabulary, splits, fused parameters, names, experts)."""
+
     def __init__(self, ck, cfg, lay):
         self.ck, self.cfg, self.lay = ck, cfg, lay
         self.q = Quant(cfg)
@@ -484,14 +565,75 @@ class Builder:
     def rep(self, dst, src=None):
         self.params[dst] = self.ck.get(src or dst)
 
-    def vocab(self, dst, src=None):
-        self.params[dst] = vocab_split(self.ck.get(src or dst), self.lay.T, self.lay.r)
+    def vocab(self, dst, src=None, T=None, r=None):
+        """Vocabulary-parallel parameter: trtllm ceil(V/T) blocks, the last zero-padded;
+        vllm Vp = 64*ceil(V/64) padded, Vp/T rows per rank."""
+        T = self.lay.T if T is None else T
+        r = self.lay.r if r is None else r
+        t = self.ck.get(src or dst)
+        if self.lay.vllm:
+            self.params[dst] = vllm_vocab_split(t, T, r, src or dst)
+        else:
+            self.params[dst] = vocab_split(t, T, r)
+
+    def lm_head(self, embed="model.embed_tokens.weight", T=None, r=None):
+        """lm_head, vocabulary-parallel.  Tied: trtllm lists lm_head.weight with the embedding's
+        data (laid out by the lm_head rule); vllm has only model.embed_tokens.weight."""
+        if self.cfg.get("tie_word_embeddings"):
+            if not self.lay.vllm:
+                self.vocab("lm_head.weight", embed, T, r)
+        else:
+            self.vocab("lm_head.weight", None, T, r)
 
     def col(self, dst, src=None):
         self.params[dst] = col_split(self.ck.get(src or dst), self.lay.T, self.lay.r)
 
     def row(self, dst, src=None):
         self.params[dst] = row_split(self.ck.get(src or dst), self.lay.T, self.lay.r)
+
+    # target-aware linear helpers
+    def emit(self, name, parts):
+        """Parameter `name` with its parts.  FP8 block scales: trtllm names the parameter
+        `<linear>.weight_scale`, vllm keeps `<linear>.weight_scale_inv`."""
+        for suffix, t in parts.items():
+            if suffix == "weight_scale_inv" and not self.lay.vllm:
+                suffix = "weight_scale"
+            self.params[name + "." + suffix] = t
+
+    def fp8_block_check(self, name, parts, dim, n, what):
+        """vllm + FP8: n rows (dim 0) / columns (dim 1) of a split part or a non-final fused
+        part must be a multiple of the 128 block (the config's weight_block_size)."""
+        if self.lay.vllm and "weight_scale_inv" in parts and n % self.q.block[dim]:
+            raise BadInput("%s: %s %d %s not a multiple of the FP8 block %d (vLLM refuses it)"
+                           % (name, what, n, "rows" if dim == 0 else "columns", self.q.block[dim]))
+
+    def split(self, lin, dim, T=None, r=None):
+        """Shard rule on dim (0 column-, 1 row-parallel).  vllm: every split is exact (width % T
+        == 0, else an error naming the tensor and T); FP8 per-rank slices block-aligned (T > 1)."""
+        T = self.lay.T if T is None else T
+        r = self.lay.r if r is None else r
+        w = lin.parts["weight"][1]
+        if self.lay.vllm and dim < w.data.ndim:
+            width = w.shape[dim]
+            if width % T:
+                raise BadInput("%s: dim %d width %d not divisible by tp_size %d (vllm splits exactly)"
+                               % (lin.parts["weight"][0], dim, width, T))
+            if T > 1:
+                self.fp8_block_check(lin.name, lin.parts, dim, width // T, "per-rank")
+        return split_linear(lin, self.q, dim, T, r)
+
+    def rows(self, lin, a, b):
+        """Rows [a, b) (a K/V head slice); vllm + FP8 at T > 1: block-aligned."""
+        if self.lay.T > 1:
+            self.fp8_block_check(lin.name, lin.parts, 0, b - a, "per-rank")
+        return rows_linear(lin, self.q, a, b)
+
+    def fuse(self, pieces, names, what, check_globals=True):
+        """Concatenate parts (dim 0).  vllm + FP8: a non-final part's rows must be a multiple of
+        128, so part i's scale rows start at ceil(offset_i/128) (plain concatenation)."""
+        for p, n in zip(pieces[:-1], names[:-1]):
+            self.fp8_block_check(n, p, 0, p["weight"].shape[0], "non-final fused part")
+        return fuse(pieces, names, what, check_globals)
 
     # Llama-style gated MLP: gate_up_proj = concat(gate rows r, up rows r); down row-parallel.
     def gated_mlp(self, dst_pre, src_pre, bias=False, T=None, r=None):
@@ -501,34 +643,64 @@ class Builder:
         g = load_linear(ck, q, src_pre + ".gate_proj", with_bias=bias)
         u = load_linear(ck, q, src_pre + ".up_proj", with_bias=bias)
         d = load_linear(ck, q, src_pre + ".down_proj", with_bias=bias)
-        emit(self.params, dst_pre + ".gate_up_proj",
-             fuse([split_linear(g, q, 0, T, r), split_linear(u, q, 0, T, r)],
-                  [g.name, u.name], dst_pre + ".gate_up_proj"))
-        emit(self.params, dst_pre + ".down_proj", split_linear(d, q, 1, T, r))
+        self.emit(dst_pre + ".gate_up_proj",
+                  self.fuse([self.split(g, 0, T, r), self.split(u, 0, T, r)],
+                            [g.name, u.name], dst_pre + ".gate_up_proj"))
+        self.emit(dst_pre + ".down_proj", self.split(d, 1, T, r))
 
-    # Routed experts: experts.backend.w3_w1_weight / w2_weight (+ scales).
     def experts(self, dst_pre, src_pre, E, inter, H):
-        lay, ck, q = self.lay, self.ck, self.q
-        if E % lay.P:
-            raise BadInput("%d experts not divisible by ep_size %d" % (E, lay.P))
-        per = E // lay.P
-        first = lay.moe_ep_rank * per
-        w31, w2 = [], []
-        for j in range(first, first + per):
+        """Routed experts of one layer.  dst_pre is the target's module: trtllm
+        `...mlp.experts.backend`, vllm `...mlp.experts` (Mixtral `...block_sparse_moe.experts`)."""
+        lay = self.lay
+        if lay.vllm:
+            # All-or-nothing EP: P == 1 -> all E experts, I split over T; P == T -> MoE tp 1,
+            # E % T extra experts on the first ranks.
+            if lay.P == 1:
+                first, n, mT, mr = 0, E, lay.T, lay.r
+            else:
+                n = E // lay.T + (1 if lay.r < E % lay.T else 0)
+                first = lay.r * (E // lay.T) + min(lay.r, E % lay.T)
+                mT, mr = 1, 0
+            order, labels = "gate_up", ("w13", "w2")
+        else:
+            if E % lay.P:
+                raise BadInput("%d experts not divisible by ep_size %d" % (E, lay.P))
+            n = E // lay.P
+            first = lay.moe_ep_rank * n
+            mT, mr = lay.moe_tp, lay.moe_tp_rank
+            order, labels = "up_gate", ("w3_w1", "w2")
+        if n == 0:
+            raise BadInput("%s: rank %d holds no expert (%d experts, tp_size %d)" % (src_pre, lay.r, E, lay.T))
+        ck, q = self.ck, self.q
+        w_in, w2 = [], []
+        for j in range(first, first + n):
             ep = "%s.%d" % (src_pre, j)
             g = load_linear(ck, q, ep + ".gate_proj", strict_global=False)
             u = load_linear(ck, q, ep + ".up_proj", strict_global=False)
             d = load_linear(ck, q, ep + ".down_proj", strict_global=False)
             expect_shape(g.parts["weight"][0], g.parts["weight"][1],
                          (inter, g.parts["weight"][1].shape[1]))
-            w31.append(fuse([split_linear(u, q, 0, lay.moe_tp, lay.moe_tp_rank),
-                             split_linear(g, q, 0, lay.moe_tp, lay.moe_tp_rank)],
-                            [u.name, g.name], dst_pre + ".w3_w1"))
-            w2.append(split_linear(d, q, 1, lay.moe_tp, lay.moe_tp_rank))
-        for label, lst in (("w3_w1", w31), ("w2", w2)):
+            expert_globals_agree(u, g)
+            gs, us = self.split(g, 0, mT, mr), self.split(u, 0, mT, mr)
+            if order == "gate_up":
+                fused = self.fuse([gs, us], [g.name, u.name], dst_pre + "." + labels[0], False)
+                for s in GLOBAL_SUFFIXES:  # the up (w3) source's value
+                    if s in us:
+                        fused[s] = us[s]
+            else:
+                fused = self.fuse([us, gs], [u.name, g.name], dst_pre + "." + labels[0], False)
+            w_in.append(fused)
+            w2.append(self.split(d, 1, mT, mr))
+        for label, lst in zip(labels, (w_in, w2)):
             for suffix in lst[0]:
-                name = "%s.%s_%s" % (dst_pre, label, suffix)
+                name = "%s.%s_%s" % (dst_pre, label, self.expert_suffix(suffix))
                 self.params[name] = stack([x[suffix] for x in lst], name)
+
+    def expert_suffix(self, suffix):
+        """FP8 expert block scales: trtllm `<w>_weight_scaling_factor`, vllm `<w>_weight_scale_inv`."""
+        if suffix == "weight_scale_inv" and not self.lay.vllm:
+            return "weight_scaling_factor"
+        return suffix
 
 
 class LlamaBuilder(Builder):
@@ -560,11 +732,26 @@ class LlamaBuilder(Builder):
         head = r // (T // kvh)
         return head * hd, (head + 1) * hd
 
+    def biases(self):
+        """(q/k/v bias, o_proj bias).  trtllm: Qwen2 always q/k/v; others when attention_bias
+        (o_proj too, except Qwen2).  vllm: Qwen2 always q/k/v; Llama/Mistral (and Mixtral) when
+        attention_bias or bias (o_proj too); Qwen3 (and Qwen3-MoE) q/k/v when attention_bias."""
+        cfg, arch = self.cfg, self.arch
+        ab = bool(cfg.get("attention_bias"))
+        if arch == "Qwen2ForCausalLM":
+            return True, False
+        if not self.lay.vllm:
+            return ab, ab
+        if arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM"):
+            return ab, False
+        b = ab or bool(cfg.get("bias"))
+        return b, b
+
     def attention(self, i):
-        ck, q, cfg, lay = self.ck, self.q, self.cfg, self.lay
+        ck, q = self.ck, self.q
         src = "model.layers.%d.self_attn" % i
         arch = self.arch
-        qkv_bias = arch == "Qwen2ForCausalLM" or bool(cfg.get("attention_bias"))
+        qkv_bias, o_bias = self.biases()
         qp = load_linear(ck, q, src + ".q_proj", with_bias=qkv_bias)
         kp = load_linear(ck, q, src + ".k_proj", with_bias=qkv_bias)
         vp = load_linear(ck, q, src + ".v_proj", with_bias=qkv_bias)
@@ -572,22 +759,22 @@ class LlamaBuilder(Builder):
                      (self.nh * self.hd, qp.parts["weight"][1].shape[1]))
         ka, kb = self.kv_rows(kp.parts["weight"][1], kp.parts["weight"][0])
         va, vb = self.kv_rows(vp.parts["weight"][1], vp.parts["weight"][0])
-        emit(self.params, src + ".qkv_proj",
-             fuse([split_linear(qp, q, 0, lay.T, lay.r), rows_linear(kp, q, ka, kb),
-                   rows_linear(vp, q, va, vb)],
-                  [qp.name, kp.name, vp.name], src + ".qkv_proj"))
+        self.emit(src + ".qkv_proj",
+                  self.fuse([self.split(qp, 0), self.rows(kp, ka, kb), self.rows(vp, va, vb)],
+                            [qp.name, kp.name, vp.name], src + ".qkv_proj"))
         if arch == "Qwen3ForCausalLM" or arch == "Qwen3MoeForCausalLM":
             self.rep(src + ".q_norm.weight")
             self.rep(src + ".k_norm.weight")
-        op = load_linear(ck, q, src + ".o_proj", with_bias=bool(cfg.get("attention_bias"))
-                         and arch != "Qwen2ForCausalLM")
-        emit(self.params, src + ".o_proj", split_linear(op, q, 1, lay.T, lay.r))
+        op = load_linear(ck, q, src + ".o_proj", with_bias=o_bias)
+        self.emit(src + ".o_proj", self.split(op, 1))
 
     def mlp(self, i):
         pre = "model.layers.%d.mlp" % i
         self.gated_mlp(pre, pre, bias=bool(self.cfg.get("mlp_bias")))
 
     def build(self):
+        if self.lay.adp:
+            raise BadInput("--attention-dp: not a layout of %s (DeepSeek-V3 only)" % self.arch)
         self.dims()
         self.vocab("model.embed_tokens.weight")
         for i in range(self.L):
@@ -597,10 +784,7 @@ class LlamaBuilder(Builder):
             self.rep(pre + ".post_attention_layernorm.weight")
             self.mlp(i)
         self.rep("model.norm.weight")
-        if self.cfg.get("tie_word_embeddings"):
-            self.params["lm_head.weight"] = self.params["model.embed_tokens.weight"]
-        else:
-            self.vocab("lm_head.weight")
+        self.lm_head()
         return self.params
 
 
@@ -627,7 +811,9 @@ class MoeBuilder(LlamaBuilder):
             E = need(cfg, "num_local_experts")
             inter = need(cfg, "intermediate_size")
             src = "model.layers.%d.block_sparse_moe" % i
-            self.rep(pre + ".gate.weight", src + ".gate.weight")
+            # vllm keeps Mixtral's module name block_sparse_moe; trtllm's is mlp.
+            dst = src if self.lay.vllm else pre
+            self.rep(dst + ".gate.weight", src + ".gate.weight")
             view = _RenamedCheckpoint(ck, {
                 "%s.experts.%d.%s" % (pre, j, new): "%s.experts.%d.%s" % (src, j, old)
                 for j in range(E)
@@ -635,14 +821,16 @@ class MoeBuilder(LlamaBuilder):
             saved = self.ck
             self.ck = view
             try:
-                self.experts(pre + ".experts.backend", pre + ".experts", E, inter, self.H)
+                self.experts(dst + (".experts" if self.lay.vllm else ".experts.backend"),
+                             pre + ".experts", E, inter, self.H)
             finally:
                 self.ck = saved
         else:
             E = need(cfg, "num_experts")
             inter = need(cfg, "moe_intermediate_size")
             self.rep(pre + ".gate.weight")
-            self.experts(pre + ".experts.backend", pre + ".experts", E, inter, self.H)
+            self.experts(pre + (".experts" if self.lay.vllm else ".experts.backend"),
+                         pre + ".experts", E, inter, self.H)
 
 
 class _RenamedCheckpoint:
@@ -668,6 +856,10 @@ class _RenamedCheckpoint:
 class Gpt2Builder(Builder):
     def build(self):
         ck, cfg, lay = self.ck, self.cfg, self.lay
+        if lay.vllm:
+            raise BadInput("GPT2LMHeadModel: not served for target vllm (serves: trtllm)")
+        if lay.adp:
+            raise BadInput("--attention-dp: not a layout of GPT2LMHeadModel (DeepSeek-V3 only)")
         T, r = lay.T, lay.r
         sp = "transformer." if ck.has("transformer.wte.weight") else ""
         H = cfg_get(cfg, "n_embd", cfg.get("hidden_size"))
@@ -713,6 +905,17 @@ class Gpt2Builder(Builder):
 
 
 class DeepseekV3Builder(Builder):
+    """DeepSeek-V3 (and V2-Lite style without q_lora).  Per target:
+
+    trtllm: embed_tokens replicated, lm_head vocabulary-parallel; fused A projection
+            `kv_a_proj_with_mqa`; kv_b_proj split into kv_b_proj / k_b_proj_trans / v_b_proj;
+            dense MLP and shared experts over the gcd rule; MTP layers with row-parallel eh_proj;
+            attention-DP replicates attention, dense MLPs, shared experts, embed, lm_head, eh_proj.
+    vllm:   embed_tokens and lm_head vocabulary-parallel (64-padded); `fused_qkv_a_proj`;
+            kv_b_proj column-parallel rows; dense MLP and shared experts split over T exactly;
+            e_score_correction_bias only with topk_method noaux_tc; no MTP layer.
+    """
+
     def build(self):
         cfg, lay = self.cfg, self.lay
         self.H = need(cfg, "hidden_size")
@@ -721,40 +924,37 @@ class DeepseekV3Builder(Builder):
         self.nope = need(cfg, "qk_nope_head_dim")
         self.vdim = need(cfg, "v_head_dim")
         self.R = need(cfg, "kv_lora_rank")
-        if self.nh % lay.T:
-            raise BadInput("num_attention_heads %d not divisible by tp_size %d" % (self.nh, lay.T))
+        if self.nh % lay.aT:
+            raise BadInput("num_attention_heads %d not divisible by tp_size %d" % (self.nh, lay.aT))
         n_mtp = cfg_get(cfg, "num_nextn_predict_layers", 0)
-        K = n_mtp if lay.mtp is None else lay.mtp
+        if lay.vllm:
+            K = 0  # vllm: MTP layers are not loaded (declared skipped)
+        else:
+            K = n_mtp if lay.mtp is None else lay.mtp
         if K > 0 and n_mtp <= 0:
             raise BadInput("--mtp-layers %d but the checkpoint has no MTP layer" % K)
 
-        self.vocab("model.embed_tokens.weight")
+        if lay.vllm:
+            self.vocab("model.embed_tokens.weight")
+        else:
+            self.rep("model.embed_tokens.weight")  # trtllm: replicated, full [V, hidden]
         for i in range(self.L):
             self.layer(i, i)
         for k in range(K):
+            # trtllm MTP: model layer L+k loads checkpoint layer L + k % n_mtp.  Its
+            # embed_tokens and shared_head.head are not parameters (model's embed / lm_head).
             src_i = self.L + k % n_mtp
             dst_i = self.L + k
             d = "model.layers.%d." % dst_i
             s = "model.layers.%d." % src_i
-            if self.ck.has(s + "embed_tokens.weight"):
-                self.vocab(d + "embed_tokens.weight", s + "embed_tokens.weight")
-            else:
-                sys.stderr.write("reference: note: %sembed_tokens.weight absent; not a parameter\n" % s)
             self.rep(d + "enorm.weight", s + "enorm.weight")
             self.rep(d + "hnorm.weight", s + "hnorm.weight")
             eh = load_linear(self.ck, self.q, s + "eh_proj")
-            emit(self.params, d + "eh_proj", {k2: v[1] for k2, v in eh.parts.items()})
+            self.emit(d + "eh_proj", self.split(eh, 1, lay.aT, lay.ar))  # row-parallel
             self.rep(d + "shared_head.norm.weight", s + "shared_head.norm.weight")
-            if self.ck.has(s + "shared_head.head.weight"):
-                self.vocab(d + "shared_head.head.weight", s + "shared_head.head.weight")
-            else:
-                sys.stderr.write("reference: note: %sshared_head.head.weight absent; not a parameter\n" % s)
             self.layer(dst_i, src_i)
         self.rep("model.norm.weight")
-        if self.cfg.get("tie_word_embeddings"):
-            self.params["lm_head.weight"] = self.params["model.embed_tokens.weight"]
-        else:
-            self.vocab("lm_head.weight")
+        self.lm_head(T=lay.aT, r=lay.ar)
         return self.params
 
     def is_moe(self, i):
@@ -763,50 +963,87 @@ class DeepseekV3Builder(Builder):
                 and i >= cfg_get(cfg, "first_k_dense_replace", 0)
                 and i % cfg_get(cfg, "moe_layer_freq", 1) == 0)
 
+    def gcd_block(self):
+        """b of the trtllm gcd rule: the FP8 block rows (weight_block_size[0]), 16 for NVFP4, else 1."""
+        if self.q.mode == "fp8":
+            return self.q.block[0]
+        if self.q.mode == "nvfp4":
+            return 16
+        return 1
+
+    def gcd_tp(self, width, node_cap):
+        """trtllm dense / shared-expert MLP split: t = gcd(width / b, T); with the node cap,
+        t > G -> t = gcd(t, G).  Returns (t, r % t); attention-DP: (1, 0)."""
+        lay = self.lay
+        if lay.adp:
+            return 1, 0
+        t = gcd(width // self.gcd_block(), lay.T)
+        if node_cap and t > lay.G:
+            t = gcd(t, lay.G)
+        return t, lay.r % t
+
     def layer(self, dst_i, src_i):
         ck, q, lay, cfg = self.ck, self.q, self.lay, self.cfg
         d = "model.layers.%d." % dst_i
         s = "model.layers.%d." % src_i
+        aT, ar = lay.aT, lay.ar
         self.rep(d + "input_layernorm.weight", s + "input_layernorm.weight")
         self.rep(d + "post_attention_layernorm.weight", s + "post_attention_layernorm.weight")
         sa, da = s + "self_attn.", d + "self_attn."
         kva = load_linear(ck, q, sa + "kv_a_proj_with_mqa")
         if cfg.get("q_lora_rank") is None:
             # V2-Lite style: q_proj column-parallel; kv_a_proj_with_mqa alone, replicated.
-            emit(self.params, da + "q_proj",
-                 split_linear(load_linear(ck, q, sa + "q_proj"), q, 0, lay.T, lay.r))
-            emit(self.params, da + "kv_a_proj_with_mqa", {k: v[1] for k, v in kva.parts.items()})
+            self.emit(da + "q_proj", self.split(load_linear(ck, q, sa + "q_proj"), 0, aT, ar))
+            self.emit(da + "kv_a_proj_with_mqa", whole(kva))
         else:
-            # fused_a = concat(q_a_proj, kv_a_proj_with_mqa), replicated.
+            # Fused A = concat(q_a_proj, kv_a_proj_with_mqa), replicated:
+            # trtllm `kv_a_proj_with_mqa`, vllm `fused_qkv_a_proj`.
             qa = load_linear(ck, q, sa + "q_a_proj")
-            emit(self.params, da + "fused_a",
-                 fuse([{k: v[1] for k, v in qa.parts.items()}, {k: v[1] for k, v in kva.parts.items()}],
-                      [qa.name, kva.name], da + "fused_a"))
+            fa = da + ("fused_qkv_a_proj" if lay.vllm else "kv_a_proj_with_mqa")
+            self.emit(fa, self.fuse([whole(qa), whole(kva)], [qa.name, kva.name], fa))
             self.rep(da + "q_a_layernorm.weight", sa + "q_a_layernorm.weight")
-            emit(self.params, da + "q_b_proj",
-                 split_linear(load_linear(ck, q, sa + "q_b_proj"), q, 0, lay.T, lay.r))
+            self.emit(da + "q_b_proj", self.split(load_linear(ck, q, sa + "q_b_proj"), 0, aT, ar))
         self.rep(da + "kv_a_layernorm.weight", sa + "kv_a_layernorm.weight")
-        emit(self.params, da + "o_proj",
-             split_linear(load_linear(ck, q, sa + "o_proj"), q, 1, lay.T, lay.r))
-        self.kv_b(da, sa)
+        self.emit(da + "o_proj", self.split(load_linear(ck, q, sa + "o_proj"), 1, aT, ar))
+        if lay.vllm:
+            # vllm: kv_b_proj column-parallel by rows (per-head [nope; v] rows kept).
+            kvb = load_linear(ck, q, sa + "kv_b_proj")
+            expect_shape(kvb.parts["weight"][0], kvb.parts["weight"][1],
+                         (self.nh * (self.nope + self.vdim), self.R))
+            self.emit(da + "kv_b_proj", self.split(kvb, 0))
+        else:
+            self.kv_b(da, sa, aT, ar)
         mp, sm = d + "mlp", s + "mlp"
         if not self.is_moe(src_i):
-            self.gated_mlp(mp, sm)
+            if lay.vllm:
+                self.gated_mlp(mp, sm)
+            else:
+                t, tr = self.gcd_tp(need(cfg, "intermediate_size"), node_cap=True)
+                self.gated_mlp(mp, sm, T=t, r=tr)
             return
         self.rep(mp + ".gate.weight", sm + ".gate.weight")
-        self.rep(mp + ".gate.e_score_correction_bias", sm + ".gate.e_score_correction_bias")
-        if cfg_get(cfg, "n_shared_experts", 0):
-            self.gated_mlp(mp + ".shared_experts", sm + ".shared_experts")
+        if not lay.vllm or cfg.get("topk_method") == "noaux_tc":
+            self.rep(mp + ".gate.e_score_correction_bias", sm + ".gate.e_score_correction_bias")
+        n_shared = cfg_get(cfg, "n_shared_experts", 0)
         E = need(cfg, "n_routed_experts")
         inter = need(cfg, "moe_intermediate_size")
-        self.experts(mp + ".experts.backend", sm + ".experts", E, inter, self.H)
+        if n_shared:
+            if lay.vllm:
+                self.gated_mlp(mp + ".shared_experts", sm + ".shared_experts")
+            else:
+                t, tr = self.gcd_tp(inter * n_shared, node_cap=False)
+                self.gated_mlp(mp + ".shared_experts", sm + ".shared_experts", T=t, r=tr)
+        self.experts(mp + (".experts" if lay.vllm else ".experts.backend"), sm + ".experts",
+                     E, inter, self.H)
 
-    def kv_b(self, da, sa):
-        """kv_b_proj [H*(nope+v), R] -> kv_b_proj.weight, k_b_proj_trans, v_b_proj (+ scales)."""
-        ck, q, lay = self.ck, self.q, self.lay
+    def kv_b(self, da, sa, T, r):
+        """trtllm: kv_b_proj [H*(nope+v), R] -> kv_b_proj.weight, k_b_proj_trans, v_b_proj, over
+        T attention ranks (T = 1 under attention-DP); FP8 scales -> kv_b_proj.weight_scale,
+        k_b_proj_trans_scale, v_b_proj_scale."""
+        ck, q = self.ck, self.q
         H, nope, vd, R = self.nh, self.nope, self.vdim, self.R
-        Hl = H // lay.T
-        h0 = lay.r * Hl
+        Hl = H // T
+        h0 = r * Hl
         key = sa + "kv_b_proj.weight"
         w = ck.get(key)
         expect_shape(key, w, (H * (nope + vd), R))
@@ -827,7 +1064,7 @@ class DeepseekV3Builder(Builder):
             expect_shape(skey, st, (H * (n_s + v_s), R_s))
             y = st.data.reshape(H, n_s + v_s, R_s)[h0:h0 + Hl]
             ks, vs = y[:, :n_s, :], y[:, n_s:, :]
-            self.params[da + "kv_b_proj.weight_scale_inv"] = Tensor(st.dtype, np.concatenate(
+            self.params[da + "kv_b_proj.weight_scale"] = Tensor(st.dtype, np.concatenate(
                 [ks.reshape(Hl * n_s, R_s), vs.reshape(Hl * v_s, R_s)], axis=0))
             self.params[da + "k_b_proj_trans_scale"] = Tensor(
                 st.dtype, np.ascontiguousarray(ks.transpose(0, 2, 1)))
@@ -861,8 +1098,9 @@ def load_config(ckpt_dir):
     return cfg
 
 
-def expected_params(ckpt_dir, tp_size, tp_rank, ep_size=1, mtp_layers=None, ck=None):
-    """Return OrderedDict {param_name: Tensor} for one rank."""
+def expected_params(ckpt_dir, tp_size, tp_rank, ep_size=1, mtp_layers=None, ck=None,
+                    target="trtllm", attention_dp=False, gpus_per_node=8):
+    """Return OrderedDict {param_name: Tensor} for one rank of the given target."""
     if ck is None:
         ck = Checkpoint(ckpt_dir)
     cfg = load_config(ck.dir if os.path.isfile(ckpt_dir) else ckpt_dir)
@@ -870,7 +1108,7 @@ def expected_params(ckpt_dir, tp_size, tp_rank, ep_size=1, mtp_layers=None, ck=N
     cls = FAMILIES.get(arch)
     if cls is None:
         raise BadInput("config.json: unsupported architecture %s" % arch)
-    lay = Layout(tp_size, tp_rank, ep_size, mtp_layers)
+    lay = Layout(tp_size, tp_rank, ep_size, mtp_layers, target, attention_dp, gpus_per_node)
     b = cls(ck, cfg, lay)
     b.arch = arch
     params = b.build()
@@ -885,10 +1123,11 @@ def unused_keys(ck):
     return [n for n in ck.names() if n not in ck.used and not n.endswith(IGNORED_SUFFIXES)]
 
 
-def expected_summary(ckpt_dir, tp_size, tp_rank, ep_size=1, mtp_layers=None):
-    """{param_name: (dtype_name, shape, bytes)}"""
+def expected_summary(ckpt_dir, tp_size, tp_rank, ep_size=1, mtp_layers=None, **layout):
+    """{param_name: (dtype_name, shape, bytes)}; layout: target, attention_dp, gpus_per_node."""
     return {n: (t.dtype, t.shape, t.to_bytes())
-            for n, t in expected_params(ckpt_dir, tp_size, tp_rank, ep_size, mtp_layers).items()}
+            for n, t in expected_params(ckpt_dir, tp_size, tp_rank, ep_size, mtp_layers,
+                                        **layout).items()}
 
 
 # --------------------------------------------------------------------------------------
@@ -943,6 +1182,9 @@ def main(argv=None):
         p.add_argument("--tp-rank", type=int, required=True)
         p.add_argument("--ep-size", type=int, default=1)
         p.add_argument("--mtp-layers", type=int, default=None)
+        p.add_argument("--target", choices=TARGETS, default="trtllm")
+        p.add_argument("--attention-dp", action="store_true")
+        p.add_argument("--gpus-per-node", type=int, default=8)
 
     pe = sub.add_parser("expect", help="write the expected parameters as safetensors")
     pe.add_argument("ckpt")
@@ -965,7 +1207,8 @@ def main(argv=None):
     try:
         ck = Checkpoint(args.ckpt)
         exp = expected_params(args.ckpt, args.tp_size, args.tp_rank, args.ep_size, args.mtp_layers,
-                              ck=ck)
+                              ck=ck, target=args.target, attention_dp=args.attention_dp,
+                              gpus_per_node=args.gpus_per_node)
         unused = unused_keys(ck)
         if unused:
             # Informational: a rank legitimately skips other ranks' experts and MTP layers
