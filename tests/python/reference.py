@@ -516,12 +516,6 @@ def fuse(pieces, names, what, check_globals=True):
     return out
 
 
-def emit(params, name, parts):
-    """Add parameter `name` (e.g. ...qkv_proj) with its parts: weight -> name.weight, etc."""
-    for suffix, t in parts.items():
-        params[name + "." + suffix] = t
-
-
 # --------------------------------------------------------------------------------------
 # Families
 # --------------------------------------------------------------------------------------

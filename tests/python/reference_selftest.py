@@ -105,7 +105,9 @@ def f32(vals, shape=None):
 
 
 def expect(d, T, r, **kw):
-    return ref.expected_params(d, T, r, kw.get("ep", 1), kw.get("mtp"))
+    return ref.expected_params(d, T, r, kw.get("ep", 1), kw.get("mtp"),
+                               target=kw.get("target", "trtllm"), attention_dp=kw.get("adp", False),
+                               gpus_per_node=kw.get("G", 8))
 
 
 def run_cli(*args):
@@ -489,14 +491,15 @@ def test_moe(tmp):
         check(w31.shape == (2, 4, 8) and w2.shape == (2, 8, 2), "%s expert shapes" % arch)
 
 
-def dsv3_ckpt(d, fp8, L=2, n_mtp=1):
-    H, nh, nope, rope, vd, R, qr, E, I = 8, 4, 4, 2, 4, 4, 4, 4, 4
+def dsv3_ckpt(d, fp8, L=2, n_mtp=1, dense_I=8, qr=4, extra_cfg=None):
+    H, nh, nope, rope, vd, R, E, I = 8, 4, 4, 2, 4, 4, 4, 4
     cfg = {"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": H, "num_attention_heads": nh,
            "qk_nope_head_dim": nope, "qk_rope_head_dim": rope, "v_head_dim": vd,
            "kv_lora_rank": R, "q_lora_rank": qr, "num_hidden_layers": L, "vocab_size": 6,
-           "intermediate_size": 8, "moe_intermediate_size": I, "n_routed_experts": E,
+           "intermediate_size": dense_I, "moe_intermediate_size": I, "n_routed_experts": E,
            "n_shared_experts": 1, "first_k_dense_replace": 1, "moe_layer_freq": 1,
            "num_nextn_predict_layers": n_mtp}
+    cfg.update(extra_cfg or {})
     if fp8:
         cfg["quantization_config"] = {"quant_method": "fp8", "weight_block_size": [2, 2],
                                       "fmt": "e4m3", "activation_scheme": "dynamic"}
@@ -524,9 +527,9 @@ def dsv3_ckpt(d, fp8, L=2, n_mtp=1):
         lin(p + "self_attn.kv_b_proj", nh * (nope + vd), R)
         lin(p + "self_attn.o_proj", H, nh * vd)
         if i == 0:
-            lin(p + "mlp.gate_proj", 8, H)
-            lin(p + "mlp.up_proj", 8, H)
-            lin(p + "mlp.down_proj", H, 8)
+            lin(p + "mlp.gate_proj", dense_I, H)
+            lin(p + "mlp.up_proj", dense_I, H)
+            lin(p + "mlp.down_proj", H, dense_I)
         else:
             t[p + "mlp.gate.weight"] = bf16(E, H)
             t[p + "mlp.gate.e_score_correction_bias"] = f32(np.arange(E) * 0.25)
@@ -557,9 +560,12 @@ def test_dsv3(tmp):
         T, r = 2, 1
         e = expect(d, T, r)
         p = "model.layers.1.self_attn."
-        eq(e[p + "fused_a.weight"], (dt, np.concatenate([t[p + "q_a_proj.weight"][1],
-                                                         t[p + "kv_a_proj_with_mqa.weight"][1]])),
-           tag + " fused_a")
+        eq(e[p + "kv_a_proj_with_mqa.weight"], (dt, np.concatenate([t[p + "q_a_proj.weight"][1],
+                                                                    t[p + "kv_a_proj_with_mqa.weight"][1]])),
+           tag + " fused A named kv_a_proj_with_mqa")
+        check(not any("fused_a" in n for n in e), tag + " no fused_a name")
+        eq(e["model.embed_tokens.weight"], t["model.embed_tokens.weight"], tag + " embed replicated")
+        eq(e["lm_head.weight"], ("BF16", t["lm_head.weight"][1][3:6]), tag + " lm_head vocab-parallel")
         kvb = t[p + "kv_b_proj.weight"][1].reshape(4, 8, 4)[2:4]  # heads 2,3
         kn, vv = kvb[:, :4], kvb[:, 4:]
         eq(e[p + "kv_b_proj.weight"], (dt, np.concatenate([kn.reshape(8, 4), vv.reshape(8, 4)])),
@@ -584,30 +590,33 @@ def test_dsv3(tmp):
         if fp8:
             s = t[p + "kv_b_proj.weight_scale_inv"][1].reshape(4, 4, 2)[2:4]  # [H,(nope+v)/2,R/2]
             ks, vs = s[:, :2], s[:, 2:]
-            eq(e[p + "kv_b_proj.weight_scale_inv"], ("F32", np.concatenate([ks.reshape(4, 2), vs.reshape(4, 2)])),
+            eq(e[p + "kv_b_proj.weight_scale"], ("F32", np.concatenate([ks.reshape(4, 2), vs.reshape(4, 2)])),
                tag + " kv_b scale")
             eq(e[p + "k_b_proj_trans_scale"], ("F32", ks.transpose(0, 2, 1)), tag + " k_b_proj_trans_scale")
             eq(e[p + "v_b_proj_scale"], ("F32", vs), tag + " v_b_proj_scale")
-            eq(e[p + "fused_a.weight_scale_inv"],
+            eq(e[p + "kv_a_proj_with_mqa.weight_scale"],
                ("F32", np.concatenate([t[p + "q_a_proj.weight_scale_inv"][1],
-                                       t[p + "kv_a_proj_with_mqa.weight_scale_inv"][1]])), tag + " fused_a scale")
-            eq(e[p + "q_b_proj.weight_scale_inv"], ("F32", t[p + "q_b_proj.weight_scale_inv"][1][6:12]),
+                                       t[p + "kv_a_proj_with_mqa.weight_scale_inv"][1]])), tag + " fused A scale")
+            eq(e[p + "q_b_proj.weight_scale"], ("F32", t[p + "q_b_proj.weight_scale_inv"][1][6:12]),
                tag + " q_b scale rows")
-            eq(e[p + "o_proj.weight_scale_inv"], ("F32", t[p + "o_proj.weight_scale_inv"][1][:, 4:8]),
+            eq(e[p + "o_proj.weight_scale"], ("F32", t[p + "o_proj.weight_scale_inv"][1][:, 4:8]),
                tag + " o_proj scale cols")
             ws = np.stack([np.concatenate([t[m + "experts.%d.up_proj.weight_scale_inv" % j][1][1:2],
                                            t[m + "experts.%d.gate_proj.weight_scale_inv" % j][1][1:2]])
                            for j in range(4)])
-            eq(e[m + "experts.backend.w3_w1_weight_scale_inv"], ("F32", ws), tag + " experts w3_w1 scale")
+            eq(e[m + "experts.backend.w3_w1_weight_scaling_factor"], ("F32", ws), tag + " experts w3_w1 scale")
             w2s = np.stack([t[m + "experts.%d.down_proj.weight_scale_inv" % j][1][:, 1:2] for j in range(4)])
-            eq(e[m + "experts.backend.w2_weight_scale_inv"], ("F32", w2s), tag + " experts w2 scale")
+            eq(e[m + "experts.backend.w2_weight_scaling_factor"], ("F32", w2s), tag + " experts w2 scale")
+            check(not any(n.endswith("weight_scale_inv") for n in e), tag + " trtllm: no weight_scale_inv names")
         else:
             check(not any(n.endswith("scale_inv") or n.endswith("_scale") for n in e), tag + " no scales")
         # MTP default K=1: model layer 2 from checkpoint layer 2.
         check("model.layers.2.eh_proj.weight" in e and "model.layers.3.eh_proj.weight" not in e,
               tag + " MTP default K")
-        mt = t["model.layers.2.shared_head.head.weight"][1]
-        eq(e["model.layers.2.shared_head.head.weight"], ("BF16", mt[3:6]), tag + " MTP shared_head vocab")
+        check("model.layers.2.shared_head.head.weight" not in e and "model.layers.2.embed_tokens.weight" not in e,
+              tag + " MTP embed_tokens / shared_head.head not parameters")
+        eq(e["model.layers.2.eh_proj.weight"], ("BF16", t["model.layers.2.eh_proj.weight"][1][:, 8:16]),
+           tag + " MTP eh_proj row-parallel")
         eq(e["model.layers.2.enorm.weight"], t["model.layers.2.enorm.weight"], tag + " MTP enorm")
         # K=3 > n_mtp=1: layers 2,3,4 all load checkpoint layer 2.
         e3 = expect(d, T, r, mtp=3)
