@@ -696,6 +696,330 @@ def test_nvfp4(tmp):
     check(list(x.data.view(np.float32)) == [0.25, 0.0, 0.0, 0.0, 0.0], "nvfp4 lenient inversion")
 
 
+def test_dsv3_trtllm_split_rules(tmp):
+    """trtllm DeepSeek-V3: gcd rule (with node cap), shared experts (no cap), attention-DP."""
+    # FP8 block [2,2], dense intermediate 6 = 3 blocks: T=2 -> t = gcd(3, 2) = 1: both ranks
+    # hold the whole MLP (the 384 = 3 x 128 case of DeepSeek at T=2, scaled down).
+    d = os.path.join(tmp, "dsv3_gcd")
+    t = dsv3_ckpt(d, True, dense_I=6)
+    dm = "model.layers.0.mlp."
+    for r in (0, 1):
+        e = expect(d, 2, r)
+        eq(e[dm + "gate_up_proj.weight"], ("F8_E4M3", np.concatenate([t[dm + "gate_proj.weight"][1],
+                                                                     t[dm + "up_proj.weight"][1]])),
+           "dsv3 gcd t=1 rank%d whole gate_up" % r)
+        eq(e[dm + "down_proj.weight"], t[dm + "down_proj.weight"], "dsv3 gcd t=1 rank%d whole down" % r)
+        eq(e[dm + "down_proj.weight_scale"], t[dm + "down_proj.weight_scale_inv"],
+           "dsv3 gcd t=1 rank%d whole down scale" % r)
+        # shared experts: moe I 4 = 2 blocks, gcd(2, 2) = 2 -> split; rank r rows 2r..2r+1.
+        m = "model.layers.1.mlp.shared_experts."
+        eq(e[m + "gate_up_proj.weight"],
+           ("F8_E4M3", np.concatenate([t[m + "gate_proj.weight"][1][2 * r:2 * r + 2],
+                                       t[m + "up_proj.weight"][1][2 * r:2 * r + 2]])),
+           "dsv3 shared experts gcd 2 rank%d" % r)
+    # BF16, dense I = 8 (b = 1), T=4: gcd(8, 4) = 4; G=2 caps it to gcd(4, 2) = 2, rank 3 -> index 1.
+    d = os.path.join(tmp, "dsv3_cap")
+    t = dsv3_ckpt(d, False)
+    g, u, dn = (t[dm + x + ".weight"][1] for x in ("gate_proj", "up_proj", "down_proj"))
+    e = expect(d, 4, 3, G=2)
+    eq(e[dm + "gate_up_proj.weight"], ("BF16", np.concatenate([g[4:8], u[4:8]])), "dsv3 node cap T4 G2 rank3")
+    eq(e[dm + "down_proj.weight"], ("BF16", dn[:, 4:8]), "dsv3 node cap down T4 G2 rank3")
+    e1 = expect(d, 4, 1, G=2)
+    check(e1[dm + "gate_up_proj.weight"].to_bytes() == e[dm + "gate_up_proj.weight"].to_bytes(),
+          "dsv3 node cap: ranks 1 and 3 hold the same slice")
+    e8 = expect(d, 4, 3)  # G = 8: no cap, t = 4
+    eq(e8[dm + "gate_up_proj.weight"], ("BF16", np.concatenate([g[6:8], u[6:8]])), "dsv3 no cap T4 G8 rank3")
+    # shared experts: gcd(4, 4) = 4, no node cap even with G=2 -> rank 3 row 3.
+    m = "model.layers.1.mlp.shared_experts."
+    eq(e[m + "gate_up_proj.weight"], ("BF16", np.concatenate([t[m + "gate_proj.weight"][1][3:4],
+                                                              t[m + "up_proj.weight"][1][3:4]])),
+       "dsv3 shared experts no node cap")
+    # attention-DP, T=2 rank 1: attention, dense MLP, shared experts, embed, lm_head, eh_proj
+    # replicated; routed experts still split (moe_tp 2 -> rows 2..3).
+    e = expect(d, 2, 1, adp=True)
+    a = "model.layers.1.self_attn."
+    for n in ("q_b_proj.weight", "o_proj.weight", "q_a_layernorm.weight"):
+        eq(e[a + n], t[a + n], "dsv3 adp %s replicated" % n)
+    kvb = t[a + "kv_b_proj.weight"][1].reshape(4, 8, 4)
+    eq(e[a + "kv_b_proj.weight"], ("BF16", np.concatenate([kvb[:, :4].reshape(16, 4),
+                                                           kvb[:, 4:].reshape(16, 4)])), "dsv3 adp kv_b all heads")
+    eq(e[a + "k_b_proj_trans"], ("BF16", kvb[:, :4].transpose(0, 2, 1)), "dsv3 adp k_b_proj_trans all heads")
+    eq(e[dm + "gate_up_proj.weight"], ("BF16", np.concatenate([g, u])), "dsv3 adp dense MLP replicated")
+    eq(e[m + "down_proj.weight"], t[m + "down_proj.weight"], "dsv3 adp shared experts replicated")
+    eq(e["model.embed_tokens.weight"], t["model.embed_tokens.weight"], "dsv3 adp embed")
+    eq(e["lm_head.weight"], t["lm_head.weight"], "dsv3 adp lm_head replicated (no padding)")
+    eq(e["model.layers.2.eh_proj.weight"], t["model.layers.2.eh_proj.weight"], "dsv3 adp eh_proj replicated")
+    x = "model.layers.1.mlp.experts."
+    w31 = np.stack([np.concatenate([t[x + "%d.up_proj.weight" % j][1][2:4],
+                                    t[x + "%d.gate_proj.weight" % j][1][2:4]]) for j in range(4)])
+    eq(e[x + "backend.w3_w1_weight"], ("BF16", w31), "dsv3 adp routed experts keep moe_tp split")
+    # lm_head vocab-parallel T=4: ceil(6/4) = 2 rows; rank 3 rows 6.. -> all zero padding.
+    e = expect(d, 4, 3)
+    eq(e["lm_head.weight"], ("BF16", np.zeros((2, 8), np.uint16)), "dsv3 lm_head rank3/4 zero block")
+    eq(e["model.embed_tokens.weight"], t["model.embed_tokens.weight"], "dsv3 embed replicated T4")
+
+
+def names_of(e, prefix):
+    return sorted(n[len(prefix):] for n in e if n.startswith(prefix))
+
+
+def test_vllm_llama(tmp):
+    # vocabulary: V=250 -> Vp=256 at T=1,2,4.
+    d = os.path.join(tmp, "vllm_llama")
+    _, t = llama_ckpt(d, V=250, I=12)
+    emb, lm = t["model.embed_tokens.weight"][1], t["lm_head.weight"][1]
+    for T, r, a, b, rows in ((1, 0, 0, 250, 256), (2, 1, 128, 250, 128), (4, 3, 192, 250, 64),
+                             (4, 0, 0, 64, 64)):
+        e = expect(d, T, r, target="vllm")
+        want = np.zeros((rows, 8), np.uint16)
+        want[:b - a] = emb[a:b]
+        eq(e["model.embed_tokens.weight"], ("BF16", want), "vllm vocab V250 T%d r%d" % (T, r))
+        want = np.zeros((rows, 8), np.uint16)
+        want[:b - a] = lm[a:b]
+        eq(e["lm_head.weight"], ("BF16", want), "vllm lm_head V250 T%d r%d" % (T, r))
+    # same split rules as trtllm elsewhere (GQA duplication), names unchanged.
+    e = expect(d, 4, 1, target="vllm")
+    q = t["model.layers.0.self_attn.q_proj.weight"][1]
+    k = t["model.layers.0.self_attn.k_proj.weight"][1]
+    v = t["model.layers.0.self_attn.v_proj.weight"][1]
+    eq(e["model.layers.0.self_attn.qkv_proj.weight"], ("BF16", np.concatenate([q[2:4], k[0:2], v[0:2]])),
+       "vllm llama qkv rank1/4")
+    # Vp=256 not divisible by T=... (64 * 1 = 64 rows at V=10: T=3 -> error)
+    d2 = os.path.join(tmp, "vllm_llama_small")
+    llama_ckpt(d2, V=10, I=10, nh=4, kvh=4)
+    try:
+        expect(d2, 4, 0, target="vllm")
+        check(False, "vllm inexact split (I=10, T=4) must fail")
+    except ref.BadInput as ex:
+        check("mlp.gate_proj.weight" in str(ex) and "4" in str(ex), "vllm inexact split names tensor: %s" % ex)
+    expect(d2, 4, 0)  # trtllm: shard rule, not exact -> fine
+    rc, _, se = run_cli("list", d2, "--tp-size", "4", "--tp-rank", "0", "--target", "vllm")
+    check(rc == 2 and "gate_proj" in se, "cli vllm inexact split -> 2 (%s)" % se)
+    # tied: only model.embed_tokens.weight under vllm; trtllm lists lm_head.weight.
+    d3 = os.path.join(tmp, "vllm_tied")
+    _, t3 = llama_ckpt(d3, V=10, tie=True)
+    e = expect(d3, 2, 0, target="vllm")
+    check("lm_head.weight" not in e and "model.embed_tokens.weight" in e, "vllm tied: no lm_head entry")
+    check(e["model.embed_tokens.weight"].shape == (32, 8), "vllm tied embed Vp=64 / 2")
+    check("lm_head.weight" in expect(d3, 2, 0), "trtllm tied lists lm_head")
+    # biases: Llama with config `bias` true -> q/k/v and o_proj biases under vllm, none under trtllm.
+    d4 = os.path.join(tmp, "vllm_llama_bias")
+    _, t4 = llama_ckpt(d4, qkv_bias=True, extra_cfg={"bias": True})
+    for i in range(2):
+        t4["model.layers.%d.self_attn.o_proj.bias" % i] = bf16(8)
+    write_ckpt(d4, json.load(open(os.path.join(d4, "config.json"))), t4, shards=2)
+    e = expect(d4, 2, 1, target="vllm")
+    a = "model.layers.0.self_attn."
+    eq(e[a + "qkv_proj.bias"], ("BF16", np.concatenate([t4[a + "q_proj.bias"][1][4:8], t4[a + "k_proj.bias"][1][2:4],
+                                                        t4[a + "v_proj.bias"][1][2:4]])), "vllm llama bias=true qkv bias")
+    eq(e[a + "o_proj.bias"], t4[a + "o_proj.bias"], "vllm llama o_proj bias replicated")
+    et = expect(d4, 2, 1)
+    check(not any(n.endswith(".bias") for n in et), "trtllm llama `bias` alone: no biases")
+    # Qwen3 with attention_bias: q/k/v bias, no o_proj bias under vllm; Qwen3 without: none.
+    d5 = os.path.join(tmp, "vllm_qwen3_bias")
+    _, t5 = llama_ckpt(d5, arch="Qwen3ForCausalLM", qkv_bias=True, qk_norm=True,
+                       extra_cfg={"attention_bias": True})
+    for i in range(2):
+        t5["model.layers.%d.self_attn.o_proj.bias" % i] = bf16(8)
+    write_ckpt(d5, json.load(open(os.path.join(d5, "config.json"))), t5, shards=2)
+    e = expect(d5, 1, 0, target="vllm")
+    check(a + "qkv_proj.bias" in e and a + "o_proj.bias" not in e, "vllm qwen3 attention_bias: qkv bias only")
+    d6 = os.path.join(tmp, "vllm_qwen3_nobias")
+    llama_ckpt(d6, arch="Qwen3ForCausalLM", qkv_bias=True, qk_norm=True)
+    e = expect(d6, 1, 0, target="vllm")
+    check(not any(n.endswith(".bias") for n in e), "vllm qwen3 without attention_bias: biases skipped")
+    # Qwen2: q/k/v biases always.
+    d7 = os.path.join(tmp, "vllm_qwen2")
+    llama_ckpt(d7, arch="Qwen2ForCausalLM", qkv_bias=True)
+    e = expect(d7, 2, 0, target="vllm")
+    check(a + "qkv_proj.bias" in e and a + "o_proj.bias" not in e, "vllm qwen2 qkv bias")
+
+
+def test_vllm_moe(tmp):
+    for arch, g, u, dn, mod in (("Qwen3MoeForCausalLM", "mlp.experts.%d.gate_proj", "mlp.experts.%d.up_proj",
+                                 "mlp.experts.%d.down_proj", "mlp"),
+                                ("MixtralForCausalLM", "block_sparse_moe.experts.%d.w1",
+                                 "block_sparse_moe.experts.%d.w3", "block_sparse_moe.experts.%d.w2",
+                                 "block_sparse_moe")):
+        d = os.path.join(tmp, "vllm_" + arch)
+        t = moe_ckpt(d, arch)
+        p = "model.layers.1."
+        # P=1, T=2, rank 1: all 4 experts, I=4 split -> rows 2..3; gate rows first.
+        e = expect(d, 2, 1, target="vllm")
+        w13 = np.stack([np.concatenate([t[p + (g % j) + ".weight"][1][2:4], t[p + (u % j) + ".weight"][1][2:4]])
+                        for j in range(4)])
+        eq(e[p + mod + ".experts.w13_weight"], ("BF16", w13), "vllm %s w13 gate-first P1" % arch)
+        eq(e[p + mod + ".experts.w2_weight"], ("BF16", np.stack([t[p + (dn % j) + ".weight"][1][:, 2:4]
+                                                                 for j in range(4)])), "vllm %s w2 P1" % arch)
+        eq(e[p + mod + ".gate.weight"], t[p + mod + ".gate.weight"], "vllm %s router name" % arch)
+        check(not any("backend" in n or "w3_w1" in n for n in e), "vllm %s no trtllm expert names" % arch)
+        if arch == "MixtralForCausalLM":
+            check(not any(".mlp." in n for n in e), "vllm mixtral keeps block_sparse_moe")
+    # EP remainder: E=5, T=P=2 -> rank 0 experts 0,1,2; rank 1 experts 3,4; I_p = I.
+    d = os.path.join(tmp, "vllm_moe_e5")
+    t = moe_ckpt(d, "Qwen3MoeForCausalLM", E=5)
+    p = "model.layers.1.mlp."
+    for r, js in ((0, (0, 1, 2)), (1, (3, 4))):
+        e = expect(d, 2, r, ep=2, target="vllm")
+        w13 = np.stack([np.concatenate([t[p + "experts.%d.gate_proj.weight" % j][1],
+                                        t[p + "experts.%d.up_proj.weight" % j][1]]) for j in js])
+        eq(e[p + "experts.w13_weight"], ("BF16", w13), "vllm EP E5 T2 rank%d experts %s" % (r, js))
+        check(e[p + "experts.w2_weight"].shape == (len(js), 8, 4), "vllm EP rank%d w2 shape" % r)
+    try:
+        expect(d, 2, 0, ep=2)
+        check(False, "trtllm E=5 P=2 must fail")
+    except ref.BadInput:
+        check(True, "")
+
+
+def test_vllm_dsv3(tmp):
+    for fp8 in (False, True):
+        d = os.path.join(tmp, "vllm_dsv3_%s" % ("fp8" if fp8 else "bf16"))
+        t = dsv3_ckpt(d, fp8)
+        dt = "F8_E4M3" if fp8 else "BF16"
+        tag = "vllm dsv3 " + ("fp8" if fp8 else "bf16")
+        e = expect(d, 2, 1, target="vllm")
+        a = "model.layers.1.self_attn."
+        eq(e[a + "fused_qkv_a_proj.weight"], (dt, np.concatenate([t[a + "q_a_proj.weight"][1],
+                                                                  t[a + "kv_a_proj_with_mqa.weight"][1]])),
+           tag + " fused_qkv_a_proj")
+        eq(e[a + "q_b_proj.weight"], (dt, t[a + "q_b_proj.weight"][1][12:24]), tag + " q_b rows")
+        eq(e[a + "kv_b_proj.weight"], (dt, t[a + "kv_b_proj.weight"][1][16:32]), tag + " kv_b rows (heads 2,3)")
+        eq(e[a + "o_proj.weight"], (dt, t[a + "o_proj.weight"][1][:, 8:16]), tag + " o_proj cols")
+        check(not any("k_b_proj_trans" in n or ".v_b_proj" in n for n in e), tag + " no k_b/v_b params")
+        # V=6 -> Vp=64, 32 rows each: rank 1 rows [32, 6) -> all zeros; rank 0 rows 0..5 then zeros.
+        eq(e["model.embed_tokens.weight"], ("BF16", np.zeros((32, 8), np.uint16)), tag + " embed rank1 zeros")
+        e0 = expect(d, 2, 0, target="vllm")
+        want = np.zeros((32, 8), np.uint16)
+        want[:6] = t["lm_head.weight"][1]
+        eq(e0["lm_head.weight"], ("BF16", want), tag + " lm_head rank0 Vp")
+        m = "model.layers.1.mlp."
+        check(m + "gate.e_score_correction_bias" not in e, tag + " no e_score bias without noaux_tc")
+        check(not any(n.startswith("model.layers.2.") for n in e), tag + " no MTP parameters")
+        dm = "model.layers.0.mlp."
+        eq(e[dm + "gate_up_proj.weight"], (dt, np.concatenate([t[dm + "gate_proj.weight"][1][4:8],
+                                                               t[dm + "up_proj.weight"][1][4:8]])),
+           tag + " dense MLP split over T")
+        s = m + "shared_experts."
+        eq(e[s + "down_proj.weight"], (dt, t[s + "down_proj.weight"][1][:, 2:4]), tag + " shared experts over T")
+        w13 = np.stack([np.concatenate([t[m + "experts.%d.gate_proj.weight" % j][1][2:4],
+                                        t[m + "experts.%d.up_proj.weight" % j][1][2:4]]) for j in range(4)])
+        eq(e[m + "experts.w13_weight"], (dt, w13), tag + " experts w13 gate-first")
+        if fp8:
+            eq(e[a + "fused_qkv_a_proj.weight_scale_inv"],
+               ("F32", np.concatenate([t[a + "q_a_proj.weight_scale_inv"][1],
+                                       t[a + "kv_a_proj_with_mqa.weight_scale_inv"][1]])), tag + " fused A scale")
+            eq(e[a + "kv_b_proj.weight_scale_inv"], ("F32", t[a + "kv_b_proj.weight_scale_inv"][1][8:16]),
+               tag + " kv_b scale rows")
+            eq(e[a + "o_proj.weight_scale_inv"], ("F32", t[a + "o_proj.weight_scale_inv"][1][:, 4:8]),
+               tag + " o_proj scale cols")
+            ws = np.stack([np.concatenate([t[m + "experts.%d.gate_proj.weight_scale_inv" % j][1][1:2],
+                                           t[m + "experts.%d.up_proj.weight_scale_inv" % j][1][1:2]])
+                           for j in range(4)])
+            eq(e[m + "experts.w13_weight_scale_inv"], ("F32", ws), tag + " w13 scale")
+            w2s = np.stack([t[m + "experts.%d.down_proj.weight_scale_inv" % j][1][:, 1:2] for j in range(4)])
+            eq(e[m + "experts.w2_weight_scale_inv"], ("F32", w2s), tag + " w2 scale")
+            check(not any(n.endswith(".weight_scale") or "scaling_factor" in n for n in e),
+                  tag + " no trtllm scale names")
+            # T=4: shared / routed I=4 -> 1 row per rank, not a multiple of the block (2) -> error.
+            try:
+                expect(d, 4, 0, target="vllm")
+                check(False, tag + " T4 unaligned FP8 split must fail")
+            except ref.BadInput as ex:
+                check("block" in str(ex), tag + " T4 unaligned FP8 split: %s" % ex)
+        else:
+            expect(d, 4, 0, target="vllm")  # BF16: 1 row per rank is fine
+        # EP P=T=2: rank 1 experts 2,3 whole.
+        ep = expect(d, 2, 1, ep=2, target="vllm")
+        w13 = np.stack([np.concatenate([t[m + "experts.%d.gate_proj.weight" % j][1],
+                                        t[m + "experts.%d.up_proj.weight" % j][1]]) for j in (2, 3)])
+        eq(ep[m + "experts.w13_weight"], (dt, w13), tag + " EP=T experts")
+        eq(ep[s + "down_proj.weight"], (dt, t[s + "down_proj.weight"][1][:, 2:4]),
+           tag + " shared experts stay split under EP")
+        out = os.path.join(tmp, "vllm_dsv3.safetensors")
+        rc, _, se = run_cli("expect", d, "--tp-size", "2", "--tp-rank", "0", "--target", "vllm", "--out", out)
+        rc2, so2, _ = run_cli("check", d, out, "--tp-size", "2", "--tp-rank", "0", "--target", "vllm")
+        rc3, so3, _ = run_cli("check", d, out, "--tp-size", "2", "--tp-rank", "0")
+        check(rc == 0 and rc2 == 0 and rc3 == 1, tag + " cli round trip %d %d %d %s" % (rc, rc2, rc3, se))
+    # topk_method noaux_tc -> e_score_correction_bias present.
+    d = os.path.join(tmp, "vllm_dsv3_noaux")
+    t = dsv3_ckpt(d, False, extra_cfg={"topk_method": "noaux_tc"})
+    e = expect(d, 2, 0, target="vllm")
+    m = "model.layers.1.mlp."
+    eq(e[m + "gate.e_score_correction_bias"], t[m + "gate.e_score_correction_bias"], "vllm dsv3 noaux_tc bias")
+    # FP8 fused part not block-aligned: q_a_proj with 3 rows (block 2) -> error under vllm only.
+    d = os.path.join(tmp, "vllm_dsv3_qr3")
+    dsv3_ckpt(d, True, qr=3)
+    try:
+        expect(d, 1, 0, target="vllm")
+        check(False, "vllm fused FP8 non-final part unaligned must fail")
+    except ref.BadInput as ex:
+        check("q_a_proj" in str(ex), "vllm fused FP8 unaligned names q_a_proj: %s" % ex)
+    expect(d, 1, 0)  # trtllm accepts it
+
+
+def test_layout_errors(tmp):
+    d = os.path.join(tmp, "dsv3_fp8")  # written by test_dsv3
+    base = ["list", d, "--tp-size", "4", "--tp-rank", "0"]
+    for extra, what in ((["--target", "vllm", "--attention-dp"], "adp with vllm"),
+                        (["--target", "vllm", "--ep-size", "2"], "vllm ep 2 of 4"),
+                        (["--target", "vllm", "--mtp-layers", "1"], "vllm mtp 1"),
+                        (["--target", "sglang"], "unknown target"),
+                        (["--gpus-per-node", "0"], "G 0")):
+        rc, _, se = run_cli(*(base + extra))
+        check(rc == 2, "cli %s -> 2 (rc=%d %s)" % (what, rc, se.strip()[-120:]))
+    for extra in (["--target", "vllm", "--ep-size", "4"], ["--target", "vllm", "--mtp-layers", "0"],
+                  ["--attention-dp", "--ep-size", "2", "--gpus-per-node", "2"]):
+        rc, _, se = run_cli(*(["list", os.path.join(tmp, "dsv3_bf16"), "--tp-size", "4", "--tp-rank", "0"] + extra))
+        check(rc == 0, "cli %s -> 0 (rc=%d %s)" % (" ".join(extra), rc, se.strip()[-200:]))
+    rc, _, se = run_cli("list", os.path.join(tmp, "llama"), "--tp-size", "2", "--tp-rank", "0", "--attention-dp")
+    check(rc == 2 and "attention-dp" in se, "cli llama --attention-dp -> 2 (%s)" % se)
+    rc, _, se = run_cli("list", os.path.join(tmp, "gpt2_prefix"), "--tp-size", "2", "--tp-rank", "0",
+                        "--target", "vllm")
+    check(rc == 2 and "not served" in se, "cli gpt2 vllm -> 2 not served (%s)" % se)
+
+
+def test_nvfp4_experts(tmp):
+    """NVFP4 experts: w3/w1 global scales agree within 1e-8 + 1e-5*|b|; the up (w3) value wins."""
+    H, I, E = 32, 32, 2
+
+    def build(name, gate_gs):
+        d = os.path.join(tmp, name)
+        cfg = {"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": H, "num_attention_heads": 2,
+               "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 4, "num_hidden_layers": 1,
+               "num_experts": E, "moe_intermediate_size": I, "intermediate_size": I,
+               "quantization_config": {"quant_method": "compressed-tensors"}}
+        t = {"model.embed_tokens.weight": bf16(4, H), "lm_head.weight": bf16(4, H), "model.norm.weight": bf16(H)}
+        p = "model.layers.0."
+        for n in ("input_layernorm", "post_attention_layernorm"):
+            t[p + n + ".weight"] = bf16(H)
+        for x in "qkvo":
+            t[p + "self_attn.%s_proj.weight" % x] = bf16(H, H)
+        t[p + "self_attn.q_norm.weight"] = bf16(16)
+        t[p + "self_attn.k_norm.weight"] = bf16(16)
+        t[p + "mlp.gate.weight"] = bf16(E, H)
+        for j in range(E):
+            for w, o, i, gs in (("gate_proj", I, H, gate_gs), ("up_proj", I, H, 4.0), ("down_proj", H, I, 4.0)):
+                k = p + "mlp.experts.%d.%s." % (j, w)
+                t[k + "weight_packed"] = u8("U8", o, i // 2)
+                t[k + "weight_scale"] = u8("F8_E4M3", o, i // 16)
+                t[k + "weight_global_scale"] = f32([gs])
+                t[k + "input_global_scale"] = f32([2.0])
+        write_ckpt(d, cfg, t)
+        return d
+
+    m = "model.layers.0.mlp.experts."
+    d = build("nvfp4_moe_close", 4.0 * (1 + 5e-6))
+    for target, name in (("trtllm", "backend.w3_w1_weight_scale_2"), ("vllm", "w13_weight_scale_2")):
+        e = expect(d, 1, 0, target=target)
+        eq(e[m + name], ("F32", np.array([[0.25], [0.25]], np.float32).view(np.uint32)),
+           "nvfp4 %s expert global within tolerance, up's value" % target)
+    d = build("nvfp4_moe_far", 4.001)
+    rc, _, se = run_cli("list", d, "--tp-size", "1", "--tp-rank", "0")
+    check(rc == 2 and "up_proj.weight_global_scale" in se and "gate_proj.weight_global_scale" in se,
+          "nvfp4 expert global beyond tolerance -> 2 (%s)" % se)
+
+
 def test_shard_rule():
     check(ref.shard_range(10, 4, 0) == (0, 3) and ref.shard_range(10, 4, 3) == (9, 10),
           "shard rule 10/4")
@@ -713,6 +1037,12 @@ def main():
         test_moe(tmp)
         test_dsv3(tmp)
         test_nvfp4(tmp)
+        test_dsv3_trtllm_split_rules(tmp)
+        test_vllm_llama(tmp)
+        test_vllm_moe(tmp)
+        test_vllm_dsv3(tmp)
+        test_layout_errors(tmp)
+        test_nvfp4_experts(tmp)
     print("%d checks, %d failures" % (CHECKS[0], len(FAILS)))
     return 1 if FAILS else 0
 
