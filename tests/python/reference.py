@@ -21,9 +21,13 @@ load_weights; every family except GPT-2).  --attention-dp is trtllm (DeepSeek-V3
 
 Exit codes: 0 ok/identical, 1 mismatches, 2 bad usage or unusable input.
 
+Targets: trtllm (default) and vllm, each per DESIGN.md ("Reference semantics, target
+`trtllm`", "Target `vllm`"); a layout error (e.g. --attention-dp with vllm) exits 2.
+
 Families: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
 GPT2LMHeadModel, Qwen3MoeForCausalLM, MixtralForCausalLM, DeepseekV3ForCausalLM (BF16 and
 FP8 block-quantised), plus compressed-tensors NVFP4 weights for the Llama/MoE families.
+GPT-2 is trtllm only.
 """
 
 import argparse

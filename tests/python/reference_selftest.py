@@ -1020,6 +1020,26 @@ def test_nvfp4_experts(tmp):
           "nvfp4 expert global beyond tolerance -> 2 (%s)" % se)
 
 
+def test_gcd_rule():
+    """trtllm DeepSeek dense MLP t = gcd(I/b, T), node cap t > G -> gcd(t, G); b from the config."""
+    fp8 = {"architectures": ["DeepseekV3ForCausalLM"],
+           "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}
+    bf = {"architectures": ["DeepseekV3ForCausalLM"]}
+    nv = {"architectures": ["DeepseekV3ForCausalLM"], "quantization_config": {"quant_method": "compressed-tensors"}}
+    for cfg, I, T, r, G, cap, want in (
+            (fp8, 384, 2, 1, 8, True, (1, 0)),      # 3 blocks at T=2: both ranks whole MLP
+            (fp8, 18432, 16, 11, 8, True, (8, 3)),  # 144 blocks: gcd 16 > 8 -> gcd(16, 8) = 8
+            (fp8, 2048, 4, 3, 2, True, (2, 1)),     # 16 blocks, T=4, G=2 -> 2; rank 3 -> index 1
+            (fp8, 2048, 4, 3, 2, False, (4, 3)),    # shared experts: no node cap
+            (bf, 12, 8, 5, 8, True, (4, 1)),        # b = 1: gcd(12, 8) = 4
+            (nv, 48, 4, 2, 8, True, (1, 0))):       # b = 16: gcd(3, 4) = 1
+        b = ref.DeepseekV3Builder(None, cfg, ref.Layout(T, r, gpus_per_node=G))
+        got = b.gcd_tp(I, cap)
+        check(got == want, "gcd rule I=%d T=%d r=%d G=%d cap=%s: %s != %s" % (I, T, r, G, cap, got, want))
+    b = ref.DeepseekV3Builder(None, fp8, ref.Layout(4, 3, attention_dp=True))
+    check(b.gcd_tp(2048, True) == (1, 0), "gcd rule under attention-DP: replicated")
+
+
 def test_shard_rule():
     check(ref.shard_range(10, 4, 0) == (0, 3) and ref.shard_range(10, 4, 3) == (9, 10),
           "shard rule 10/4")
@@ -1029,6 +1049,7 @@ def test_shard_rule():
 
 def main():
     test_shard_rule()
+    test_gcd_rule()
     with tempfile.TemporaryDirectory() as tmp:
         test_llama(tmp)
         test_qwen2(tmp)
