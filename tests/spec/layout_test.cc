@@ -45,16 +45,118 @@ TEST(Layout, ValidateNamesTheSettings) {
   }
 }
 
+LayoutOptions opts(uint32_t tp_size, uint32_t tp_rank, uint32_t ep_size, std::optional<uint32_t> mtp = std::nullopt,
+                   std::string target = "trtllm") {
+  LayoutOptions o;
+  o.tp_size = tp_size, o.tp_rank = tp_rank, o.ep_size = ep_size, o.mtp_layers = mtp, o.target = std::move(target);
+  return o;
+}
+
+Layout vllm(uint32_t tp_size, uint32_t tp_rank, uint32_t ep_size = 1) {
+  Layout l = make(tp_size, tp_rank, ep_size);
+  l.target = Target::kVllm;
+  return l;
+}
+
 TEST(Layout, FromOptionsValidates) {
-  const Layout l = layout_from_options(8, 5, 2, 3);
+  const Layout l = layout_from_options(opts(8, 5, 2, 3));
   EXPECT_EQ(l.tp_size, 8u);
   EXPECT_EQ(l.tp_rank, 5u);
   EXPECT_EQ(l.ep_size, 2u);
   ASSERT_TRUE(l.mtp_layers.has_value());
   EXPECT_EQ(*l.mtp_layers, 3u);
-  EXPECT_FALSE(layout_from_options(1, 0, 1, std::nullopt).mtp_layers.has_value());
-  EXPECT_EQ(invalid_message([] { layout_from_options(2, 2, 1, std::nullopt); }), "tp_rank 2 is not below tp_size 2");
-  EXPECT_EQ(invalid_message([] { layout_from_options(4, 0, 3, std::nullopt); }), "ep_size 3 must divide tp_size 4");
+  EXPECT_EQ(l.target, Target::kTrtllm);
+  EXPECT_EQ(l.gpus_per_node, 8u);
+  EXPECT_FALSE(layout_from_options(opts(1, 0, 1)).mtp_layers.has_value());
+  EXPECT_EQ(invalid_message([] { layout_from_options(opts(2, 2, 1)); }), "tp_rank 2 is not below tp_size 2");
+  EXPECT_EQ(invalid_message([] { layout_from_options(opts(4, 0, 3)); }), "ep_size 3 must divide tp_size 4");
+  EXPECT_EQ(invalid_message([] { layout_from_options(opts(1, 0, 1, std::nullopt, "sglang")); }),
+            "target 'sglang' is not one of trtllm, vllm");
+  EXPECT_EQ(layout_from_options(opts(4, 1, 4, std::nullopt, "vllm")).target, Target::kVllm);
+}
+
+TEST(Layout, TargetRulesAreCheckedAtValidation) {
+  // vLLM's expert parallelism is all or nothing.
+  EXPECT_EQ(invalid_message([] { vllm(4, 0, 2).validate(); }),
+            "ep_size 2 is not allowed with target vllm at tp_size 4: vLLM's expert parallelism is all or nothing (ep_size 1 or 4)");
+  EXPECT_NO_THROW(vllm(4, 0, 1).validate());
+  EXPECT_NO_THROW(vllm(4, 0, 4).validate());
+  Layout adp = vllm(2, 0);
+  adp.attention_dp = true;
+  EXPECT_EQ(invalid_message([&] { adp.validate(); }), "attention_dp is a TensorRT-LLM layout (target trtllm); target vllm has none");
+  Layout mtp = vllm(2, 0);
+  mtp.mtp_layers = 1;
+  EXPECT_NE(invalid_message([&] { mtp.validate(); }).find("target vllm loads no MTP layers"), std::string::npos);
+  mtp.mtp_layers = 0;
+  EXPECT_NO_THROW(mtp.validate());
+  Layout g = make(2, 0);
+  g.gpus_per_node = 0;
+  EXPECT_EQ(invalid_message([&] { g.validate(); }), "gpus_per_node must be at least 1");
+  EXPECT_EQ(target_name(Target::kVllm), "vllm");
+  EXPECT_EQ(parse_target("trtllm"), Target::kTrtllm);
+  EXPECT_FALSE(parse_target("TRTLLM").has_value());
+}
+
+TEST(Layout, VllmSplitsExactlyAndNamesTheTensor) {
+  EXPECT_EQ(vllm(4, 1).tp_slice(8, "x.weight"), (Range{2, 4}));
+  EXPECT_EQ(invalid_message([] { vllm(4, 1).tp_slice(10, "model.layers.0.mlp.gate_proj.weight"); }),
+            "model.layers.0.mlp.gate_proj.weight: width 10 is not divisible by tp_size 4 (target vllm splits every tensor "
+            "exactly, as vLLM asserts)");
+  EXPECT_EQ(make(4, 1).tp_slice(10, "x"), (Range{3, 6}));  // trtllm: the uneven shard rule
+  EXPECT_NE(invalid_message([] { vllm(4, 1, 1).moe_tp_slice(6, "e.weight"); }).find("moe_tp_size 4"), std::string::npos);
+}
+
+TEST(Layout, VocabularyPaddingPerTarget) {
+  // trtllm: ceil(V/T) rows per rank, the last block short (zero-padded by the spec).
+  EXPECT_EQ(make(4, 3).vocab_shard(250, make(4, 3).tp()).rows, 63u);
+  EXPECT_EQ(make(4, 3).vocab_shard(250, make(4, 3).tp()).source, (Range{189, 250}));
+  EXPECT_EQ(make(1, 0).vocab_shard(250, make(1, 0).tp()).rows, 250u);
+  // vllm: V padded to 64*ceil(V/64) = 256, also unsplit; Vp/T rows per rank.
+  EXPECT_EQ(vllm(1, 0).vocab_shard(250, vllm(1, 0).tp()).rows, 256u);
+  EXPECT_EQ(vllm(1, 0).vocab_shard(250, vllm(1, 0).tp()).source, (Range{0, 250}));
+  EXPECT_EQ(vllm(4, 3).vocab_shard(250, vllm(4, 3).tp()).rows, 64u);
+  EXPECT_EQ(vllm(4, 3).vocab_shard(250, vllm(4, 3).tp()).source, (Range{192, 250}));
+  EXPECT_EQ(vllm(4, 2).vocab_shard(70, vllm(4, 2).tp()).source, (Range{64, 70}));  // Vp 128: 32 rows per rank
+  EXPECT_EQ(vllm(4, 3).vocab_shard(70, vllm(4, 3).tp()).source, (Range{70, 70}));  // all padding
+  EXPECT_NE(invalid_message([] { vllm(3, 0).vocab_shard(100, vllm(3, 0).tp()); }).find("padded to 128"), std::string::npos);
+}
+
+TEST(Layout, VllmExpertsPutTheRemainderOnTheFirstRanks) {
+  // E = 5 over ep 2: rank 0 holds 3 (0..2), rank 1 holds 2 (3..4).
+  EXPECT_EQ(vllm(2, 0, 2).local_experts(5), (Range{0, 3}));
+  EXPECT_EQ(vllm(2, 1, 2).local_experts(5), (Range{3, 5}));
+  EXPECT_EQ(vllm(4, 3, 4).local_experts(10), (Range{8, 10}));  // 3, 3, 2, 2
+  EXPECT_EQ(vllm(4, 1, 4).local_experts(10), (Range{3, 6}));
+  EXPECT_EQ(vllm(4, 2, 1).local_experts(5), (Range{0, 5}));  // ep 1: every expert
+  EXPECT_FALSE(vllm(2, 0, 2).experts_error(5).has_value());
+}
+
+TEST(Layout, GcdSplitOfTensorRtLlmsDeepseekMlp) {
+  // intermediate 384 = 3 blocks of 128 at T = 2: gcd(3, 2) = 1, every rank holds the whole MLP.
+  EXPECT_EQ(make(2, 1).gcd_split(3, true).size, 1u);
+  EXPECT_EQ(make(2, 1).gcd_split(3, true).slice(384), (Range{0, 384}));
+  // R1: 18432 / 128 = 144 blocks at T = 16, G = 8: gcd(144, 16) = 16 > 8 -> gcd(16, 8) = 8; rank 11 is part 3.
+  Layout r1 = make(16, 11);
+  EXPECT_EQ(r1.gcd_split(144, true).size, 8u);
+  EXPECT_EQ(r1.gcd_split(144, true).rank, 3u);
+  EXPECT_EQ(r1.gcd_split(144, false).size, 16u);  // the shared experts have no node cap
+  // The node cap at T = 4, G = 2: 4 blocks -> gcd 4 > 2 -> 2 parts; ranks 1 and 3 hold the same slice.
+  Layout l = make(4, 3);
+  l.gpus_per_node = 2;
+  EXPECT_EQ(l.gcd_split(4, true).size, 2u);
+  EXPECT_EQ(l.gcd_split(4, true).slice(512), (Range{256, 512}));
+  l.tp_rank = 1;
+  EXPECT_EQ(l.gcd_split(4, true).slice(512), (Range{256, 512}));
+}
+
+TEST(Layout, AttentionDpReplicatesAttentionOnly) {
+  Layout l = make(4, 2, 4);
+  l.attention_dp = true;
+  EXPECT_TRUE(l.attention().replicated());
+  EXPECT_EQ(l.local_heads(6), (Range{0, 6}));  // every head, even when 6 does not divide over 4
+  EXPECT_FALSE(l.heads_error(6).has_value());
+  EXPECT_EQ(l.local_experts(8), (Range{4, 6}));  // routed experts keep their split
+  EXPECT_NE(l.to_string().find("attention-dp"), std::string::npos);
 }
 
 TEST(Layout, TpSliceAtUnevenWidths) {
@@ -63,7 +165,7 @@ TEST(Layout, TpSliceAtUnevenWidths) {
   for (uint32_t r = 0; r < 4; ++r) {
     EXPECT_EQ(make(4, r).tp_slice(10), ten[r]) << "rank " << r;
     EXPECT_EQ(make(4, r).tp_slice(10), shard_range(10, 4, r)) << "rank " << r;
-    EXPECT_EQ(make(4, r).tp_block(10), 3u);
+    EXPECT_EQ(make(4, r).vocab_shard(10, make(4, r).tp()).rows, 3u);
   }
   // Width 5 over 4 ranks: ceil = 2, so rank 3 gets nothing.
   EXPECT_EQ(make(4, 2).tp_slice(5), (Range{4, 5}));
@@ -133,15 +235,55 @@ TEST(Layout, MoeExpertsUseTheLayoutsExperts) {
 
 TEST(Layout, SpecHelpersSliceByTheLayout) {
   const Layout l = make(4, 3);
-  const ParamSpec col = spec::column_parallel("w", "w", {10, 2}, l);
+  const ParamSpec col = spec::column_parallel("w", "w", {10, 2}, l.tp());
   EXPECT_EQ(col.shape, (std::vector<uint64_t>{1, 2}));
   EXPECT_EQ(col.pieces.at(0).box.at(0), (Range{9, 10}));
-  const ParamSpec row = spec::row_parallel("w", "w", {2, 10}, l);
+  const ParamSpec row = spec::row_parallel("w", "w", {2, 10}, l.tp());
   EXPECT_EQ(row.shape, (std::vector<uint64_t>{2, 1}));
   const ParamSpec vocab = spec::vocab_parallel("e", "e", {10, 2}, l);
   EXPECT_EQ(vocab.shape, (std::vector<uint64_t>{3, 2}));
   ASSERT_EQ(vocab.pieces.size(), 2u);  // one row, then two rows of zeros
   EXPECT_EQ(vocab.pieces[1].zero_elements, 4u);
+  // vllm: the padded vocabulary (16 rows for 10) gives 4 rows a rank; rank 3 holds only zeros.
+  const ParamSpec padded = spec::vocab_parallel("e", "e", {10, 2}, vllm(4, 3));
+  EXPECT_EQ(padded.shape, (std::vector<uint64_t>{16, 2}));
+}
+
+TEST(Layout, TiedLmHeadPerTarget) {
+  ModelSpec t;
+  spec::add_lm_head(t, "model.embed_tokens.weight", 250, 8, true, make(2, 1));
+  ASSERT_EQ(t.modules.size(), 1u);
+  EXPECT_EQ(t.modules[0].params.at(0).alias_of, "model.embed_tokens.weight");
+  EXPECT_EQ(t.modules[0].params.at(0).shape, (std::vector<uint64_t>{125, 8}));
+  ModelSpec v;  // vLLM ties lm_head to embed_tokens: no lm_head parameter at all
+  spec::add_lm_head(v, "model.embed_tokens.weight", 250, 8, true, vllm(2, 1));
+  EXPECT_TRUE(v.modules.empty());
+  EXPECT_EQ(v.skipped_keys, (std::vector<std::string>{"lm_head.weight"}));
+}
+
+TEST(Layout, VllmFp8PartsMustHoldWholeBlocks) {
+  const spec::LinearQuant q = spec::LinearQuant::fp8({128, 128}, "weight_scale_inv", true);
+  std::vector<ParamSpec> out;
+  // 192 rows at T = 2: 96 a rank, not whole 128-row blocks.
+  EXPECT_NE(invalid_message([&] { spec::add_linear(out, "d", ".", {spec::linear_rows("q_b_proj", {192, 128}, vllm(2, 1).tp())}, q); })
+                .find("q_b_proj.weight: this rank's rows [96, 192)"),
+            std::string::npos);
+  // A fused part that is not the last must hold whole blocks even unsplit; the last may not.
+  EXPECT_NE(invalid_message([&] {
+              spec::add_linear(out, "d", ".", {spec::whole_linear("a", {64, 128}), spec::whole_linear("b", {256, 128})}, q);
+            }).find("a.weight"),
+            std::string::npos);
+  out.clear();
+  spec::add_linear(out, "d", ".", {spec::whole_linear("a", {256, 128}), spec::whole_linear("b", {64, 128})}, q);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1].name, "d.weight_scale_inv");
+  EXPECT_EQ(out[1].shape, (std::vector<uint64_t>{3, 1}));
+  // trtllm names the scale weight_scale and takes every block a part touches.
+  out.clear();
+  spec::add_linear(out, "d", ".", {spec::linear_rows("q_b_proj", {192, 128}, make(2, 1).tp())},
+                   spec::LinearQuant::fp8({128, 128}, "weight_scale", false));
+  EXPECT_EQ(out[1].name, "d.weight_scale");
+  EXPECT_EQ(out[1].shape, (std::vector<uint64_t>{2, 1}));
 }
 
 }  // namespace

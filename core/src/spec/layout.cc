@@ -1,7 +1,9 @@
-// The parallel layout of one rank, the shard rule and the divisibility rules of each split.
+// The parallel layout of one rank, the shard rule, each target's split rules and the
+// divisibility rules of each split.
 #include "wmap/spec/layout.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "wmap/util/error.h"
 
@@ -13,35 +15,112 @@ std::string str(uint64_t v) { return std::to_string(v); }
 
 [[noreturn]] void invalid(std::string message) { throw Error(ErrorCode::kInvalidArgument, std::move(message)); }
 
+constexpr uint64_t kVllmVocabPadding = 64;  // vocab_parallel_embedding.py: DEFAULT_VOCAB_PADDING_SIZE
+
 }  // namespace
+
+std::string_view target_name(Target t) { return t == Target::kVllm ? "vllm" : "trtllm"; }
+
+std::optional<Target> parse_target(std::string_view name) {
+  if (name == "trtllm") return Target::kTrtllm;
+  if (name == "vllm") return Target::kVllm;
+  return std::nullopt;
+}
+
+std::vector<std::string> target_names() { return {"trtllm", "vllm"}; }
+
+// --- Split ----------------------------------------------------------------------------------
+
+std::optional<std::string> Split::slice_error(uint64_t width, std::string_view tensor) const {
+  if (!exact || size == 0 || width % size == 0) return std::nullopt;
+  return (tensor.empty() ? std::string("a dimension") : std::string(tensor)) + ": width " + str(width) +
+         " is not divisible by " + name + " " + str(size) + " (target vllm splits every tensor exactly, as vLLM asserts)";
+}
+
+Range Split::slice(uint64_t width, std::string_view tensor) const {
+  if (auto e = slice_error(width, tensor)) invalid(*e);
+  return shard_range(width, size, rank);
+}
+
+std::optional<std::string> Split::count_error(uint64_t count, std::string_view what) const {
+  if (size != 0 && count % size == 0) return std::nullopt;
+  return str(count) + " " + std::string(what) + " cannot be split over " + name + " " + str(size);
+}
+
+Range Split::items(uint64_t count, std::string_view what) const {
+  if (auto e = count_error(count, what)) invalid(*e);
+  const uint64_t per = count / size, first = uint64_t{rank} * per;
+  return {first, first + per};
+}
+
+// --- Layout ---------------------------------------------------------------------------------
 
 void Layout::validate() const {
   if (tp_size == 0) invalid("tp_size must be at least 1");
   if (tp_rank >= tp_size) invalid("tp_rank " + str(tp_rank) + " is not below tp_size " + str(tp_size));
   if (ep_size == 0 || tp_size % ep_size != 0) invalid("ep_size " + str(ep_size) + " must divide tp_size " + str(tp_size));
+  if (gpus_per_node == 0) invalid("gpus_per_node must be at least 1");
+  if (target == Target::kVllm) {
+    // vLLM's expert parallelism is all or nothing: its MoE layers run at tp 1 over ep = tp_size
+    // ranks, or split every expert over tp_size (FusedMoEParallelConfig.make).
+    if (ep_size != 1 && ep_size != tp_size) {
+      invalid("ep_size " + str(ep_size) + " is not allowed with target vllm at tp_size " + str(tp_size) +
+              ": vLLM's expert parallelism is all or nothing (ep_size 1 or " + str(tp_size) + ")");
+    }
+    if (attention_dp) invalid("attention_dp is a TensorRT-LLM layout (target trtllm); target vllm has none");
+    if (mtp_layers && *mtp_layers > 0) {
+      invalid("mtp_layers " + str(*mtp_layers) + ": target vllm loads no MTP layers (vLLM loads them in a separate draft model)");
+    }
+  }
 }
 
 std::string Layout::to_string() const {
   std::string s = "tp " + str(tp_rank) + "/" + str(tp_size) + ", ep " + str(ep_size);
   if (mtp_layers) s += ", mtp " + str(*mtp_layers);
-  return s;
+  if (attention_dp) s += ", attention-dp";
+  return s + ", target " + std::string(target_name(target));
 }
 
-Range Layout::tp_slice(uint64_t width) const { return shard_range(width, tp_size, tp_rank); }
+Split Layout::tp() const { return {tp_size, tp_rank, exact_splits(), "tp_size"}; }
 
-uint64_t Layout::tp_block(uint64_t width) const { return ceil_div(width, tp_size); }
+Split Layout::moe_tp() const { return {moe_tp_size(), moe_tp_rank(), exact_splits(), "moe_tp_size"}; }
 
-Range Layout::moe_tp_slice(uint64_t width) const { return shard_range(width, moe_tp_size(), moe_tp_rank()); }
+Split Layout::attention() const { return attention_dp ? replicated() : tp(); }
+
+Split Layout::replicated() const { return {1, 0, exact_splits(), "1"}; }
+
+Split Layout::gcd_split(uint64_t units, bool node_cap) const {
+  uint64_t t = std::gcd(units, uint64_t{tp_size});
+  if (t == 0) t = 1;  // zero units: nothing to split
+  if (node_cap && t > gpus_per_node) t = std::gcd(t, uint64_t{gpus_per_node});
+  const auto parts = static_cast<uint32_t>(t);
+  return {parts, tp_rank % parts, exact_splits(), "the gcd split"};
+}
+
+Range Layout::tp_slice(uint64_t width, std::string_view tensor) const { return tp().slice(width, tensor); }
+
+Range Layout::moe_tp_slice(uint64_t width, std::string_view tensor) const { return moe_tp().slice(width, tensor); }
+
+VocabShard Layout::vocab_shard(uint64_t vocab, const Split& s) const {
+  if (target == Target::kVllm) {
+    const uint64_t padded = ceil_div(vocab, kVllmVocabPadding) * kVllmVocabPadding;
+    if (padded % s.size != 0) {
+      invalid("vocab_size " + str(vocab) + " padded to " + str(padded) + " (a multiple of 64, as vLLM pads) cannot be split over " +
+              s.name + " " + str(s.size));
+    }
+    const uint64_t rows = padded / s.size;
+    return {rows, {std::min(vocab, s.rank * rows), std::min(vocab, (s.rank + 1) * rows)}};
+  }
+  return {ceil_div(vocab, s.size), shard_range(vocab, s.size, s.rank)};
+}
 
 std::optional<std::string> Layout::experts_error(uint64_t experts) const {
+  if (target == Target::kVllm) return std::nullopt;  // the remainder goes to the first ranks
   if (ep_size != 0 && experts % ep_size == 0) return std::nullopt;
   return str(experts) + " experts cannot be split over ep_size " + str(ep_size);
 }
 
-std::optional<std::string> Layout::heads_error(uint64_t heads) const {
-  if (tp_size != 0 && heads % tp_size == 0) return std::nullopt;
-  return str(heads) + " attention heads cannot be split over tp_size " + str(tp_size);
-}
+std::optional<std::string> Layout::heads_error(uint64_t heads) const { return attention().count_error(heads, "attention heads"); }
 
 std::optional<std::string> Layout::kv_heads_error(uint64_t kv_heads) const {
   if (tp_size != 0 && kv_heads != 0 && (kv_heads >= tp_size ? kv_heads % tp_size == 0 : tp_size % kv_heads == 0)) {
@@ -52,15 +131,17 @@ std::optional<std::string> Layout::kv_heads_error(uint64_t kv_heads) const {
 
 Range Layout::local_experts(uint64_t experts) const {
   if (auto e = experts_error(experts)) invalid(*e);
-  const uint64_t per = experts / ep_size, first = uint64_t{moe_ep_rank()} * per;
+  const uint64_t ep_rank = moe_ep_rank();
+  if (target == Target::kVllm) {
+    const uint64_t base = experts / ep_size, extra = experts % ep_size;
+    const uint64_t first = ep_rank * base + std::min(ep_rank, extra);
+    return {first, first + base + (ep_rank < extra ? 1 : 0)};
+  }
+  const uint64_t per = experts / ep_size, first = ep_rank * per;
   return {first, first + per};
 }
 
-Range Layout::local_heads(uint64_t heads) const {
-  if (auto e = heads_error(heads)) invalid(*e);
-  const uint64_t per = heads / tp_size, first = uint64_t{tp_rank} * per;
-  return {first, first + per};
-}
+Range Layout::local_heads(uint64_t heads) const { return attention().items(heads, "attention heads"); }
 
 Range Layout::local_kv_heads(uint64_t kv_heads) const {
   if (auto e = kv_heads_error(kv_heads)) invalid(*e);
@@ -72,12 +153,17 @@ Range Layout::local_kv_heads(uint64_t kv_heads) const {
   return {head, head + 1};
 }
 
-Layout layout_from_options(uint32_t tp_size, uint32_t tp_rank, uint32_t ep_size, std::optional<uint32_t> mtp_layers) {
+Layout layout_from_options(const LayoutOptions& o) {
   Layout l;
-  l.tp_size = tp_size;
-  l.tp_rank = tp_rank;
-  l.ep_size = ep_size;
-  l.mtp_layers = mtp_layers;
+  l.tp_size = o.tp_size;
+  l.tp_rank = o.tp_rank;
+  l.ep_size = o.ep_size;
+  l.mtp_layers = o.mtp_layers;
+  const auto target = parse_target(o.target);
+  if (!target) invalid("target '" + o.target + "' is not one of trtllm, vllm");
+  l.target = *target;
+  l.attention_dp = o.attention_dp;
+  l.gpus_per_node = o.gpus_per_node;
   l.validate();
   return l;
 }

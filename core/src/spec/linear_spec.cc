@@ -1,6 +1,8 @@
 // Spec builders for linears with FP8 block scales and for MoE experts, shared by the plugins.
 #include "wmap/spec/linear_spec.h"
 
+#include "wmap/util/error.h"
+
 namespace wmap::spec {
 
 LinearSlice whole_linear(std::string linear, std::vector<uint64_t> shape) {
@@ -18,6 +20,16 @@ LinearSlice linear_cols(std::string linear, std::vector<uint64_t> shape, Range c
   LinearSlice s = whole_linear(std::move(linear), std::move(shape));
   s.cols = cols;
   return s;
+}
+
+LinearSlice linear_rows(std::string linear, std::vector<uint64_t> shape, const Split& s) {
+  const Range r = s.slice(shape.at(0), linear + ".weight");
+  return linear_rows(std::move(linear), std::move(shape), r);
+}
+
+LinearSlice linear_cols(std::string linear, std::vector<uint64_t> shape, const Split& s) {
+  const Range c = s.slice(shape.at(1), linear + ".weight");
+  return linear_cols(std::move(linear), std::move(shape), c);
 }
 
 Range block_range(Range r, uint64_t b) {
@@ -46,6 +58,19 @@ ParamSpec concat_param(const std::string& name, std::vector<Piece> pieces, uint6
   return p;
 }
 
+// whole_blocks (vLLM's fp8_utils.py, validate_fp8_block_shape): a split part must hold whole
+// blocks, and so must every part of a merged (fused) linear but the last.
+void require_whole_blocks(const LinearSlice& s, const BlockScales& b, bool last_part) {
+  auto fail = [&](const char* what, Range r, uint64_t block) {
+    throw Error(ErrorCode::kInvalidArgument,
+                s.linear + ".weight: this rank's " + what + " [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
+                    ") are not whole " + std::to_string(block) + "-wide FP8 blocks (target vllm refuses such a partition, as vLLM does)");
+  };
+  const bool rows_split = s.rows.size() != s.shape[0], cols_split = s.cols.size() != s.shape[1];
+  if ((rows_split || !last_part) && s.rows.size() % b.rows != 0) fail("rows", s.rows, b.rows);
+  if (cols_split && s.cols.size() % b.cols != 0) fail("columns", s.cols, b.cols);
+}
+
 }  // namespace
 
 void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const std::string& sep,
@@ -63,7 +88,9 @@ void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const st
   if (quant.kind == Kind::kFp8Block) {
     std::vector<Piece> scale;
     uint64_t scale_rows = 0, scale_cols = 0;
-    for (const auto& s : slices) {
+    for (size_t i = 0; i < slices.size(); ++i) {
+      const LinearSlice& s = slices[i];
+      if (quant.whole_blocks) require_whole_blocks(s, quant.blocks, i + 1 == slices.size());
       const std::vector<uint64_t> sshape{ceil_div(s.shape[0], quant.blocks.rows), ceil_div(s.shape[1], quant.blocks.cols)};
       const Range br = block_range(s.rows, quant.blocks.rows), bc = block_range(s.cols, quant.blocks.cols);
       Piece p = box_piece(s.linear + ".weight_scale_inv", sshape, br, bc);
@@ -72,7 +99,7 @@ void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const st
       scale_rows += br.size();
       scale_cols = bc.size();
     }
-    ParamSpec p = concat_param(dst + sep + "weight_scale_inv", std::move(scale), scale_rows, scale_cols, leading);
+    ParamSpec p = concat_param(dst + sep + quant.scale_name, std::move(scale), scale_rows, scale_cols, leading);
     p.dtype = DType::kF32;
     params.push_back(std::move(p));
   } else if (quant.kind == Kind::kNvfp4) {
@@ -118,23 +145,28 @@ void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const st
 }
 
 std::vector<ParamSpec> moe_experts(const std::string& dst, const std::string& src, uint64_t experts, uint64_t intermediate,
-                                   uint64_t hidden, const Layout& l, const LinearQuant& quant) {
+                                   uint64_t hidden, const Layout& l, const LinearQuant& quant, const ExpertNames& names) {
   const Range local = l.local_experts(experts);
   const uint64_t per = local.size();
-  const Range inter = l.moe_tp_slice(intermediate);
+  const Split moe = l.moe_tp();
   // down_proj is split along its stored columns (packed bytes for NVFP4).
   const uint64_t down_cols = quant.stored_cols(intermediate), h_cols = quant.stored_cols(hidden);
-  const Range down = l.moe_tp_slice(down_cols);
-  std::vector<LinearSlice> w31, w2;
+  std::vector<LinearSlice> fused, down;
   for (uint64_t j = local.begin; j < local.end; ++j) {
     const std::string e = src + "." + std::to_string(j) + ".";
-    w31.push_back(linear_rows(e + "up_proj", {intermediate, h_cols}, inter));
-    w31.push_back(linear_rows(e + "gate_proj", {intermediate, h_cols}, inter));
-    w2.push_back(linear_cols(e + "down_proj", {hidden, down_cols}, down));
+    LinearSlice up = linear_rows(e + "up_proj", {intermediate, h_cols}, moe);
+    LinearSlice gate = linear_rows(e + "gate_proj", {intermediate, h_cols}, moe);
+    if (names.gate_first) std::swap(up, gate);
+    fused.push_back(std::move(up));  // the first part: up (w3) for TensorRT-LLM, gate (w1) for vLLM
+    fused.push_back(std::move(gate));
+    down.push_back(linear_cols(e + "down_proj", {hidden, down_cols}, moe));
   }
   std::vector<ParamSpec> params;
-  add_linear(params, dst + ".w3_w1", "_", w31, quant, {per});
-  add_linear(params, dst + ".w2", "_", w2, quant, {per});
+  add_linear(params, dst + "." + names.fused, "_", fused, quant, {per});
+  add_linear(params, dst + "." + names.down, "_", down, quant, {per});
+  if (names.globals_close) {
+    for (auto& p : params) p.must_match_close = !p.must_match.empty();
+  }
   return params;
 }
 

@@ -43,8 +43,8 @@ ParamSpec replicated(std::string name, std::string source, std::vector<uint64_t>
   return s;
 }
 
-ParamSpec column_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l) {
-  const Range r = l.tp_slice(shape.at(0));
+ParamSpec column_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Split& sp) {
+  const Range r = sp.slice(shape.at(0), source);
   ParamSpec s;
   s.name = std::move(name);
   s.shape = shape;
@@ -53,9 +53,9 @@ ParamSpec column_parallel(std::string name, std::string source, std::vector<uint
   return s;
 }
 
-ParamSpec row_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l) {
+ParamSpec row_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Split& sp) {
   if (shape.size() < 2) return replicated(std::move(name), std::move(source), std::move(shape));
-  const Range c = l.tp_slice(shape[1]);
+  const Range c = sp.slice(shape[1], source);
   ParamSpec s;
   s.name = std::move(name);
   s.shape = shape;
@@ -64,26 +64,29 @@ ParamSpec row_parallel(std::string name, std::string source, std::vector<uint64_
   return s;
 }
 
-ParamSpec vocab_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l) {
-  const uint64_t block = l.tp_block(shape.at(0));
-  const Range r = l.tp_slice(shape[0]);
+ParamSpec vocab_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l, const Split& sp) {
+  const VocabShard v = l.vocab_shard(shape.at(0), sp);
   uint64_t row_elements = 1;
   for (size_t d = 1; d < shape.size(); ++d) row_elements *= shape[d];
   ParamSpec s;
   s.name = std::move(name);
   s.shape = shape;
-  s.shape[0] = block;
-  s.pieces.push_back(rows(std::move(source), std::move(shape), r));
-  if (r.size() < block) s.pieces.push_back(zeros((block - r.size()) * row_elements));
+  s.shape[0] = v.rows;
+  s.pieces.push_back(rows(std::move(source), std::move(shape), v.source));
+  if (v.source.size() < v.rows) s.pieces.push_back(zeros((v.rows - v.source.size()) * row_elements));
   return s;
 }
 
+ParamSpec vocab_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l) {
+  return vocab_parallel(std::move(name), std::move(source), std::move(shape), l, l.tp());
+}
+
 ParamSpec fused_column_parallel(std::string name, const std::vector<std::pair<std::string, std::vector<uint64_t>>>& sources,
-                                const Layout& l) {
+                                const Split& sp) {
   ParamSpec s;
   s.name = std::move(name);
   for (const auto& [source, shape] : sources) {
-    const Range r = l.tp_slice(shape.at(0));
+    const Range r = sp.slice(shape.at(0), source);
     if (s.shape.empty()) {
       s.shape = shape;
       s.shape[0] = 0;
@@ -102,13 +105,19 @@ ParamSpec alias(std::string name, std::string of, std::vector<uint64_t> shape) {
   return s;
 }
 
-void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, uint64_t hidden, bool tie, const Layout& l) {
-  if (tie) {
-    m.modules.push_back({"lm_head", {alias("lm_head.weight", embed_param, {l.tp_block(vocab), hidden})}, {}});
-    m.skipped_keys.push_back("lm_head.weight");  // some tied checkpoints still carry a copy
-  } else {
-    m.modules.push_back({"lm_head", {vocab_parallel("lm_head.weight", "lm_head.weight", {vocab, hidden}, l)}, {}});
+void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, uint64_t hidden, bool tie, const Layout& l,
+                 const Split& s) {
+  if (!tie) {
+    m.modules.push_back({"lm_head", {vocab_parallel("lm_head.weight", "lm_head.weight", {vocab, hidden}, l, s)}, {}});
+    return;
   }
+  m.skipped_keys.push_back("lm_head.weight");  // some tied checkpoints still carry a copy
+  if (l.target == Target::kVllm) return;
+  m.modules.push_back({"lm_head", {alias("lm_head.weight", embed_param, {l.vocab_shard(vocab, s).rows, hidden})}, {}});
+}
+
+void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, uint64_t hidden, bool tie, const Layout& l) {
+  add_lm_head(m, embed_param, vocab, hidden, tie, l, l.tp());
 }
 
 Range kv_head_rows(uint64_t kv_heads, uint64_t unit_rows, const Layout& l) {

@@ -1,15 +1,17 @@
 #pragma once
 // The parallel layout of one rank and the shard arithmetic every family shares (DESIGN.md,
-// "Reference semantics"). A layout is decided once: built (and validated) by
+// "Targets" and "Reference semantics"). A layout is decided once: built (and validated) by
 // layout_from_options() for the CLI and the Python module, recorded in the ModelSpec built for
 // it, and read by the plan from there. Plugins ask it which slice of a dimension, which
-// experts and which heads this rank holds, instead of recomputing the shard rule; each
-// divisibility rule lives in one place here. Messages name the settings (`tp_size`), never
-// a command-line flag. Plain value type; thread-safe.
+// experts, heads and vocabulary rows this rank holds, instead of recomputing the shard rule;
+// each divisibility rule lives in one place here, and each target's rule with it. Messages name
+// the settings (`tp_size`), never a command-line flag. Plain value type; thread-safe.
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace wmap {
 
@@ -21,37 +23,88 @@ struct Range {
   bool operator==(const Range&) const = default;
 };
 
+// Whose parameters a load produces (DESIGN.md "Targets"): TensorRT-LLM's PyTorch backend or vLLM,
+// as each engine's load_weights leaves them.
+enum class Target : uint8_t { kTrtllm, kVllm };
+std::string_view target_name(Target t);                     // "trtllm", "vllm"
+std::optional<Target> parse_target(std::string_view name);  // nullopt when unknown
+std::vector<std::string> target_names();                    // every target, in enum order
+
+// How one dimension is split on this rank: `size` parts, this rank takes part `rank`. `exact`
+// (target vllm) makes a width not divisible by `size` an error naming the tensor, as vLLM
+// asserts; otherwise the shard rule allows uneven widths. `name` says what `size` is ("tp_size").
+struct Split {
+  uint32_t size = 1;
+  uint32_t rank = 0;
+  bool exact = false;
+  const char* name = "tp_size";
+
+  // The shard rule: w = ceil(width / size); part `rank` gets [rank*w, min((rank+1)*w, width)).
+  // Throws kInvalidArgument with slice_error() when the split must be exact and is not.
+  Range slice(uint64_t width, std::string_view tensor = {}) const;
+  // "model.layers.0.mlp.gate_proj.weight: 170 rows ... tp_size 4 (target vllm splits exactly)".
+  std::optional<std::string> slice_error(uint64_t width, std::string_view tensor) const;
+  // `count` whole items (heads), count/size each: throws kInvalidArgument with count_error().
+  Range items(uint64_t count, std::string_view what) const;
+  std::optional<std::string> count_error(uint64_t count, std::string_view what) const;  // "6 attention heads cannot be split over tp_size 4"
+  bool replicated() const { return size == 1; }
+};
+
+// The vocabulary rows one rank holds: `rows` in all, the first `source.size()` of them copied
+// from checkpoint rows `source`, the rest zero (padding).
+struct VocabShard {
+  uint64_t rows = 0;
+  Range source;
+};
+
 struct Layout {
   uint32_t tp_size = 1;
   uint32_t tp_rank = 0;
   uint32_t ep_size = 1;
-  std::optional<uint32_t> mtp_layers;  // unset: the checkpoint's own count
+  std::optional<uint32_t> mtp_layers;  // unset: the checkpoint's own count (target vllm: none)
+  Target target = Target::kTrtllm;
+  bool attention_dp = false;   // TensorRT-LLM's enable_attention_dp: attention (and more) replicated
+  uint32_t gpus_per_node = 8;  // caps TensorRT-LLM's gcd split of DeepSeek's dense MLP
 
   uint32_t moe_tp_size() const { return tp_size / ep_size; }
   uint32_t moe_tp_rank() const { return tp_rank / ep_size; }
   uint32_t moe_ep_rank() const { return tp_rank % ep_size; }
+  bool exact_splits() const { return target == Target::kVllm; }
 
-  // Throws kInvalidArgument unless tp_size >= 1, tp_rank < tp_size and ep_size divides tp_size
-  // ("tp_rank 2 is not below tp_size 2", "ep_size 3 must divide tp_size 4").
+  // Throws kInvalidArgument unless tp_size >= 1, tp_rank < tp_size, ep_size divides tp_size,
+  // gpus_per_node >= 1, and the target allows the rest (vllm: ep_size 1 or tp_size, no
+  // attention_dp, no MTP layers): "tp_rank 2 is not below tp_size 2".
   void validate() const;
-  std::string to_string() const;  // "tp 2/4, ep 2" style, for messages
+  std::string to_string() const;  // "tp 2/4, ep 2, target trtllm" style, for messages
 
-  // --- Tensor-parallel dimensions (the shard rule; uneven widths allowed) -------------------
-  // This rank's slice of a dimension of `width` split over tp_size (possibly short or empty
-  // on the last ranks).
-  Range tp_slice(uint64_t width) const;
-  // The rows every rank holds of a dimension of `width` padded to tp_size equal blocks
-  // (vocabulary-parallel): ceil(width / tp_size).
-  uint64_t tp_block(uint64_t width) const;
+  // --- Splits -------------------------------------------------------------------------------
+  Split tp() const;          // {tp_size, tp_rank}
+  Split moe_tp() const;      // a routed expert's dims: {moe_tp_size, moe_tp_rank}
+  Split attention() const;   // tp(), or replicated under attention_dp
+  Split replicated() const;  // {1, 0}
+  // TensorRT-LLM's split of DeepSeek's dense MLP and shared experts (modeling_deepseekv3.py,
+  // DeepseekV3DecoderLayer._compute_mlp_tp_size): over t = gcd(units, tp_size) ranks, where
+  // `units` is the width in quantisation blocks; with `node_cap`, t = gcd(t, gpus_per_node) when
+  // t exceeds gpus_per_node. This rank is part tp_rank % t (ranks r and r + t hold the same slice).
+  Split gcd_split(uint64_t units, bool node_cap) const;
+
+  // --- Tensor-parallel dimensions -------------------------------------------------------------
+  // This rank's slice of a dimension of `width` split over tp_size (tp().slice()).
+  Range tp_slice(uint64_t width, std::string_view tensor = {}) const;
   // This rank's slice of a routed expert's dimension of `width`, split over moe_tp_size.
-  Range moe_tp_slice(uint64_t width) const;
+  Range moe_tp_slice(uint64_t width, std::string_view tensor = {}) const;
+  // Vocabulary-parallel rows of a [vocab, ...] tensor split by `s`, by the target's padding mode:
+  // trtllm pads to s.size blocks of ceil(V/size) rows (the last block zero-padded); vllm pads V
+  // to Vp = 64*ceil(V/64) (also unsplit) and gives every part Vp/size rows (vocab_parallel_embedding.py,
+  // pad_vocab_size and VocabParallelEmbedding): throws kInvalidArgument when size does not divide Vp.
+  VocabShard vocab_shard(uint64_t vocab, const Split& s) const;
 
   // --- Exact splits (each rule checked here, and only here) ---------------------------------
-  // The experts this rank holds: [moe_ep_rank*E/P, (moe_ep_rank+1)*E/P). Throws
-  // kInvalidArgument with experts_error() unless ep_size divides `experts`.
+  // The experts this rank holds. trtllm: [moe_ep_rank*E/P, (moe_ep_rank+1)*E/P), throws with
+  // experts_error() unless ep_size divides E. vllm (fused_moe/layer.py, determine_expert_map):
+  // E//P experts, the E%P extra ones on the first ranks, contiguous.
   Range local_experts(uint64_t experts) const;
-  // The attention heads this rank holds: heads/tp_size contiguous heads. Throws
-  // kInvalidArgument with heads_error() unless tp_size divides `heads`.
+  // The attention heads this rank holds: attention().items(heads).
   Range local_heads(uint64_t heads) const;
   // The KV heads this rank holds: with kv_heads >= tp_size, kv_heads/tp_size contiguous heads;
   // else the one head r / (tp_size/kv_heads) (each head repeated on tp_size/kv_heads ranks).
@@ -65,9 +118,20 @@ struct Layout {
   std::optional<std::string> kv_heads_error(uint64_t kv_heads) const; // "3 KV heads cannot be split or replicated over tp_size 2"
 };
 
-// The one front-end helper (the CLI's options and the Python module's keyword arguments): a
-// validated layout. Throws kInvalidArgument as Layout::validate().
-Layout layout_from_options(uint32_t tp_size, uint32_t tp_rank, uint32_t ep_size, std::optional<uint32_t> mtp_layers);
+// What a front end (the CLI's options, the Python module's keyword arguments) asks for.
+struct LayoutOptions {
+  uint32_t tp_size = 1;
+  uint32_t tp_rank = 0;
+  uint32_t ep_size = 1;
+  std::optional<uint32_t> mtp_layers;
+  std::string target = "trtllm";
+  bool attention_dp = false;
+  uint32_t gpus_per_node = 8;
+};
+
+// The one front-end helper: a validated layout. Throws kInvalidArgument as Layout::validate(),
+// or naming an unknown target and the known ones.
+Layout layout_from_options(const LayoutOptions& o);
 
 // The shard rule: w = ceil(width / parts); part p gets [p*w, min((p+1)*w, width)), possibly empty.
 Range shard_range(uint64_t width, uint32_t parts, uint32_t part);

@@ -42,6 +42,9 @@ struct ParamSpec {
   // Pairs of source keys whose bytes must be equal (e.g. the global scales of fused NVFP4
   // sources); checked when the data is read, a difference is an error naming both keys.
   std::vector<std::pair<std::string, std::string>> must_match;
+  // The pairs need only agree as F32 values within |a-b| <= 1e-8 + 1e-5*|b| (torch.allclose's
+  // default), as TensorRT-LLM compares a routed expert's w3/w1 global scales.
+  bool must_match_close = false;
 };
 
 struct ModuleSpec {
@@ -73,20 +76,28 @@ Piece cols(std::string source, std::vector<uint64_t> shape, Range c);  // dim 1 
 Piece zeros(uint64_t elements);
 
 ParamSpec replicated(std::string name, std::string source, std::vector<uint64_t> shape);
-// Column-parallel: dim 0 split by the shard rule.
-ParamSpec column_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l);
-// Row-parallel: dim 1 split by the shard rule; a 1-D tensor is replicated.
-ParamSpec row_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l);
-// Vocabulary-parallel: dim 0 in tp_size blocks of ceil(V/T) rows, the last block zero-padded.
-ParamSpec vocab_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l);
+// Column-parallel: dim 0 split by `s` (the shard rule; exact under target vllm).
+ParamSpec column_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Split& s);
+// Row-parallel: dim 1 split by `s`; a 1-D tensor is replicated.
+ParamSpec row_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Split& s);
+// Vocabulary-parallel: dim 0 split by `s` with the target's padding (Layout::vocab_shard): the
+// rank's checkpoint rows, then zero rows up to the padded size.
+ParamSpec vocab_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l, const Split& s);
+ParamSpec vocab_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l);  // split by l.tp()
 // Concatenation (along dim 0) of the column-parallel slices of several sources.
 ParamSpec fused_column_parallel(std::string name, const std::vector<std::pair<std::string, std::vector<uint64_t>>>& sources,
-                                const Layout& l);
+                                const Split& s);
+void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, uint64_t hidden, bool tie, const Layout& l);  // over l.tp()
 ParamSpec alias(std::string name, std::string of, std::vector<uint64_t> shape);
 
-// Appends the `lm_head` module: `lm_head.weight` vocabulary-parallel from the checkpoint, or, when
-// tied, an alias of `embed_param` (read once) with a stray `lm_head.weight` declared skipped.
-void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, uint64_t hidden, bool tie, const Layout& l);
+// Appends the `lm_head` module, vocabulary-parallel over `s`: `lm_head.weight` from the
+// checkpoint, or, when tied, (trtllm) an alias of `embed_param` (read once and still listed as a
+// parameter) or (vllm: LlamaForCausalLM ties lm_head to embed_tokens, so load_weights fills
+// embed_tokens only) no lm_head parameter at all. Tied, a stray checkpoint `lm_head.weight` is
+// declared skipped.
+void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, uint64_t hidden, bool tie, const Layout& l,
+                 const Split& s);
+void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, uint64_t hidden, bool tie, const Layout& l);  // over l.tp()
 
 // KV-head duplication: the rows (of a [kv_heads * unit_rows, ...] tensor) of this rank's KV
 // heads (Layout::local_kv_heads, which throws kInvalidArgument when neither of kv_heads and
