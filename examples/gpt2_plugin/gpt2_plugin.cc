@@ -132,4 +132,4 @@ void register_gpt2(wmap::PluginRegistrar& registrar) { registrar.set_model_build
 
 }  // namespace
 
-WMAP_DEFINE_PLUGIN("gpt2", "1.0", register_gpt2, "GPT2LMHeadModel")
+WMAP_DEFINE_PLUGIN("gpt2", "1.0", register_gpt2, ("trtllm"), "GPT2LMHeadModel")

@@ -141,6 +141,7 @@ TEST(PluginHost, WrongAbiAndBuildIdAreReportedTogetherBeforeRegistration) {
   EXPECT_HAS(msg, "ABI version 999");
   EXPECT_HAS(msg, "host's ABI version " + std::to_string(WMAP_PLUGIN_ABI_VERSION));
   EXPECT_HAS(msg, "wmap-0.0.0-abi999-OtherCompiler-0");
+  EXPECT_HAS(msg, "declares unknown target \"sglang\" (known: trtllm, vllm)");  // listed with the rest
   EXPECT_HAS(msg, std::string(wmap_core_build_id()));
   EXPECT_EQ(host.find_by_name("fixture_wrong_abi"), nullptr);
   EXPECT_EQ(host.find_by_architecture("WrongAbiForCausalLM"), nullptr);

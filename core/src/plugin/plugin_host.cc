@@ -38,6 +38,7 @@ struct Candidate {
   std::string name;  // empty when the info struct does not give one
   std::string version;
   std::vector<std::string> architectures;
+  std::vector<std::string> targets;
   std::vector<std::string> reasons;  // non-empty: refused
 };
 
@@ -141,6 +142,21 @@ void verify(Candidate& c) {
   }
   if (has_field<void*>(info, offsetof(WmapPluginInfo, register_plugin)) && info.register_plugin == nullptr) {
     reasons.push_back("register_plugin is null");
+  }
+  if (has_field<const char* const*>(info, offsetof(WmapPluginInfo, targets))) {
+    if (info.targets == nullptr || info.targets[0] == nullptr) {
+      reasons.push_back("serves no target (targets is " + std::string(info.targets == nullptr ? "null" : "empty") + ")");
+    } else {
+      size_t i = 0;
+      for (; i < kMaxArchitectures && info.targets[i] != nullptr; ++i) {
+        if (parse_target(info.targets[i])) {
+          c.targets.emplace_back(info.targets[i]);
+        } else {
+          reasons.push_back("declares unknown target \"" + std::string(info.targets[i]) + "\" (known: trtllm, vllm)");
+        }
+      }
+      if (i == kMaxArchitectures) reasons.push_back("targets list is not null-terminated");
+    }
   }
 }
 
@@ -337,6 +353,7 @@ void PluginHost::Impl::install(Candidate& c) {
     plugin->version = c.version;
     plugin->file = c.file;
     plugin->architectures = c.architectures;
+    plugin->targets = c.targets;
     plugin->builder = std::move(registrar.builder_);
     for (auto& [name, fn] : registrar.transforms_) {
       if (builtin_transforms.count(name)) {
@@ -423,6 +440,11 @@ ModelSpec PluginHost::build_spec(const LoadedPlugin& plugin, const ModelConfig& 
                                  const KeyProbe& probe) const {
   const std::string prefix = describe(plugin.name, plugin.file) + ": ";
   if (!plugin.builder) throw Error(ErrorCode::kInternal, prefix + "has no model builder");
+  const std::string_view target = target_name(layout.target);
+  if (std::find(plugin.targets.begin(), plugin.targets.end(), target) == plugin.targets.end()) {
+    throw Error(ErrorCode::kInvalidArgument, prefix + "does not serve target " + std::string(target) + " for " +
+                                                 config.architecture() + "; it serves: " + join(plugin.targets, ", "));
+  }
   ModelSpec spec;
   try {
     spec = plugin.builder(config, layout, probe);

@@ -25,7 +25,8 @@
 
 // Bumped whenever WmapPluginInfo, PluginRegistrar or the types they expose change.
 // 2: ModelSpec records its Layout (ModelSpec::layout).
-#define WMAP_PLUGIN_ABI_VERSION 2u
+// 3: engine targets (WmapPluginInfo::targets, Layout::target and its splits, ParamSpec::must_match_close).
+#define WMAP_PLUGIN_ABI_VERSION 3u
 
 extern "C" {
 
@@ -39,6 +40,9 @@ struct WmapPluginInfo {
   // Registers the plugin's factories. Returns 0 on success; otherwise writes a message into
   // `error` (at most `error_size` bytes, NUL-terminated) and returns non-zero. Never throws.
   int (*register_plugin)(void* registrar, char* error, size_t error_size);
+  // The engine targets (DESIGN.md "Targets") whose parameters the builder produces: "trtllm",
+  // "vllm"; null-terminated. A load asking for another target is refused, naming these.
+  const char* const* targets;
 };
 
 // The entry every plugin exports.
@@ -75,11 +79,15 @@ class PluginRegistrar {
 
 }  // namespace wmap
 
-// Defines `wmap_plugin_info` for a plugin whose registration is `void fn(wmap::PluginRegistrar&)`.
-// Usage: WMAP_DEFINE_PLUGIN("llama", "1.0", register_llama, "LlamaForCausalLM", "Qwen3ForCausalLM")
-#define WMAP_DEFINE_PLUGIN(NAME, VERSION, REGISTER_FN, ...)                                        \
+#define WMAP_PLUGIN_EXPAND_(...) __VA_ARGS__
+
+// Defines `wmap_plugin_info` for a plugin whose registration is `void fn(wmap::PluginRegistrar&)`;
+// TARGETS is a parenthesised list of the targets it serves, then the architectures.
+// Usage: WMAP_DEFINE_PLUGIN("llama", "1.0", register_llama, ("trtllm", "vllm"), "LlamaForCausalLM", "Qwen3ForCausalLM")
+#define WMAP_DEFINE_PLUGIN(NAME, VERSION, REGISTER_FN, TARGETS, ...)                               \
   extern "C" __attribute__((visibility("default"))) const WmapPluginInfo* wmap_plugin_info(void) {  \
     static const char* const kArchitectures[] = {__VA_ARGS__, nullptr};                             \
+    static const char* const kTargets[] = {WMAP_PLUGIN_EXPAND_ TARGETS, nullptr};                   \
     static const WmapPluginInfo kInfo = {                                                           \
         WMAP_PLUGIN_ABI_VERSION, sizeof(WmapPluginInfo), NAME, VERSION, kArchitectures, WMAP_BUILD_ID, \
         [](void* registrar, char* error, size_t error_size) -> int {                                \
@@ -92,6 +100,7 @@ class PluginRegistrar {
             std::snprintf(error, error_size, "unknown exception");                                  \
           }                                                                                         \
           return 1;                                                                                 \
-        }};                                                                                         \
+        },                                                                                          \
+        kTargets};                                                                                  \
     return &kInfo;                                                                                  \
   }

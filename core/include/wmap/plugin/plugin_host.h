@@ -41,6 +41,7 @@ struct LoadedPlugin {
   std::string version;
   std::filesystem::path file;
   std::vector<std::string> architectures;  // as the plugin listed them (shadowed claims included)
+  std::vector<std::string> targets;        // the engine targets it serves ("trtllm", "vllm")
   ModelBuilder builder;
 };
 
@@ -66,7 +67,8 @@ class PluginHost {
 
   // Calls the plugin's builder. Any exception it throws becomes a wmap::Error prefixed
   // "plugin 'NAME' (FILE): ": kValidation for a wmap::Error, kInternal for anything else.
-  // The returned spec records `layout` (ModelSpec::layout), whatever the plugin set there.
+  // The returned spec records `layout` (ModelSpec::layout), whatever the plugin set there. A
+  // layout whose target the plugin does not serve is refused (kInvalidArgument) naming those it serves.
   ModelSpec build_spec(const LoadedPlugin& plugin, const ModelConfig& config, const Layout& layout,
                        const KeyProbe& probe) const;
 
