@@ -3,6 +3,9 @@
 // the text (key order, number format, escaping) must be deliberate, with the pins updated here.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <vector>
+
 #include "wmap/catalog/catalog.h"
 #include "wmap/mapping/rename_table.h"
 #include "wmap/plan/load_plan.h"
@@ -21,9 +24,10 @@ const std::string kCatalogCanonical =
     R"({"name":"m.weight","dtype":"F32","shape":[2,2],"file":"model.safetensors","offset":88,"nbytes":16}]})" "\n";
 const std::string kCatalogId = "14a8fd23af26df1930b0d02843baa9b0719c7968848d077bb17bc440773f474a";
 const std::string kPlanJson =
-    R"({"format":"wmap-plan","version":2,"plan_id":"1398e1377ab76638fd86555b764125f5af4e65fdd501bb984736403)"
-    R"(9057c683c","catalog_id":"14a8fd23af26df1930b0d02843baa9b0719c7968848d077bb17bc440773f474a","plugin":)"
-    R"("pin","architecture":"PinForCausalLM","layout":{"tp_size":1,"tp_rank":0,"ep_size":1},"ok":true,"cove)"
+    R"({"format":"wmap-plan","version":3,"plan_id":"da624ef4bea075869857497e49edd719e7f7f35339a231aca27a258)"
+    R"(17e97df7e","catalog_id":"14a8fd23af26df1930b0d02843baa9b0719c7968848d077bb17bc440773f474a","plugin":)"
+    R"("pin","architecture":"PinForCausalLM","layout":{"tp_size":1,"tp_rank":0,"ep_size":1,"target":"trtllm")"
+    R"(,"attention_dp":false,"gpus_per_node":8},"ok":true,"cove)"
     R"(rage":"complete: 2 parameters (24 bytes) from 2 of 2 checkpoint tensors","bytes_to_load":24,"bytes_t)"
     R"(o_read":24,"problems":[],"params":[)" "\n"
     R"({"name":"m.weight","module":"m","dtype":"F32","shape":[2,2],"nbytes":16,"pieces":[{"source":"m.weigh)"
@@ -34,7 +38,7 @@ const std::string kPlanJson =
     R"(":[0,1],"schedule":{"chunk_bytes":16777216,"unit_fields":["kind","shard","begin","end","segments","p)"
     R"(aram","piece","releases"],"units":[)" "\n"
     R"(["read",0,88,112,2,null,null,[88,112]]]}})" "\n";
-const std::string kPlanId = "1398e1377ab76638fd86555b764125f5af4e65fdd501bb9847364039057c683c";
+const std::string kPlanId = "da624ef4bea075869857497e49edd719e7f7f35339a231aca27a25817e97df7e";
 
 Catalog tiny_catalog() {
   ShardRecord shard;
@@ -70,6 +74,19 @@ TEST(CanonicalJson, PlanTextAndPlanIdArePinned) {
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan.to_json(), kPlanJson);
   EXPECT_EQ(plan.plan_id(), kPlanId);
+
+  // The target and the layout options are part of the plan and of its id.
+  for (auto edit : std::vector<std::function<void(Layout&)>>{[](Layout& l) { l.target = Target::kVllm; },
+                                                             [](Layout& l) { l.attention_dp = true; },
+                                                             [](Layout& l) { l.gpus_per_node = 4; }}) {
+    ModelSpec other = spec;
+    edit(other.layout);
+    const LoadPlan p = LoadPlan::build(other, cat, RenameTable());
+    EXPECT_NE(p.plan_id(), kPlanId);
+  }
+  ModelSpec v = spec;
+  v.layout.target = Target::kVllm;
+  EXPECT_NE(LoadPlan::build(v, cat, RenameTable()).to_json().find(R"("target":"vllm")"), std::string::npos);
 }
 
 }  // namespace

@@ -291,6 +291,7 @@ class PlanBuilder {
   // the pair cannot be compared.
   bool add_must_match(PlannedParam& pp, const ParamSpec& ps) {
     bool ok = true;
+    pp.must_match_close = ps.must_match_close;
     for (const auto& [a, b] : ps.must_match) {
       const RenamedTensor* ra = renamed_.find(a);
       const RenamedTensor* rb = renamed_.find(b);
@@ -408,13 +409,15 @@ std::string LoadPlan::plan_id() const {
 std::string LoadPlan::to_json() const { return json_text(true); }
 
 std::string LoadPlan::json_text(bool with_id) const {
-  std::string o = "{\"format\":\"wmap-plan\",\"version\":2";
+  std::string o = "{\"format\":\"wmap-plan\",\"version\":3";
   if (with_id) o += ",\"plan_id\":\"" + plan_id() + "\"";
   o += ",\"catalog_id\":\"" + catalog_id() + "\",\"plugin\":" + json_string(plugin_) +
        ",\"architecture\":" + json_string(architecture_);
   o += ",\"layout\":{\"tp_size\":" + std::to_string(layout_.tp_size) + ",\"tp_rank\":" + std::to_string(layout_.tp_rank) +
        ",\"ep_size\":" + std::to_string(layout_.ep_size);
   if (layout_.mtp_layers) o += ",\"mtp_layers\":" + std::to_string(*layout_.mtp_layers);
+  o += ",\"target\":\"" + std::string(target_name(layout_.target)) + "\",\"attention_dp\":" + (layout_.attention_dp ? "true" : "false") +
+       ",\"gpus_per_node\":" + std::to_string(layout_.gpus_per_node);
   o += "},\"ok\":" + std::string(ok() ? "true" : "false") + ",\"coverage\":" + json_string(coverage());
   o += ",\"bytes_to_load\":" + std::to_string(bytes_to_load()) + ",\"bytes_to_read\":" + std::to_string(bytes_to_read());
   o += ",\"problems\":[";
@@ -441,6 +444,7 @@ std::string LoadPlan::json_text(bool with_id) const {
         o += (j ? ",[" : "[") + json_string(p.must_match[j].first->name) + "," + json_string(p.must_match[j].second->name) + "]";
       }
       o += "]";
+      if (p.must_match_close) o += ",\"must_match_close\":true";
     }
     o += ",\"pieces\":[";
     for (size_t j = 0; j < p.pieces.size(); ++j) {

@@ -56,6 +56,7 @@ struct PlannedParam {
   bool broken = false;   // has a problem: skipped by a partial load
   // Source tensors whose bytes must be equal (fused NVFP4 global scales), checked on load.
   std::vector<std::pair<const TensorRecord*, const TensorRecord*>> must_match;
+  bool must_match_close = false;  // F32 values within torch.allclose's default tolerance suffice
 };
 
 struct PlanProblem {
