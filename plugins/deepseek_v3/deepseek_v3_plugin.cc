@@ -1,8 +1,16 @@
 // DeepSeek-V3 / R1 (DeepseekV3ForCausalLM), BF16 or FP8 with block scales: MLA attention
-// (fused_a, q_b_proj or q_proj, kv_b_proj split into kv_b_proj / k_b_proj_trans / v_b_proj),
-// dense layers below first_k_dense_replace, MoE layers (router, shared experts, routed experts as
-// `mlp.experts.backend`), and MTP layers: model layer L+k reads checkpoint layer
-// L + k % num_nextn_predict_layers (`--mtp-layers K`; K = 0 declares the MTP tensors skipped).
+// (the fused A projection, q_b_proj or q_proj, kv_b_proj), dense layers below
+// first_k_dense_replace, MoE layers (router, shared experts, routed experts), and MTP layers:
+// model layer L+k reads checkpoint layer L + k % num_nextn_predict_layers (`--mtp-layers K`;
+// K = 0 declares the MTP tensors skipped).
+//
+// Both targets (DESIGN.md "Targets"); what differs between them is in TargetRules below, in one
+// place: TensorRT-LLM (tensorrt_llm/_torch/models/modeling_deepseekv3.py) replicates
+// embed_tokens, splits kv_b_proj into k_b_proj_trans / v_b_proj, splits the dense MLP and the
+// shared experts over a gcd of the ranks, and loads MTP layers; vLLM
+// (vllm/model_executor/models/deepseek_v2.py) splits everything exactly over tp_size, pads the
+// vocabulary, keeps kv_b_proj whole per head and loads no MTP layer. Attention data parallelism
+// (TensorRT-LLM's enable_attention_dp) replicates all but the routed experts.
 
 #include <optional>
 #include <string>
@@ -21,6 +29,32 @@ using wmap::ParamSpec;
 using wmap::Range;
 namespace spec = wmap::spec;
 
+// What differs between the engines for this family, in one place.
+struct TargetRules {
+  const char* fused_a;             // concat(q_a_proj, kv_a_proj_with_mqa): the MLA module's name for it
+  const char* scale;               // FP8 block scales of a linear: `<linear>.<scale>`
+  const char* expert_scale;        // ... of the stacked routed experts: `<w3_w1|w13>_<expert_scale>`
+  spec::ExpertNames experts;
+  const char* experts_module;      // after "mlp."
+  bool replicated_embedding;       // embed_tokens whole on every rank (else vocabulary-parallel)
+  bool split_kv_b;                 // kv_b_proj also as k_b_proj_trans [Hl, R, nope] and v_b_proj [Hl, v, R]
+  bool gcd_mlp_split;              // dense MLP and shared experts over gcd(width/block, tp_size) ranks
+  bool loads_mtp;                  // MTP layers are parameters (else declared skipped)
+  bool score_bias_needs_noaux_tc;  // mlp.gate.e_score_correction_bias only when topk_method is noaux_tc
+};
+
+const TargetRules& rules_for(wmap::Target t) {
+  // TensorRT-LLM: MLA keeps `kv_a_proj_with_mqa` for the fused A projection (older releases
+  // called it `fused_a`); FP8 block-scale linears hold `weight_scale`, the fused MoE
+  // `w3_w1_weight_scaling_factor`. vLLM: `fused_qkv_a_proj`, scales keep `weight_scale_inv`,
+  // FusedMoE `experts.w13_weight` = [gate; up].
+  static const TargetRules kTrtllm{"kv_a_proj_with_mqa", "weight_scale", "weight_scaling_factor", {"w3_w1", "w2", false, true},
+                                   "experts.backend", true, true, true, true, false};
+  static const TargetRules kVllm{"fused_qkv_a_proj", "weight_scale_inv", "weight_scale_inv", {"w13", "w2", true, false},
+                                 "experts", false, false, false, false, true};
+  return t == wmap::Target::kVllm ? kVllm : kTrtllm;
+}
+
 struct DeepseekShape {
   uint64_t hidden, heads, layers, vocab, intermediate;
   std::optional<uint64_t> q_lora;
@@ -28,6 +62,7 @@ struct DeepseekShape {
   uint64_t experts = 0, moe_intermediate = 0, shared_experts = 0, first_dense = 0, moe_freq = 1;
   uint64_t mtp_in_checkpoint = 0, mtp = 0;
   bool tie = false;
+  bool noaux_tc = false;  // config topk_method
   std::optional<spec::BlockScales> fp8;
 
   bool is_moe(uint64_t layer) const { return experts > 0 && layer >= first_dense && layer % moe_freq == 0; }
@@ -55,8 +90,9 @@ DeepseekShape read_shape(const ModelConfig& c, const Layout& l) {
     if (auto e = l.experts_error(s.experts)) c.fail("n_routed_experts", *e);
   }
   s.tie = c.get_bool("tie_word_embeddings", false);
+  s.noaux_tc = c.get_string("topk_method", "") == "noaux_tc";
   s.mtp_in_checkpoint = static_cast<uint64_t>(c.get_int("num_nextn_predict_layers", 0));
-  s.mtp = l.mtp_layers ? *l.mtp_layers : s.mtp_in_checkpoint;
+  s.mtp = l.mtp_layers ? *l.mtp_layers : rules_for(l.target).loads_mtp ? s.mtp_in_checkpoint : 0;
   if (s.mtp > 0 && s.mtp_in_checkpoint == 0) {
     c.fail("num_nextn_predict_layers", "is 0, but mtp_layers " + std::to_string(s.mtp) + " asks for MTP layers");
   }
@@ -71,19 +107,39 @@ DeepseekShape read_shape(const ModelConfig& c, const Layout& l) {
       c.fail("quantization_config.weight_block_size", "qk_nope_head_dim, v_head_dim and kv_lora_rank must be multiples of the block");
     }
   }
+  if (rules_for(l.target).gcd_mlp_split) {
+    // TensorRT-LLM asserts this of the widths it splits by whole blocks.
+    const uint64_t b = s.fp8 ? s.fp8->rows : 1;
+    if (s.intermediate % b) c.fail("intermediate_size", std::to_string(s.intermediate) + " is not a multiple of the " + std::to_string(b) + "-row FP8 block");
+    if (s.experts && (s.moe_intermediate * s.shared_experts) % b) {
+      c.fail("moe_intermediate_size", "the shared experts' width " + std::to_string(s.moe_intermediate * s.shared_experts) +
+                                          " is not a multiple of the " + std::to_string(b) + "-row FP8 block");
+    }
+  }
+  if (s.tie && rules_for(l.target).replicated_embedding && !l.attention_dp && l.tp_size > 1) {
+    c.fail("tie_word_embeddings", "a tied lm_head cannot share TensorRT-LLM's replicated embed_tokens while lm_head is split over tp_size " +
+                                      std::to_string(l.tp_size));
+  }
   return s;
 }
 
 ModuleSpec module(std::string name, std::vector<ParamSpec> params) { return {std::move(name), std::move(params), {}}; }
 
-// A linear's parameters under `dst` (dst.weight, dst.weight_scale_inv).
-std::vector<ParamSpec> linear(const std::string& dst, std::vector<spec::LinearSlice> slices, const DeepseekShape& s) {
+// The quantisation of a linear under target `t`, its scales named `scale_name`.
+spec::LinearQuant quant(const DeepseekShape& s, wmap::Target t, const char* scale_name) {
+  if (!s.fp8) return spec::LinearQuant::none();
+  return spec::LinearQuant::fp8(*s.fp8, scale_name, t == wmap::Target::kVllm);
+}
+
+// A linear's parameters under `dst` (dst.weight and its FP8 scales).
+std::vector<ParamSpec> linear(const std::string& dst, std::vector<spec::LinearSlice> slices, const DeepseekShape& s, const Layout& l) {
   std::vector<ParamSpec> out;
-  spec::add_linear(out, dst, ".", slices, s.fp8 ? spec::LinearQuant::fp8(*s.fp8) : spec::LinearQuant::none());
+  spec::add_linear(out, dst, ".", slices, quant(s, l.target, rules_for(l.target).scale));
   return out;
 }
 
-// kv_b_proj [H*(nope+v), R] viewed [H, nope+v, R]; this rank's heads split into k_nope and v.
+// TensorRT-LLM's kv_b_proj: [H*(nope+v), R] viewed [H, nope+v, R]; this rank's heads split into
+// k_nope and v (MLA's k_b_proj_trans / v_b_proj), and the weight keeps [k_nope rows; v rows].
 std::vector<ParamSpec> kv_b(const std::string& d, const std::string& src, const DeepseekShape& s, const Layout& l) {
   const Range heads = l.local_heads(s.heads);
   const uint64_t hl = heads.size();
@@ -121,7 +177,7 @@ std::vector<ParamSpec> kv_b(const std::string& d, const std::string& src, const 
       p.pieces = std::move(pieces);
       out.push_back(std::move(p));
     };
-    scale(d + "kv_b_proj.weight_scale_inv", {hl * (ns + vs), rs},
+    scale(d + "kv_b_proj." + rules_for(l.target).scale, {hl * (ns + vs), rs},
           {part(k, sshape, sview, {0, ns}, {}), part(k, sshape, sview, {ns, ns + vs}, {})});
     scale(d + "k_b_proj_trans_scale", {hl, rs, ns}, {part(k, sshape, sview, {0, ns}, {0, 2, 1})});
     scale(d + "v_b_proj_scale", {hl, vs, rs}, {part(k, sshape, sview, {ns, ns + vs}, {})});
@@ -129,16 +185,22 @@ std::vector<ParamSpec> kv_b(const std::string& d, const std::string& src, const 
   return out;
 }
 
-// Llama-style gated MLP: gate_up_proj = concat(gate rows r, up rows r); down_proj row-parallel.
+// Llama-style gated MLP over split `sp`: gate_up_proj = concat(gate rows, up rows); down_proj row-parallel.
 void gated_mlp(std::vector<ModuleSpec>& modules, const std::string& dst, const std::string& src, uint64_t inter,
-               const DeepseekShape& s, const Layout& l) {
-  const Range r = l.tp_slice(inter);
+               const wmap::Split& sp, const DeepseekShape& s, const Layout& l) {
   const uint64_t h = s.hidden;
   modules.push_back(module(dst + ".gate_up_proj", linear(dst + ".gate_up_proj",
-                                                         {spec::linear_rows(src + ".gate_proj", {inter, h}, r),
-                                                          spec::linear_rows(src + ".up_proj", {inter, h}, r)},
-                                                         s)));
-  modules.push_back(module(dst + ".down_proj", linear(dst + ".down_proj", {spec::linear_cols(src + ".down_proj", {h, inter}, r)}, s)));
+                                                         {spec::linear_rows(src + ".gate_proj", {inter, h}, sp),
+                                                          spec::linear_rows(src + ".up_proj", {inter, h}, sp)},
+                                                         s, l)));
+  modules.push_back(module(dst + ".down_proj", linear(dst + ".down_proj", {spec::linear_cols(src + ".down_proj", {h, inter}, sp)}, s, l)));
+}
+
+// How a dense MLP (node_cap) or the shared experts of `width` rows are split on this rank.
+wmap::Split mlp_split(uint64_t width, bool node_cap, const DeepseekShape& s, const Layout& l) {
+  if (l.attention_dp) return l.replicated();
+  if (!rules_for(l.target).gcd_mlp_split) return l.tp();
+  return l.gcd_split(width / (s.fp8 ? s.fp8->rows : 1), node_cap);
 }
 
 // One decoder layer: model layer `dst_i` from checkpoint layer `src_i`.
@@ -146,75 +208,95 @@ void add_layer(ModelSpec& m, uint64_t dst_i, uint64_t src_i, const DeepseekShape
   const std::string d = "model.layers." + std::to_string(dst_i) + ".", c = "model.layers." + std::to_string(src_i) + ".";
   const std::string da = d + "self_attn.", ca = c + "self_attn.";
   const uint64_t h = s.hidden, qk = s.nope + s.rope;
+  const TargetRules& rules = rules_for(l.target);
+  const wmap::Split attn = l.attention();
   auto rep = [&](const std::string& name, std::vector<uint64_t> shape) {
     m.modules.push_back(module(d + name, {spec::replicated(d + name + ".weight", c + name + ".weight", std::move(shape))}));
   };
   rep("input_layernorm", {h});
   if (s.q_lora) {
-    m.modules.push_back(module(da + "fused_a", linear(da + "fused_a",
-                                                      {spec::whole_linear(ca + "q_a_proj", {*s.q_lora, h}),
-                                                       spec::whole_linear(ca + "kv_a_proj_with_mqa", {s.kv_lora + s.rope, h})},
-                                                      s)));
+    m.modules.push_back(module(da + rules.fused_a, linear(da + rules.fused_a,
+                                                          {spec::whole_linear(ca + "q_a_proj", {*s.q_lora, h}),
+                                                           spec::whole_linear(ca + "kv_a_proj_with_mqa", {s.kv_lora + s.rope, h})},
+                                                          s, l)));
     rep("self_attn.q_a_layernorm", {*s.q_lora});
     const std::vector<uint64_t> qb{s.heads * qk, *s.q_lora};
     m.modules.push_back(module(da + "q_b_proj", linear(da + "q_b_proj",
-                                                       {spec::linear_rows(ca + "q_b_proj", qb, l.tp_slice(qb[0]))}, s)));
+                                                       {spec::linear_rows(ca + "q_b_proj", qb, attn)}, s, l)));
   } else {
     // V2-Lite style: no q LoRA; kv_a_proj_with_mqa alone is the replicated down-projection.
     const std::vector<uint64_t> q{s.heads * qk, h};
     m.modules.push_back(module(da + "q_proj", linear(da + "q_proj",
-                                                     {spec::linear_rows(ca + "q_proj", q, l.tp_slice(q[0]))}, s)));
+                                                     {spec::linear_rows(ca + "q_proj", q, attn)}, s, l)));
     m.modules.push_back(module(da + "kv_a_proj_with_mqa",
-                               linear(da + "kv_a_proj_with_mqa", {spec::whole_linear(ca + "kv_a_proj_with_mqa", {s.kv_lora + s.rope, h})}, s)));
+                               linear(da + "kv_a_proj_with_mqa", {spec::whole_linear(ca + "kv_a_proj_with_mqa", {s.kv_lora + s.rope, h})}, s, l)));
   }
   rep("self_attn.kv_a_layernorm", {s.kv_lora});
-  m.modules.push_back(module(da + "kv_b_proj", kv_b(da, ca + "kv_b_proj", s, l)));
+  if (rules.split_kv_b) {
+    m.modules.push_back(module(da + "kv_b_proj", kv_b(da, ca + "kv_b_proj", s, l)));
+  } else {
+    // vLLM: column-parallel by rows, each head's [nope; v] rows kept as in the checkpoint.
+    const std::vector<uint64_t> kvb{s.heads * (s.nope + s.v), s.kv_lora};
+    m.modules.push_back(module(da + "kv_b_proj", linear(da + "kv_b_proj", {spec::linear_rows(ca + "kv_b_proj", kvb, attn)}, s, l)));
+  }
   const std::vector<uint64_t> o{h, s.heads * s.v};
-  m.modules.push_back(module(da + "o_proj", linear(da + "o_proj",
-                                                   {spec::linear_cols(ca + "o_proj", o, l.tp_slice(o[1]))}, s)));
+  m.modules.push_back(module(da + "o_proj", linear(da + "o_proj", {spec::linear_cols(ca + "o_proj", o, attn)}, s, l)));
   rep("post_attention_layernorm", {h});
   if (!s.is_moe(src_i)) {
-    gated_mlp(m.modules, d + "mlp", c + "mlp", s.intermediate, s, l);
+    gated_mlp(m.modules, d + "mlp", c + "mlp", s.intermediate, mlp_split(s.intermediate, true, s, l), s, l);
     return;
   }
-  ParamSpec bias = spec::replicated(d + "mlp.gate.e_score_correction_bias", c + "mlp.gate.e_score_correction_bias", {s.experts});
-  bias.optional = true;  // absent from some V3-style checkpoints
-  m.modules.push_back(module(d + "mlp.gate", {spec::replicated(d + "mlp.gate.weight", c + "mlp.gate.weight", {s.experts, h}), bias}));
-  if (s.shared_experts) gated_mlp(m.modules, d + "mlp.shared_experts", c + "mlp.shared_experts", s.moe_intermediate * s.shared_experts, s, l);
-  m.modules.push_back({d + "mlp.experts.backend",
-                       spec::moe_experts(d + "mlp.experts.backend", c + "mlp.experts", s.experts, s.moe_intermediate, h, l,
-                                         s.fp8 ? spec::LinearQuant::fp8(*s.fp8) : spec::LinearQuant::none()),
+  std::vector<ParamSpec> gate{spec::replicated(d + "mlp.gate.weight", c + "mlp.gate.weight", {s.experts, h})};
+  const std::string score_bias = "mlp.gate.e_score_correction_bias";
+  if (rules.score_bias_needs_noaux_tc && !s.noaux_tc) {
+    m.skipped_keys.push_back(c + score_bias);
+  } else {
+    gate.push_back(spec::replicated(d + score_bias, c + score_bias, {s.experts}));
+    gate.back().optional = true;  // absent from some V3-style checkpoints
+  }
+  m.modules.push_back(module(d + "mlp.gate", std::move(gate)));
+  if (s.shared_experts) {
+    const uint64_t width = s.moe_intermediate * s.shared_experts;
+    gated_mlp(m.modules, d + "mlp.shared_experts", c + "mlp.shared_experts", width, mlp_split(width, false, s, l), s, l);
+  }
+  const std::string experts = d + "mlp." + rules.experts_module;
+  m.modules.push_back({experts,
+                       spec::moe_experts(experts, c + "mlp.experts", s.experts, s.moe_intermediate, h, l,
+                                         quant(s, l.target, rules.expert_scale), rules.experts),
                        {c + "mlp.experts"}});
 }
 
 ModelSpec build_deepseek(const ModelConfig& c, const Layout& l, const wmap::KeyProbe&) {
   const DeepseekShape s = read_shape(c, l);
+  const TargetRules& rules = rules_for(l.target);
   ModelSpec m;
   m.plugin = "deepseek_v3";
   m.architecture = c.architecture();
   const uint64_t h = s.hidden;
-  m.modules.push_back(module("model.embed_tokens", {spec::vocab_parallel("model.embed_tokens.weight", "model.embed_tokens.weight", {s.vocab, h}, l)}));
+  const wmap::Split vocab = l.attention_dp ? l.replicated() : l.tp();  // lm_head (and vLLM's embed_tokens)
+  const std::string embed = "model.embed_tokens.weight";
+  m.modules.push_back(module("model.embed_tokens", {rules.replicated_embedding ? spec::replicated(embed, embed, {s.vocab, h})
+                                                                               : spec::vocab_parallel(embed, embed, {s.vocab, h}, l, vocab)}));
   for (uint64_t i = 0; i < s.layers; ++i) add_layer(m, i, i, s, l);
   for (uint64_t k = 0; k < s.mtp; ++k) {
     const uint64_t dst = s.layers + k, src = s.layers + k % s.mtp_in_checkpoint;
     const std::string d = "model.layers." + std::to_string(dst) + ".", c2 = "model.layers." + std::to_string(src) + ".";
-    ParamSpec embed = spec::vocab_parallel(d + "embed_tokens.weight", c2 + "embed_tokens.weight", {s.vocab, h}, l);
-    ParamSpec head = spec::vocab_parallel(d + "shared_head.head.weight", c2 + "shared_head.head.weight", {s.vocab, h}, l);
-    embed.optional = head.optional = true;  // some exports share the main model's instead
-    m.modules.push_back(module(d + "embed_tokens", {embed}));
+    // An MTP layer uses the model's embed_tokens and lm_head: its own copies are not parameters.
+    m.skipped_keys.push_back(c2 + "embed_tokens.weight");
+    m.skipped_keys.push_back(c2 + "shared_head.head.weight");
     m.modules.push_back(module(d + "enorm", {spec::replicated(d + "enorm.weight", c2 + "enorm.weight", {h})}));
     m.modules.push_back(module(d + "hnorm", {spec::replicated(d + "hnorm.weight", c2 + "hnorm.weight", {h})}));
-    // eh_proj stays BF16 in FP8 checkpoints (no weight_scale_inv).
-    m.modules.push_back(module(d + "eh_proj", {spec::replicated(d + "eh_proj.weight", c2 + "eh_proj.weight", {h, 2 * h})}));
+    // eh_proj stays BF16 in FP8 checkpoints (no weight_scale_inv); row-parallel in TensorRT-LLM's MTP.
+    m.modules.push_back(module(d + "eh_proj", {spec::row_parallel(d + "eh_proj.weight", c2 + "eh_proj.weight", {h, 2 * h},
+                                                                  l.attention_dp ? l.replicated() : l.tp())}));
     m.modules.push_back(module(d + "shared_head.norm", {spec::replicated(d + "shared_head.norm.weight", c2 + "shared_head.norm.weight", {h})}));
-    m.modules.push_back(module(d + "shared_head.head", {head}));
     add_layer(m, dst, src, s, l);
   }
   if (s.mtp == 0) {
     for (uint64_t k = 0; k < s.mtp_in_checkpoint; ++k) m.skipped_prefixes.push_back("model.layers." + std::to_string(s.layers + k));
   }
   m.modules.push_back(module("model.norm", {spec::replicated("model.norm.weight", "model.norm.weight", {h})}));
-  spec::add_lm_head(m, "model.embed_tokens.weight", s.vocab, h, s.tie, l);
+  spec::add_lm_head(m, embed, s.vocab, h, s.tie, l, vocab);
   return m;
 }
 
@@ -222,4 +304,4 @@ void register_deepseek(wmap::PluginRegistrar& registrar) { registrar.set_model_b
 
 }  // namespace
 
-WMAP_DEFINE_PLUGIN("deepseek_v3", "1.0", register_deepseek, "DeepseekV3ForCausalLM")
+WMAP_DEFINE_PLUGIN("deepseek_v3", "1.1", register_deepseek, ("trtllm", "vllm"), "DeepseekV3ForCausalLM")

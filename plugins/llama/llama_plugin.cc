@@ -5,6 +5,12 @@
 // embeddings, routed experts as `mlp.experts.backend` (w3_w1_weight / w2_weight).
 // A YAML-only architecture mapped to `plugin: llama` gets its features from config.json:
 // `attention_bias` (q/k/v biases, and o_proj.bias unless Qwen2), `use_qk_norm` (q/k norms).
+//
+// Targets (DESIGN.md): both engines name the dense parameters alike (qkv_proj, gate_up_proj);
+// they differ in the rules kTargets below lists, in vocabulary padding and exact splits (the
+// core's Layout), and in the routed experts' layout. Qwen2's q/k/v biases keep whole KV heads
+// under both targets: TensorRT-LLM repeats single bias elements when kv_heads < tp_size, which
+// its own code calls a probable bug; vLLM keeps heads whole, and so do we.
 
 #include <string>
 #include <vector>
@@ -20,6 +26,25 @@ using wmap::ModelSpec;
 using wmap::ModuleSpec;
 using wmap::ParamSpec;
 namespace spec = wmap::spec;
+
+// What differs between the engines for this family, in one place.
+struct TargetRules {
+  spec::ExpertNames experts;   // stacked routed-expert parameters
+  const char* experts_module;  // runtime module of the routed experts, after "mlp."
+  bool mixtral_keeps_block_sparse_moe;  // Mixtral's MoE parameters under `block_sparse_moe.`
+  bool bias_flag;  // config `bias` also turns on q/k/v/o biases (vLLM llama.py: attention_bias or bias)
+  bool skip_unused_biases;  // checkpoint biases the model does not use are declared skipped
+};
+
+const TargetRules& rules_for(wmap::Target t) {
+  // TensorRT-LLM: modeling_qwen3_moe.py / modeling_mixtral.py fused MoE `experts.backend` with
+  // w3_w1_weight = [up; gate] (fused_moe weight loading). vLLM: FusedMoE `experts` with
+  // w13_weight = [gate; up] (FusedMoE.weight_loader, shard ids w1 then w3); mixtral.py keeps
+  // `block_sparse_moe`; llama.py's load_weights skips checkpoint biases it has no parameter for.
+  static const TargetRules kTrtllm{{"w3_w1", "w2", false, true}, "experts.backend", false, false, false};
+  static const TargetRules kVllm{{"w13", "w2", true, false}, "experts", true, true, true};
+  return t == wmap::Target::kVllm ? kVllm : kTrtllm;
+}
 
 struct LlamaShape {
   uint64_t hidden, heads, kv_heads, head_dim, intermediate, vocab, layers;
@@ -71,11 +96,20 @@ LlamaShape read_shape(const ModelConfig& c, const Layout& l) {
   if (s.experts) {
     if (auto e = l.experts_error(s.experts)) c.fail(arch == "MixtralForCausalLM" ? "num_local_experts" : "num_experts", *e);
   }
-  s.qkv_bias = qwen2 || c.get_bool("attention_bias", false);
-  s.o_bias = !qwen2 && !qwen3 && c.get_bool("attention_bias", false);
+  const bool bias = c.get_bool("attention_bias", false) || (rules_for(l.target).bias_flag && c.get_bool("bias", false));
+  s.qkv_bias = qwen2 || bias;
+  s.o_bias = !qwen2 && !qwen3 && bias;
   s.qk_norm = qwen3 || c.get_bool("use_qk_norm", false);
 
   s.nvfp4 = c.get_string("quantization_config.quant_method", "") == "compressed-tensors";
+  if (s.nvfp4 && l.target != wmap::Target::kTrtllm) {
+    c.fail("quantization_config.quant_method", "compressed-tensors NVFP4 checkpoints are served for target trtllm only");
+  }
+  if (l.attention_dp) {
+    c.fail("architectures", s.experts ? "attention_dp is not served for " + arch + " (the llama plugin has no attention-data-parallel layout; DeepseekV3ForCausalLM has)"
+                                      : "attention_dp has no meaning for a dense model such as " + arch +
+                                            ": it would replicate every parameter (load it with tp_size 1 instead)");
+  }
   if (auto e = l.heads_error(s.heads)) c.fail("num_attention_heads", *e);
   if (s.heads % s.kv_heads != 0) {
     c.fail("num_key_value_heads", std::to_string(s.kv_heads) + " does not divide num_attention_heads " + std::to_string(s.heads));
@@ -87,7 +121,7 @@ LlamaShape read_shape(const ModelConfig& c, const Layout& l) {
 // concat(q rows of rank r, k heads of rank r, v heads of rank r) of the 1-D q/k/v biases.
 ParamSpec fused_qkv_bias(const std::string& name, const std::string& prefix, const LlamaShape& s, const Layout& l) {
   const uint64_t q_rows = s.heads * s.head_dim, kv_rows = s.kv_heads * s.head_dim;
-  const wmap::Range q = l.tp_slice(q_rows);
+  const wmap::Range q = l.tp_slice(q_rows, prefix + "q_proj.bias");
   const wmap::Range kv = spec::kv_head_rows(s.kv_heads, s.head_dim, l);
   ParamSpec p;
   p.name = name;
@@ -109,6 +143,11 @@ ModuleSpec module(std::string name, std::vector<ParamSpec> params) { return {std
 
 ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProbe& probe) {
   const LlamaShape s = read_shape(c, l);
+  const TargetRules& rules = rules_for(l.target);
+  const bool mixtral = c.architecture() == "MixtralForCausalLM" || c.get_string("model_type", "") == "mixtral";
+  // Mixtral's canonical (renamed) `mlp.` keys go back under `block_sparse_moe.` where the engine keeps them.
+  const std::string moe = mixtral && rules.mixtral_keeps_block_sparse_moe ? "block_sparse_moe." : "mlp.";
+  const wmap::Split tp = l.tp();
   ModelSpec m;
   m.plugin = "llama";
   m.architecture = c.architecture();
@@ -125,10 +164,14 @@ ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProb
     const wmap::Range kv = spec::kv_head_rows(s.kv_heads, s.head_dim, l);
     std::vector<ParamSpec> qkv;
     spec::add_linear(qkv, a + "qkv_proj", ".",
-                     {spec::linear_rows(a + "q_proj", {q_rows, hc}, l.tp_slice(q_rows)),
+                     {spec::linear_rows(a + "q_proj", {q_rows, hc}, tp),
                       spec::linear_rows(a + "k_proj", {kv_rows, hc}, kv), spec::linear_rows(a + "v_proj", {kv_rows, hc}, kv)},
                      qq);
     if (s.qkv_bias) qkv.push_back(fused_qkv_bias(a + "qkv_proj.bias", a, s, l));
+    if (rules.skip_unused_biases && !s.qkv_bias) {
+      for (const char* b : {"q_proj.bias", "k_proj.bias", "v_proj.bias"}) m.skipped_keys.push_back(a + b);
+    }
+    if (rules.skip_unused_biases && !s.o_bias) m.skipped_keys.push_back(a + "o_proj.bias");
     m.modules.push_back(module(a + "qkv_proj", std::move(qkv)));
     if (s.qk_norm) {
       m.modules.push_back(module(a + "q_norm", {spec::replicated(a + "q_norm.weight", a + "q_norm.weight", {s.head_dim})}));
@@ -137,31 +180,31 @@ ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProb
     const spec::LinearQuant oq = quant_of(s, probe, a + "o_proj", true);
     const uint64_t oc = oq.stored_cols(q_rows);
     std::vector<ParamSpec> o;
-    spec::add_linear(o, a + "o_proj", ".", {spec::linear_cols(a + "o_proj", {h, oc}, l.tp_slice(oc))}, oq);
+    spec::add_linear(o, a + "o_proj", ".", {spec::linear_cols(a + "o_proj", {h, oc}, tp)}, oq);
     if (s.o_bias) o.push_back(spec::replicated(a + "o_proj.bias", a + "o_proj.bias", {h}));
     m.modules.push_back(module(a + "o_proj", std::move(o)));
     m.modules.push_back(module(p + "post_attention_layernorm",
                                {spec::replicated(p + "post_attention_layernorm.weight", p + "post_attention_layernorm.weight", {h})}));
     if (s.is_moe(i)) {
-      // The runtime module is `mlp.experts.backend`; its checkpoint prefix drops the `.backend`.
-      m.modules.push_back(module(p + "mlp.gate", {spec::replicated(p + "mlp.gate.weight", p + "mlp.gate.weight", {s.experts, h})}));
-      m.modules.push_back({p + "mlp.experts.backend",
-                           spec::moe_experts(p + "mlp.experts.backend", p + "mlp.experts", s.experts, s.moe_intermediate, h, l,
-                                             quant_of(s, probe, p + "mlp.experts.0.up_proj", false)),
+      // The runtime module (trtllm `mlp.experts.backend`) is read from checkpoint prefix `mlp.experts`.
+      const std::string experts = p + moe + rules.experts_module;
+      m.modules.push_back(module(p + moe + "gate", {spec::replicated(p + moe + "gate.weight", p + "mlp.gate.weight", {s.experts, h})}));
+      m.modules.push_back({experts,
+                           spec::moe_experts(experts, p + "mlp.experts", s.experts, s.moe_intermediate, h, l,
+                                             quant_of(s, probe, p + "mlp.experts.0.up_proj", false), rules.experts),
                            {p + "mlp.experts"}});
       continue;
     }
     const spec::LinearQuant gq = quant_of(s, probe, p + "mlp.gate_proj", true);
-    const wmap::Range ir = l.tp_slice(inter);
     std::vector<ParamSpec> gate_up, down;
     spec::add_linear(gate_up, p + "mlp.gate_up_proj", ".",
-                     {spec::linear_rows(p + "mlp.gate_proj", {inter, gq.stored_cols(h)}, ir),
-                      spec::linear_rows(p + "mlp.up_proj", {inter, gq.stored_cols(h)}, ir)},
+                     {spec::linear_rows(p + "mlp.gate_proj", {inter, gq.stored_cols(h)}, tp),
+                      spec::linear_rows(p + "mlp.up_proj", {inter, gq.stored_cols(h)}, tp)},
                      gq);
     m.modules.push_back(module(p + "mlp.gate_up_proj", std::move(gate_up)));
     const spec::LinearQuant dq = quant_of(s, probe, p + "mlp.down_proj", true);
     const uint64_t dc = dq.stored_cols(inter);
-    spec::add_linear(down, p + "mlp.down_proj", ".", {spec::linear_cols(p + "mlp.down_proj", {h, dc}, l.tp_slice(dc))}, dq);
+    spec::add_linear(down, p + "mlp.down_proj", ".", {spec::linear_cols(p + "mlp.down_proj", {h, dc}, tp)}, dq);
     m.modules.push_back(module(p + "mlp.down_proj", std::move(down)));
   }
   m.modules.push_back(module("model.norm", {spec::replicated("model.norm.weight", "model.norm.weight", {h})}));
@@ -173,5 +216,5 @@ void register_llama(wmap::PluginRegistrar& registrar) { registrar.set_model_buil
 
 }  // namespace
 
-WMAP_DEFINE_PLUGIN("llama", "1.0", register_llama, "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
+WMAP_DEFINE_PLUGIN("llama", "1.1", register_llama, ("trtllm", "vllm"), "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
                    "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM")
