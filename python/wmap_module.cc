@@ -328,9 +328,17 @@ class Tensor {
 // Options shared by load() and plan().
 struct Common {
   std::optional<std::filesystem::path> path, catalog, config, plugin_dir, mappings;
-  uint32_t tp_size = 1, tp_rank = 0, ep_size = 1;
-  std::optional<uint32_t> mtp_layers;
+  wmap::LayoutOptions layout;
 };
+
+// The layout keyword arguments every entry takes, as the CLI's layout options.
+wmap::LayoutOptions layout_options(uint32_t tp_size, uint32_t tp_rank, uint32_t ep_size, std::optional<uint32_t> mtp_layers,
+                                   const std::string& target, bool attention_dp, uint32_t gpus_per_node) {
+  wmap::LayoutOptions o;
+  o.tp_size = tp_size, o.tp_rank = tp_rank, o.ep_size = ep_size, o.mtp_layers = mtp_layers;
+  o.target = target, o.attention_dp = attention_dp, o.gpus_per_node = gpus_per_node;
+  return o;
+}
 
 wmap::LoaderOptions loader_options(const Common& c, bool progress) {
   wmap::LoaderOptions l;
@@ -339,7 +347,7 @@ wmap::LoaderOptions loader_options(const Common& c, bool progress) {
   l.config_file = c.config;
   l.plugin_dir = c.plugin_dir;
   l.mappings_dir = c.mappings;
-  l.layout = wmap::layout_from_options(c.tp_size, c.tp_rank, c.ep_size, c.mtp_layers);  // as the CLI's
+  l.layout = wmap::layout_from_options(c.layout);  // as the CLI's
   l.progress = progress;
   return l;
 }
@@ -358,14 +366,14 @@ void report_plan(const wmap::LoadPlan& plan) {
 
 // wmap.load: the CLI's `wmap load`, returning the rank's parameters in plan order.
 py::dict load(const std::filesystem::path& path, uint32_t tp_size, uint32_t tp_rank, uint32_t ep_size,
-              std::optional<uint32_t> mtp_layers, const std::string& device,
-              std::optional<std::filesystem::path> plugin_dir, std::optional<std::filesystem::path> mappings,
-              bool quiet) {
+              std::optional<uint32_t> mtp_layers, const std::string& target, bool attention_dp, uint32_t gpus_per_node,
+              const std::string& device, std::optional<std::filesystem::path> plugin_dir,
+              std::optional<std::filesystem::path> mappings, bool quiet) {
   Common c;
   c.path = path;
   c.plugin_dir = std::move(plugin_dir);
   c.mappings = std::move(mappings);
-  c.tp_size = tp_size, c.tp_rank = tp_rank, c.ep_size = ep_size, c.mtp_layers = mtp_layers;
+  c.layout = layout_options(tp_size, tp_rank, ep_size, mtp_layers, target, attention_dp, gpus_per_node);
   auto state = std::make_shared<LoadState>();
   wmap::LoadedModel model;
   {
@@ -407,12 +415,12 @@ class Plan {
 
 Plan make_plan(std::optional<std::filesystem::path> path, std::optional<std::filesystem::path> catalog,
                std::optional<std::filesystem::path> config, uint32_t tp_size, uint32_t tp_rank, uint32_t ep_size,
-               std::optional<uint32_t> mtp_layers, std::optional<std::filesystem::path> plugin_dir,
-               std::optional<std::filesystem::path> mappings) {
+               std::optional<uint32_t> mtp_layers, const std::string& target, bool attention_dp, uint32_t gpus_per_node,
+               std::optional<std::filesystem::path> plugin_dir, std::optional<std::filesystem::path> mappings) {
   Common c;
   c.path = std::move(path), c.catalog = std::move(catalog), c.config = std::move(config);
   c.plugin_dir = std::move(plugin_dir), c.mappings = std::move(mappings);
-  c.tp_size = tp_size, c.tp_rank = tp_rank, c.ep_size = ep_size, c.mtp_layers = mtp_layers;
+  c.layout = layout_options(tp_size, tp_rank, ep_size, mtp_layers, target, attention_dp, gpus_per_node);
   py::gil_scoped_release nogil;
   auto session = std::make_unique<wmap::LoaderSession>(loader_options(c, false));
   auto prepared = session->prepare();
@@ -507,9 +515,11 @@ PYBIND11_MODULE(_wmap, m) {
         "ValidationError, its problems printed on stderr unless quiet), then loads. Returns\n"
         "{name: wmap.Tensor} in plan order. The GIL is released while loading.",
         py::arg("path"), py::kw_only(), py::arg("tp_size") = 1, py::arg("tp_rank") = 0,
-        py::arg("ep_size") = 1, py::arg("mtp_layers") = py::none(), py::arg("device") = "host",
+        py::arg("ep_size") = 1, py::arg("mtp_layers") = py::none(), py::arg("target") = "trtllm",
+        py::arg("attention_dp") = false, py::arg("gpus_per_node") = 8, py::arg("device") = "host",
         py::arg("plugin_dir") = py::none(), py::arg("mappings") = py::none(), py::arg("quiet") = false);
   m.def("_plan", &make_plan, py::arg("path"), py::arg("catalog"), py::arg("config"), py::arg("tp_size"),
-        py::arg("tp_rank"), py::arg("ep_size"), py::arg("mtp_layers"), py::arg("plugin_dir"), py::arg("mappings"));
+        py::arg("tp_rank"), py::arg("ep_size"), py::arg("mtp_layers"), py::arg("target"), py::arg("attention_dp"),
+        py::arg("gpus_per_node"), py::arg("plugin_dir"), py::arg("mappings"));
   m.def("_inspect_json", &inspect_json, py::arg("path"));
 }

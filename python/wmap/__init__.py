@@ -16,7 +16,8 @@ from . import _wmap
 
 __all__ = ["load", "plan", "inspect", "Tensor", "Plan", "Error", "MalformedInputError", "ValidationError"]
 
-_PLAN_KEYS = ("tp_size", "tp_rank", "ep_size", "mtp_layers", "plugin_dir", "mappings")
+_PLAN_KEYS = ("tp_size", "tp_rank", "ep_size", "mtp_layers", "target", "attention_dp", "gpus_per_node",
+              "plugin_dir", "mappings")
 
 
 def plan(path=None, *, catalog=None, config=None, **layout):
@@ -24,8 +25,8 @@ def plan(path=None, *, catalog=None, config=None, **layout):
 
     path: a checkpoint directory or .safetensors file; or catalog= (a catalog saved by
     `wmap inspect --save-catalog`) with config= (the checkpoint's config.json) to plan offline.
-    layout: tp_size=1, tp_rank=0, ep_size=1, mtp_layers=None, and plugin_dir=None,
-    mappings=None as for load(). Returns a wmap.Plan; plan problems are reported in
+    layout: tp_size=1, tp_rank=0, ep_size=1, mtp_layers=None, target="trtllm" (or "vllm"),
+    attention_dp=False, gpus_per_node=8, and plugin_dir=None, mappings=None as for load(). Returns a wmap.Plan; plan problems are reported in
     Plan.problems (not raised), unusable input raises wmap.Error.
     """
     unknown = sorted(set(layout) - set(_PLAN_KEYS))
@@ -34,7 +35,8 @@ def plan(path=None, *, catalog=None, config=None, **layout):
                         % (", ".join(unknown), ", ".join(_PLAN_KEYS)))
     return _wmap._plan(path, catalog, config,
                        layout.get("tp_size", 1), layout.get("tp_rank", 0), layout.get("ep_size", 1),
-                       layout.get("mtp_layers"), layout.get("plugin_dir"), layout.get("mappings"))
+                       layout.get("mtp_layers"), layout.get("target", "trtllm"), layout.get("attention_dp", False),
+                       layout.get("gpus_per_node", 8), layout.get("plugin_dir"), layout.get("mappings"))
 
 
 def inspect(path):

@@ -36,7 +36,7 @@ int run_load(const LoadOptions& o) {
   LoaderOptions lo = to_loader_options(o.common);
   lo.allow_partial = o.allow_partial;
   // Under mpirun: the rank comes from MPI and each phase below is agreed by every rank.
-  RankContext ranks(o.io_policy, lo.layout, o.tp_rank_given);
+  RankContext ranks(o.io_policy, lo.layout, o.tp_rank_given, o.common.gpus_per_node_given);
   lo.layout = ranks.layout();
   auto session = ranks.phase("startup", [&] { return std::make_unique<LoaderSession>(lo); });
   // Before the catalog: a rank without its GPU stops every rank at once.
@@ -143,6 +143,7 @@ Runner add_load(CLI::App& app) {
       ->capture_default_str();
   return [o, sub] {
     o->tp_rank_given = sub->get_option("--tp-rank")->count() > 0;
+    o->common.gpus_per_node_given = sub->get_option("--gpus-per-node")->count() > 0;
     return run_load(*o);
   };
 }

@@ -9,7 +9,16 @@ void add_common_load_options(CLI::App& sub, CommonLoadOptions& o) {
   sub.add_option("--tp-size", o.tp_size, "Tensor-parallel size T")->capture_default_str();
   sub.add_option("--tp-rank", o.tp_rank, "This rank, 0 <= R < T")->capture_default_str();
   sub.add_option("--ep-size", o.ep_size, "Expert-parallel size P (divides T)")->capture_default_str();
-  sub.add_option("--mtp-layers", o.mtp_layers, "MTP layers K to instantiate (default: the checkpoint's)");
+  sub.add_option("--mtp-layers", o.mtp_layers, "MTP layers K to instantiate (default: the checkpoint's; target vllm: none)");
+  sub.add_option("--target", o.target, "Whose parameters to produce: trtllm (TensorRT-LLM's PyTorch backend) or vllm")
+      ->check(CLI::IsMember({"trtllm", "vllm"}))
+      ->capture_default_str();
+  sub.add_flag("--attention-dp", o.attention_dp,
+               "TensorRT-LLM's attention data parallelism: attention, dense MLPs, shared experts and embeddings "
+               "replicated; only routed experts split");
+  sub.add_option("--gpus-per-node", o.gpus_per_node,
+                 "GPUs per node G; caps TensorRT-LLM's gcd split of DeepSeek's dense MLP (default 8; under mpirun the "
+                 "node's rank count)");
   sub.add_option("--catalog", o.catalog, "A catalog saved by `wmap inspect --save-catalog`");
   sub.add_option("--config", o.config, "config.json (default: the checkpoint's)");
   sub.add_option("--plugin-dir", o.plugin_dir, "Folder searched first for plugins");
@@ -25,8 +34,15 @@ LoaderOptions to_loader_options(const CommonLoadOptions& o) {
   if (!o.config.empty()) l.config_file = o.config;
   if (!o.plugin_dir.empty()) l.plugin_dir = o.plugin_dir;
   if (!o.mappings.empty()) l.mappings_dir = o.mappings;
-  l.layout = layout_from_options(o.tp_size, o.tp_rank, o.ep_size,
-                                 o.mtp_layers >= 0 ? std::optional<uint32_t>(o.mtp_layers) : std::nullopt);
+  LayoutOptions lo;
+  lo.tp_size = o.tp_size;
+  lo.tp_rank = o.tp_rank;
+  lo.ep_size = o.ep_size;
+  lo.mtp_layers = o.mtp_layers >= 0 ? std::optional<uint32_t>(o.mtp_layers) : std::nullopt;
+  lo.target = o.target;
+  lo.attention_dp = o.attention_dp;
+  lo.gpus_per_node = o.gpus_per_node;
+  l.layout = layout_from_options(lo);
   l.prefer_consolidated = o.prefer_consolidated;
   return l;
 }

@@ -15,6 +15,10 @@ struct CommonLoadOptions {
   std::string checkpoint, catalog, config, plugin_dir, mappings;
   uint32_t tp_size = 1, tp_rank = 0, ep_size = 1;
   int mtp_layers = -1;
+  std::string target = "trtllm";
+  bool attention_dp = false;
+  uint32_t gpus_per_node = 8;
+  bool gpus_per_node_given = false;  // set after parsing: under MPI the default is the node's rank count
   bool json = false;
   bool prefer_consolidated = false;
 };

@@ -29,7 +29,7 @@ struct RankContext::Impl {
 #endif
 };
 
-RankContext::RankContext(const std::string& io_policy, const Layout& requested, bool tp_rank_given)
+RankContext::RankContext(const std::string& io_policy, const Layout& requested, bool tp_rank_given, bool gpus_per_node_given)
     : impl_(std::make_unique<Impl>()) {
   impl_->requested = mpi::parse_io_policy(io_policy);
   impl_->layout = requested;
@@ -57,6 +57,7 @@ RankContext::RankContext(const std::string& io_policy, const Layout& requested, 
     }
     agree("the launch", error);
     impl_->layout.tp_rank = impl_->rank;  // below tp_size: tp_size is the world size
+    if (!gpus_per_node_given) impl_->layout.gpus_per_node = static_cast<uint32_t>(w.node_size());
     return;
   }
 #else
@@ -66,6 +67,7 @@ RankContext::RankContext(const std::string& io_policy, const Layout& requested, 
   }
 #endif
   (void)tp_rank_given;
+  (void)gpus_per_node_given;
   if (impl_->requested != IoPolicy::kNative) impl_->reason = "not launched under MPI: a single process has nothing to share";
 }
 

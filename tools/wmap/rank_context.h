@@ -23,7 +23,8 @@ class RankContext {
  public:
   // `requested` is the layout from the options; under MPI this rank's layout() takes its
   // tp_rank from MPI (an explicit --tp-rank, `tp_rank_given`, must match it).
-  RankContext(const std::string& io_policy, const Layout& requested, bool tp_rank_given);
+  // Unless `gpus_per_node_given`, a rank under MPI takes gpus_per_node from its node's rank count.
+  RankContext(const std::string& io_policy, const Layout& requested, bool tp_rank_given, bool gpus_per_node_given);
   ~RankContext();
 
   // The layout this process loads: `requested` with this rank's tp_rank.
