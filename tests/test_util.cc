@@ -1,5 +1,6 @@
 #include "test_util.h"
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -76,6 +77,20 @@ std::string reference_mismatches(const std::filesystem::path& ckpt, const std::f
   auto check = run_command(python() + " " + shell_quote((source_dir() / "tests/python/reference.py").string()) + " check " +
                            shell_quote(ckpt.string()) + " " + shell_quote(dump.string()) + " " + layout);
   return check.exit_code == 0 && check.out.find(" 0 mismatches") != std::string::npos ? "" : check.out + check.err;
+}
+
+void expect_rank_matches(const std::filesystem::path& ckpt, uint32_t t, uint32_t r, const std::string& layout,
+                         const std::string& load_flags) {
+  TempDir out;
+  const auto dump = out / "rank.safetensors";
+  const std::string flags = "--tp-size " + std::to_string(t) + " --tp-rank " + std::to_string(r) + " " + layout;
+  auto load = run_wmap("load " + shell_quote(ckpt.string()) + " " + flags + " " + load_flags + " --dump " + shell_quote(dump.string()));
+  ASSERT_EQ(load.exit_code, 0) << flags << " " << load_flags << "\n" << load.err;
+  EXPECT_EQ(reference_mismatches(ckpt, dump, flags), "") << flags << " " << load_flags;
+}
+
+void expect_every_rank_matches(const std::filesystem::path& ckpt, uint32_t t, const std::string& layout) {
+  for (uint32_t r = 0; r < t; ++r) expect_rank_matches(ckpt, t, r, layout);
 }
 
 }  // namespace wmap::test

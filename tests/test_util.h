@@ -48,4 +48,13 @@ std::string python();  // /usr/bin/python3
 // empty when every byte matches, else the reference's report.
 std::string reference_mismatches(const std::filesystem::path& ckpt, const std::filesystem::path& dump, const std::string& layout);
 
+// Loads rank `r` of `t` of `ckpt` through `wmap load` with more `layout` flags (given to the
+// reference too, e.g. "--ep-size 2 --target vllm") and `load_flags` (wmap only, e.g. "--io
+// pread"), and checks the dump bit for bit against the reference. Failures are EXPECTs naming
+// the layout.
+void expect_rank_matches(const std::filesystem::path& ckpt, uint32_t t, uint32_t r, const std::string& layout = "",
+                         const std::string& load_flags = "");
+// Every rank 0..t-1 of `ckpt` as above.
+void expect_every_rank_matches(const std::filesystem::path& ckpt, uint32_t t, const std::string& layout = "");
+
 }  // namespace wmap::test

@@ -68,6 +68,16 @@ def test_unusable_input():
                    ["load", ck, "--tp-size", 2, "--tp-rank", 2], "tp_rank >= tp_size")
         same_error(lambda: wmap.plan(ck, tp_size=4, ep_size=3), ["plan", ck, "--tp-size", 4, "--ep-size", 3],
                    "ep_size not dividing tp_size")
+        same_error(lambda: wmap.plan(ck, tp_size=4, ep_size=2, target="vllm"),
+                   ["plan", ck, "--tp-size", 4, "--ep-size", 2, "--target", "vllm"], "vllm's all-or-nothing ep_size")
+        same_error(lambda: wmap.load(ck, tp_size=2, attention_dp=True, quiet=True),
+                   ["load", ck, "--tp-size", 2, "--attention-dp"], "attention_dp on a dense model")
+        try:
+            wmap.plan(ck, target="tensorrt")
+        except wmap.Error as e:
+            eq(str(e), "target 'tensorrt' is not one of trtllm, vllm", "unknown target: the core's words")
+        else:
+            raise AssertionError("unknown target: no exception")
         same_error(lambda: wmap.load(ck, device="tpu:0", quiet=True), ["load", ck, "--device", "tpu:0"], "bad device")
         rc, _, _ = cli("load", ck, "--device", "cuda:0")
         if rc != 0:  # a build without the CUDA backend refuses it, in both

@@ -48,6 +48,21 @@ def test_tied_embeddings_share_memory():
            "tied lm_head shares embed_tokens' buffer")
 
 
+def test_targets():
+    with TempDir() as d:
+        ck = synth(os.path.join(d, "qwen3"), "qwen3")  # tied: vLLM lists embed_tokens only
+        params = wmap.load(ck, tp_size=2, tp_rank=1, target="vllm", quiet=True)
+        compare_numpy(params, ref.expected_summary(ck, 2, 1, target="vllm"), "qwen3 vllm tp 1/2")
+        check("lm_head.weight" not in params, "vllm: a tied lm_head is no parameter")
+        eq(tuple(params["model.embed_tokens.weight"].shape), (128, 64), "vllm: 250 rows padded to 256, 128 a rank")
+        ds = synth(os.path.join(d, "ds"), "deepseek_v3")
+        params = wmap.load(ds, tp_size=2, tp_rank=1, ep_size=2, attention_dp=True, quiet=True)
+        compare_numpy(params, ref.expected_summary(ds, 2, 1, 2, attention_dp=True), "deepseek trtllm adp 1/2")
+        p = wmap.plan(ds, tp_size=4, tp_rank=3, target="vllm")
+        check(p.ok, "vllm plan of deepseek_v3 is complete")
+        check("target vllm" in repr(p), "the plan's repr names the target: %r" % p)
+
+
 def test_zero_copy_and_lifetime():
     with TempDir() as d:
         ck = synth(os.path.join(d, "llama"), "llama")
@@ -144,6 +159,7 @@ if __name__ == "__main__":
     run_tests([
         ("llama at tp 1/1 and 3/4, bit-exact through .numpy()", test_llama_two_layouts),
         ("qwen3 tied embeddings share one buffer", test_tied_embeddings_share_memory),
+        ("targets: vllm and trtllm attention-DP bit-exact through .numpy()", test_targets),
         ("zero-copy views and lifetimes", test_zero_copy_and_lifetime),
         ("dtype exports: numpy dtypes and DLPack codes", test_dtype_exports),
     ])

@@ -93,6 +93,7 @@ TEST(PluginHost, GoodPluginLoadsAndBuilds) {
   EXPECT_EQ(p.version, "1.0");
   EXPECT_EQ(p.file.filename(), "libfixture_good.so");
   EXPECT_EQ(p.architectures, std::vector<std::string>{"FixtureForCausalLM"});
+  EXPECT_EQ(p.targets, (std::vector<std::string>{"trtllm", "vllm"}));
   EXPECT_EQ(host.find_by_architecture("FixtureForCausalLM"), &p);
   EXPECT_EQ(host.find_by_architecture("LlamaForCausalLM"), nullptr);
   EXPECT_EQ(host.find_by_name("llama"), nullptr);
@@ -271,6 +272,19 @@ TEST(PluginHost, ThrowingBuilderBecomesAnErrorNamingPluginAndFile) {
   ASSERT_TRUE(err);
   EXPECT_EQ(err->code(), ErrorCode::kInternal);
   EXPECT_EQ(std::string(err->what()), prefix + "unknown exception");
+}
+
+TEST(PluginHost, AnUnservedTargetIsRefusedNamingTheServedOnes) {
+  const PluginHost host = PluginHost::load({fixture_dir("throwing_builder")});  // serves trtllm only
+  const LoadedPlugin& p = host.require_by_name("fixture_throws");
+  EXPECT_EQ(p.targets, std::vector<std::string>{"trtllm"});
+  Layout vllm = layout(1, 0);
+  vllm.target = Target::kVllm;
+  auto err = capture([&] { host.build_spec(p, fixture_config(), vllm, SetProbe()); });  // refused before the builder runs
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(std::string(err->what()), "plugin 'fixture_throws' (" + p.file.string() +
+                                          "): does not serve target vllm for FixtureForCausalLM; it serves: trtllm");
 }
 
 TEST(PluginHost, EarlierFolderWinsAndTheShadowedPluginIsNoted) {

@@ -10,31 +10,14 @@
 namespace wmap::test {
 namespace {
 
-std::string reference_py() { return (source_dir() / "tests/python/reference.py").string(); }
-
 struct MoeLayout {
   uint32_t t, p;
   int mtp;  // -1: the checkpoint's count
 };
 
-std::string layout_flags(const MoeLayout& l, uint32_t r) {
-  std::string s = " --tp-size " + std::to_string(l.t) + " --ep-size " + std::to_string(l.p) + " --tp-rank " + std::to_string(r);
-  if (l.mtp >= 0) s += " --mtp-layers " + std::to_string(l.mtp);
-  return s;
-}
-
 void expect_all_ranks_match(const std::filesystem::path& ckpt, const std::vector<MoeLayout>& layouts) {
-  TempDir out;
   for (const auto& l : layouts) {
-    for (uint32_t r = 0; r < l.t; ++r) {
-      const auto dump = out / "rank.safetensors";
-      auto load = run_wmap("load " + shell_quote(ckpt.string()) + layout_flags(l, r) + " --dump " + shell_quote(dump.string()));
-      ASSERT_EQ(load.exit_code, 0) << layout_flags(l, r) << "\n" << load.err;
-      auto check = run_command(python() + " " + shell_quote(reference_py()) + " check " + shell_quote(ckpt.string()) + " " +
-                               shell_quote(dump.string()) + layout_flags(l, r));
-      EXPECT_EQ(check.exit_code, 0) << layout_flags(l, r) << "\n" << check.out << check.err;
-      EXPECT_NE(check.out.find(" 0 mismatches"), std::string::npos) << check.out;
-    }
+    expect_every_rank_matches(ckpt, l.t, "--ep-size " + std::to_string(l.p) + (l.mtp >= 0 ? " --mtp-layers " + std::to_string(l.mtp) : ""));
   }
 }
 

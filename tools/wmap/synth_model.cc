@@ -264,6 +264,7 @@ std::string synth_config_json(const SynthConfig& c) {
     j["moe_layer_freq"] = 1;
     j["num_nextn_predict_layers"] = c.mtp;
     j["num_experts_per_tok"] = 2;
+    j["topk_method"] = "noaux_tc";  // as V3/R1: the router has an e_score_correction_bias
     if (c.fp8) {
       j["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"},
                                   {"weight_block_size", nlohmann::ordered_json::array({128, 128})}};
