@@ -43,34 +43,25 @@ std::vector<uint64_t> shape_of(const nlohmann::json& plan, const std::string& na
 
 // --- target trtllm ----------------------------------------------------------------------------
 
-TEST(TrtllmTarget, DeepseekBf16EveryRankBitExact) {
+// The (T, P, K) layouts issue 14 names, BF16 and FP8: (1,1,·), (2,1,·), (2,2,·), (4,2,2), (4,4,3), and
+// attention-DP.
+class TrtllmDeepseek : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TrtllmDeepseek, EveryRankBitExact) {
   TempDir dir;
-  const auto ckpt = synth(dir, "deepseek_v3");
+  const auto ckpt = synth(dir, "deepseek_v3", GetParam());
   expect_every_rank_matches(ckpt, 1);
   expect_every_rank_matches(ckpt, 2);
   expect_every_rank_matches(ckpt, 2, "--ep-size 2");
   expect_every_rank_matches(ckpt, 4, "--ep-size 2 --mtp-layers 2");
   expect_every_rank_matches(ckpt, 4, "--ep-size 4 --mtp-layers 3");
+  // Attention data parallelism at (2, 2) and (4, 4).
+  expect_every_rank_matches(ckpt, 2, "--ep-size 2 --attention-dp");
+  expect_every_rank_matches(ckpt, 4, "--ep-size 4 --attention-dp");
 }
 
-TEST(TrtllmTarget, DeepseekFp8EveryRankBitExact) {
-  TempDir dir;
-  const auto ckpt = synth(dir, "deepseek_v3", "--fp8");
-  expect_every_rank_matches(ckpt, 1);
-  expect_every_rank_matches(ckpt, 2);
-  expect_every_rank_matches(ckpt, 2, "--ep-size 2");
-  expect_every_rank_matches(ckpt, 4, "--ep-size 2 --mtp-layers 2");
-  expect_every_rank_matches(ckpt, 4, "--ep-size 4 --mtp-layers 3");
-}
-
-TEST(TrtllmTarget, DeepseekAttentionDpBitExact) {
-  TempDir dir;
-  for (const char* flags : {"", "--fp8"}) {
-    const auto ckpt = synth(dir, "deepseek_v3", flags, std::string("ds") + flags);
-    expect_every_rank_matches(ckpt, 2, "--ep-size 2 --attention-dp");
-    expect_every_rank_matches(ckpt, 4, "--ep-size 4 --attention-dp");
-  }
-}
+INSTANTIATE_TEST_SUITE_P(Dtypes, TrtllmDeepseek, ::testing::Values("", "--fp8"),
+                         [](const auto& info) { return info.param.empty() ? std::string("Bf16") : std::string("Fp8"); });
 
 TEST(TrtllmTarget, AttentionDpReplicatesAllButTheRoutedExperts) {
   TempDir dir;
