@@ -221,6 +221,20 @@ TEST(MpiLoad, DeepSeekTp4Ep2BitExactUnderEveryPolicy) {
   expect_every_policy_bit_exact(synth(dir, "deepseek_v3", ""), 4, 2);
 }
 
+// TensorRT-LLM caps DeepSeek's dense-MLP split at the GPUs of a node: under mpirun wmap takes that
+// count from the node's ranks unless --gpus-per-node says otherwise.
+TEST(MpiLoad, GpusPerNodeIsTheNodesRankCountUnlessGiven) {
+  SKIP_WITHOUT_MPIRUN();
+  TempDir dir;
+  const auto ckpt = synth(dir, "deepseek_v3", "");
+  for (const auto& [extra, want] : {std::pair{std::string(), uint64_t{2}}, std::pair{std::string("--gpus-per-node 8"), uint64_t{8}}}) {
+    for (const auto& [rank, j] : load_all_ranks(ckpt, 2, 1, "native", extra)) {
+      EXPECT_EQ(j.u64("gpus_per_node"), want) << "rank " << rank << " " << extra;
+      EXPECT_EQ(j.field("target"), "trtllm");
+    }
+  }
+}
+
 // Rank 3 loads a copy whose second shard has another mtime: nobody may share reads with it, so
 // all four fall back to native together, each saying why, and still load bit-exact.
 TEST(MpiLoad, DifferentFilesOnOneRankFallBackToNativeOnAllRanks) {

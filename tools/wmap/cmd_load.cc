@@ -93,6 +93,10 @@ int run_load(const LoadOptions& o) {
     j["catalog_seconds"] = prepared->catalog_seconds;
     j["plan_seconds"] = prepared->plan_seconds;
     j["plan_id"] = prepared->plan->plan_id();
+    const Layout& l = prepared->plan->layout();
+    j["layout"] = {{"tp_size", l.tp_size}, {"tp_rank", l.tp_rank}, {"ep_size", l.ep_size},
+                   {"target", std::string(target_name(l.target))}, {"attention_dp", l.attention_dp},
+                   {"gpus_per_node", l.gpus_per_node}};
     ranks.add_json_fields(j, s);
     print_json_line(j);
   } else {
