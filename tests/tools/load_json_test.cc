@@ -26,7 +26,7 @@ TEST(LoadJson, KeysInOrderOnceWithTheirTypes) {
   const std::vector<std::string> want = {
       "params", "bytes_loaded", "bytes_read", "bytes_needed", "reads", "seconds", "gbps", "peak_rss", "io_path",
       "io_requested", "io_reason", "load_workers", "read_workers", "prefetch", "prefault", "phases", "device",
-      "catalog_seconds", "plan_seconds", "plan_id", "rank", "world_size", "io_policy_requested", "io_policy",
+      "catalog_seconds", "plan_seconds", "plan_id", "layout", "rank", "world_size", "io_policy_requested", "io_policy",
       "io_policy_reason", "storage_bytes", "received_bytes", "sent_bytes", "needed_bytes", "union_bytes",
       "os_read_bytes", "io_policy_seconds", "end_to_end_gbps"};
   EXPECT_EQ(keys, want) << r.out;
@@ -35,6 +35,8 @@ TEST(LoadJson, KeysInOrderOnceWithTheirTypes) {
   EXPECT_TRUE(obj["prefetch"].is_bool());
   EXPECT_TRUE(obj["device"].is_string());
   EXPECT_TRUE(obj["plan_id"].is_string());
+  EXPECT_EQ(std::string_view(obj["layout"]["target"].get_string().value()), "trtllm");
+  EXPECT_TRUE(obj["layout"]["gpus_per_node"].is_uint64());
   EXPECT_TRUE(obj["load_workers"]["effective"].is_uint64());
   EXPECT_TRUE(obj["phases"]["copy"].is_double());
   EXPECT_EQ(std::string_view(obj["io_policy"].get_string().value()), "native");
