@@ -41,6 +41,7 @@ struct TargetRules {
   bool gcd_mlp_split;              // dense MLP and shared experts over gcd(width/block, tp_size) ranks
   bool loads_mtp;                  // MTP layers are parameters (else declared skipped)
   bool score_bias_needs_noaux_tc;  // mlp.gate.e_score_correction_bias only when topk_method is noaux_tc
+  bool whole_fp8_blocks;           // FP8 partitions must be whole blocks (LinearQuant::whole_blocks)
 };
 
 const TargetRules& rules_for(wmap::Target t) {
@@ -49,9 +50,9 @@ const TargetRules& rules_for(wmap::Target t) {
   // `w3_w1_weight_scaling_factor`. vLLM: `fused_qkv_a_proj`, scales keep `weight_scale_inv`,
   // FusedMoE `experts.w13_weight` = [gate; up].
   static const TargetRules kTrtllm{"kv_a_proj_with_mqa", "weight_scale", "weight_scaling_factor", {"w3_w1", "w2", false, true},
-                                   "experts.backend", true, true, true, true, false};
+                                   "experts.backend", true, true, true, true, false, false};
   static const TargetRules kVllm{"fused_qkv_a_proj", "weight_scale_inv", "weight_scale_inv", {"w13", "w2", true, false},
-                                 "experts", false, false, false, false, true};
+                                 "experts", false, false, false, false, true, true};
   return t == wmap::Target::kVllm ? kVllm : kTrtllm;
 }
 
@@ -128,7 +129,7 @@ ModuleSpec module(std::string name, std::vector<ParamSpec> params) { return {std
 // The quantisation of a linear under target `t`, its scales named `scale_name`.
 spec::LinearQuant quant(const DeepseekShape& s, wmap::Target t, const char* scale_name) {
   if (!s.fp8) return spec::LinearQuant::none();
-  return spec::LinearQuant::fp8(*s.fp8, scale_name, t == wmap::Target::kVllm);
+  return spec::LinearQuant::fp8(*s.fp8, scale_name, rules_for(t).whole_fp8_blocks);
 }
 
 // A linear's parameters under `dst` (dst.weight and its FP8 scales).

@@ -34,6 +34,7 @@ struct TargetRules {
   bool mixtral_keeps_block_sparse_moe;  // Mixtral's MoE parameters under `block_sparse_moe.`
   bool bias_flag;  // config `bias` also turns on q/k/v/o biases (vLLM llama.py: attention_bias or bias)
   bool skip_unused_biases;  // checkpoint biases the model does not use are declared skipped
+  bool serves_nvfp4;        // compressed-tensors NVFP4 checkpoints (their engine names are TensorRT-LLM's)
 };
 
 const TargetRules& rules_for(wmap::Target t) {
@@ -41,8 +42,8 @@ const TargetRules& rules_for(wmap::Target t) {
   // w3_w1_weight = [up; gate] (fused_moe weight loading). vLLM: FusedMoE `experts` with
   // w13_weight = [gate; up] (FusedMoE.weight_loader, shard ids w1 then w3); mixtral.py keeps
   // `block_sparse_moe`; llama.py's load_weights skips checkpoint biases it has no parameter for.
-  static const TargetRules kTrtllm{{"w3_w1", "w2", false, true}, "experts.backend", false, false, false};
-  static const TargetRules kVllm{{"w13", "w2", true, false}, "experts", true, true, true};
+  static const TargetRules kTrtllm{{"w3_w1", "w2", false, true}, "experts.backend", false, false, false, true};
+  static const TargetRules kVllm{{"w13", "w2", true, false}, "experts", true, true, true, false};
   return t == wmap::Target::kVllm ? kVllm : kTrtllm;
 }
 
@@ -102,7 +103,7 @@ LlamaShape read_shape(const ModelConfig& c, const Layout& l) {
   s.qk_norm = qwen3 || c.get_bool("use_qk_norm", false);
 
   s.nvfp4 = c.get_string("quantization_config.quant_method", "") == "compressed-tensors";
-  if (s.nvfp4 && l.target != wmap::Target::kTrtllm) {
+  if (s.nvfp4 && !rules_for(l.target).serves_nvfp4) {
     c.fail("quantization_config.quant_method", "compressed-tensors NVFP4 checkpoints are served for target trtllm only");
   }
   if (l.attention_dp) {
