@@ -95,7 +95,7 @@ class CudaBuffer final : public DeviceBuffer {
   ~CudaBuffer() override {
     ring_->release(lease_, nullptr);  // a load that failed before end_write
     std::free(pageable_);
-    if (data_) {
+    if (data_ && owned_) {
       cudaSetDevice(device_);
       cudaFree(data_);
     }
@@ -113,6 +113,7 @@ class CudaBuffer final : public DeviceBuffer {
   std::string label_;
   std::shared_ptr<StagingRing> ring_;
   void* data_ = nullptr;
+  bool owned_ = true;               // false: the caller's memory (Device::adopt)
   StagingRing::Lease lease_;        // pinned staging, or
   std::byte* pageable_ = nullptr;   // pageable staging, streamed through the ring
   std::vector<Pending> pending_;
@@ -139,6 +140,13 @@ class CudaDevice final : public Device {
       select();
       check(cudaMalloc(&b->data_, bytes), "cudaMalloc", what(*b) + " (" + std::to_string(bytes) + " bytes)");
     }
+    return b;
+  }
+
+  std::shared_ptr<DeviceBuffer> adopt(void* data, uint64_t bytes, const std::string& label) override {
+    auto b = std::make_shared<CudaBuffer>(index_, bytes, label, ring_);
+    b->data_ = data;
+    b->owned_ = false;
     return b;
   }
 

@@ -11,6 +11,8 @@ constexpr size_t kAlignment = 64;
 
 class HostBuffer final : public DeviceBuffer {
  public:
+  // Caller-owned memory (Device::adopt): never freed here.
+  HostBuffer(void* data, uint64_t bytes) : size_(bytes), data_(static_cast<std::byte*>(data)), owned_(false) {}
   explicit HostBuffer(uint64_t bytes) : size_(bytes) {
     if (bytes > 0) {
       void* p = nullptr;
@@ -20,19 +22,25 @@ class HostBuffer final : public DeviceBuffer {
       data_ = static_cast<std::byte*>(p);
     }
   }
-  ~HostBuffer() override { std::free(data_); }
+  ~HostBuffer() override {
+    if (owned_) std::free(data_);
+  }
   uint64_t size() const override { return size_; }
   std::byte* host_data() override { return data_; }
 
  private:
   uint64_t size_;
   std::byte* data_ = nullptr;
+  bool owned_ = true;
 };
 
 class HostDevice final : public Device {
  public:
   std::string name() const override { return "host"; }
   std::shared_ptr<DeviceBuffer> allocate(uint64_t bytes) override { return std::make_shared<HostBuffer>(bytes); }
+  std::shared_ptr<DeviceBuffer> adopt(void* data, uint64_t bytes, const std::string&) override {
+    return std::make_shared<HostBuffer>(data, bytes);
+  }
   std::span<std::byte> begin_write(DeviceBuffer& b) override { return {b.host_data(), b.size()}; }
   void end_write(DeviceBuffer&, std::span<std::byte>) override {}
   void copy_to_host(DeviceBuffer& b, std::span<std::byte> dst) override {
@@ -41,6 +49,10 @@ class HostDevice final : public Device {
 };
 
 }  // namespace
+
+std::shared_ptr<DeviceBuffer> Device::adopt(void*, uint64_t, const std::string& label) {
+  throw Error(ErrorCode::kUnsupported, name() + ": cannot write into caller-owned memory (" + label + ")");
+}
 
 std::unique_ptr<Device> make_cuda_device(int index);  // cuda_device.cc, or a stub that throws
 

@@ -136,13 +136,22 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
   return out;
 }
 
-LoadedModel LoaderSession::load(const PreparedLoad& prepared, Device& device, ExecOptions exec) const {
+ExecOptions LoaderSession::session_exec(ExecOptions exec) const {
   if (!exec.transforms) {
     exec.transforms = [this](std::string_view name) { return plugins_.find_transform(name); };
   }
   exec.allow_partial = options_.allow_partial;
   if (!exec.fs) exec.fs = options_.fs;
-  return execute_plan(*prepared.plan, prepared.catalog, device, exec);
+  return exec;
+}
+
+LoadedModel LoaderSession::load(const PreparedLoad& prepared, Device& device, ExecOptions exec) const {
+  return execute_plan(*prepared.plan, prepared.catalog, device, session_exec(std::move(exec)));
+}
+
+LoadIntoReport LoaderSession::load_into(const PreparedLoad& prepared, Device& device, const std::vector<Destination>& destinations,
+                                        ExecOptions exec, const DestinationOptions& dest_options) const {
+  return execute_into(*prepared.plan, prepared.catalog, device, destinations, session_exec(std::move(exec)), dest_options);
 }
 
 }  // namespace wmap

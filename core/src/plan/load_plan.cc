@@ -19,6 +19,7 @@ std::string_view problem_kind_name(PlanProblem::Kind kind) {
     case PlanProblem::Kind::kShape: return "shape";
     case PlanProblem::Kind::kDtype: return "dtype";
     case PlanProblem::Kind::kUnconsumed: return "unconsumed";
+    case PlanProblem::Kind::kDestination: return "destination";
   }
   return "?";
 }

@@ -35,6 +35,10 @@ class Device {
     (void)label;
     return allocate(bytes);
   }
+  // A buffer over memory the caller owns and keeps alive (host memory for `host`, a device
+  // pointer of this device for CUDA): written like an allocated one, never freed. Devices that
+  // cannot adopt throw kUnsupported.
+  virtual std::shared_ptr<DeviceBuffer> adopt(void* data, uint64_t bytes, const std::string& label);
   // Host memory a worker fills for `buffer` (the buffer itself on the host; staging otherwise).
   virtual std::span<std::byte> begin_write(DeviceBuffer& buffer) = 0;
   // Between begin_write and end_write: offers the named transform of bytes [offset, offset + bytes)

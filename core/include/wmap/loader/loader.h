@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "wmap/catalog/catalog.h"
+#include "wmap/exec/destinations.h"
 #include "wmap/exec/executor.h"
 #include "wmap/spec/layout.h"
 #include "wmap/plan/load_plan.h"
@@ -65,9 +66,14 @@ class LoaderSession {
   std::unique_ptr<PreparedLoad> prepare() const;
   // Executes a prepared plan (execute_plan refuses an invalid one unless allow_partial).
   LoadedModel load(const PreparedLoad& prepared, Device& device, ExecOptions exec) const;
+  // Executes a prepared plan into the caller's buffers (execute_into: the table is checked first,
+  // and nothing is written when it does not fit). Again with the same buffers: a reload in place.
+  LoadIntoReport load_into(const PreparedLoad& prepared, Device& device, const std::vector<Destination>& destinations,
+                           ExecOptions exec, const DestinationOptions& dest_options = {}) const;
 
  private:
   const FileSystem& file_system() const { return options_.fs ? *options_.fs : FileSystem::posix(); }
+  ExecOptions session_exec(ExecOptions exec) const;  // the session's transforms, file system, partial policy
 
   LoaderOptions options_;
   PluginHost plugins_;

@@ -60,7 +60,7 @@ struct PlannedParam {
 };
 
 struct PlanProblem {
-  enum class Kind { kSpec, kMissing, kShape, kDtype, kUnconsumed };
+  enum class Kind { kSpec, kMissing, kShape, kDtype, kUnconsumed, kDestination };  // kDestination: load_into's table
   Kind kind;
   std::string key;      // the parameter or checkpoint key concerned
   std::string message;  // one line, naming file, key, expected and actual values

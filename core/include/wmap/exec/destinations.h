@@ -1,0 +1,78 @@
+#pragma once
+// Loading into buffers the caller owns (DESIGN.md "Loading into an engine's own buffers"): an
+// engine allocates its parameters itself (torch tensors from its own allocator, on its GPU) and
+// hands wmap a table of destinations, name -> memory. Before any byte is read the table is
+// checked against the plan, every problem at once; then the plan runs exactly as into wmap's own
+// buffers (same pieces, fused offsets and device copies), writing each parameter into its
+// destination. Calling it again with the same destinations reloads them in place (refit).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "wmap/device/device.h"
+#include "wmap/exec/executor.h"
+#include "wmap/plan/load_plan.h"
+
+namespace wmap {
+
+// One caller-owned buffer.
+struct Destination {
+  std::string name;                // the engine's parameter name
+  void* data = nullptr;            // host memory, or a CUDA device pointer
+  uint64_t bytes = 0;              // size of the memory at `data`
+  std::vector<uint64_t> shape;
+  uint32_t element_bytes = 0;      // the caller's element size (dtypes differ by engine: only the size must agree)
+  std::optional<DType> dtype;      // when the caller's dtype maps to one of ours; a mismatch is a warning, not an error
+  std::string device = "host";     // "host" or "cuda:N"
+  bool contiguous = true;          // dense row-major (a transposed view is not)
+};
+
+struct DestinationOptions {
+  // RE2 patterns (full match) of destinations the caller fills itself; with the target's
+  // engine-owned names (engine_owned_patterns) they are left untouched and reported.
+  std::vector<std::string> ignore;
+};
+
+// Parameters engines hold that no checkpoint fills (they initialise them themselves), as RE2
+// patterns: TensorRT-LLM's FP8 block-scale linears carry scalar `input_scale` and
+// `inv_input_scale`; vLLM's FP8 attention `k_scale`, `v_scale` (and `q_scale`, `prob_scale`).
+std::vector<std::string> engine_owned_patterns(Target target);
+
+// The verdict on a destination table, before anything is read.
+struct DestinationCheck {
+  std::vector<PlanProblem> problems;         // sorted by key; empty: the load may run
+  std::vector<std::string> engine_owned;     // destinations left to the engine (target patterns)
+  std::vector<std::string> ignored;          // destinations the caller's `ignore` patterns leave untouched
+  std::string device = "host";               // the device every destination is on
+  bool ok() const { return problems.empty(); }
+  // "destination problems: N" and one line per problem, as the plan's problem lines.
+  std::string message() const;
+};
+
+// Checks `destinations` against the plan's runnable parameters: each has a destination of its
+// name with the same shape and element size, contiguous, large enough, on one device, not
+// overlapping another; every destination is filled, except tied aliases (which need none, and if
+// given must be their source's memory), engine-owned names and `ignore`d ones. Throws
+// kInvalidArgument for a pattern that does not compile.
+DestinationCheck check_destinations(const LoadPlan& plan, const std::vector<Destination>& destinations,
+                                    const DestinationOptions& options = {});
+
+// What a load into destinations did.
+struct LoadIntoReport {
+  LoadStats stats;
+  uint64_t params = 0;                     // destinations written
+  std::vector<std::string> engine_owned;   // left untouched
+  std::vector<std::string> ignored;
+  std::string device;
+};
+
+// Checks the table (throws kValidation with DestinationCheck::message() when it fails: nothing is
+// read or written), then runs the plan on `device` (which must be the destinations' device),
+// each parameter written into its destination.
+LoadIntoReport execute_into(const LoadPlan& plan, const Catalog& catalog, Device& device,
+                            const std::vector<Destination>& destinations, const ExecOptions& options,
+                            const DestinationOptions& dest_options = {});
+
+}  // namespace wmap

@@ -1,0 +1,200 @@
+// Loads into caller-owned buffers: the destination table's check and the device that hands the
+// executor the caller's memory instead of allocating.
+#include "wmap/exec/destinations.h"
+
+#include <re2/re2.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+#include "plan_runner.h"
+#include "wmap/util/error.h"
+
+namespace wmap {
+
+std::vector<std::string> engine_owned_patterns(Target target) {
+  // TensorRT-LLM: FP8 block-scale linears (modules/linear.py, FP8BlockScalesLinearMethod) create
+  // scalar input_scale / inv_input_scale parameters that load_weights never fills. vLLM:
+  // BaseKVCacheMethod.create_weights gives attention k_scale / v_scale (and q_scale, prob_scale),
+  // set from the checkpoint only when it has them.
+  if (target == Target::kVllm) return {R"(.*\.(k_scale|v_scale|q_scale|prob_scale))"};
+  return {R"(.*\.(input_scale|inv_input_scale))"};
+}
+
+std::string DestinationCheck::message() const {
+  std::string m = "the destinations do not fit the plan (" + std::to_string(problems.size()) + " problem(s)); nothing was written:";
+  for (const auto& p : problems) m += "\n" + std::string(problem_kind_name(p.kind)) + ": " + p.message;
+  return m;
+}
+
+namespace {
+
+std::string dims(const std::vector<uint64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+class Patterns {
+ public:
+  explicit Patterns(const std::vector<std::string>& patterns, const char* what) {
+    for (const auto& p : patterns) {
+      auto re = std::make_unique<RE2>(p, RE2::Quiet);
+      if (!re->ok()) throw Error(ErrorCode::kInvalidArgument, std::string(what) + " pattern '" + p + "' does not compile: " + re->error());
+      res_.push_back(std::move(re));
+    }
+  }
+  bool match(const std::string& name) const {
+    return std::any_of(res_.begin(), res_.end(), [&](const auto& re) { return RE2::FullMatch(name, *re); });
+  }
+
+ private:
+  std::vector<std::unique_ptr<RE2>> res_;
+};
+
+// The device the executor writes through: allocate() hands out the caller's memory of that name;
+// everything else is the underlying device's.
+class DestinationDevice final : public Device {
+ public:
+  DestinationDevice(Device& inner, const std::map<std::string, const Destination*>& by_name) : inner_(inner), by_name_(by_name) {}
+  std::string name() const override { return inner_.name(); }
+  std::shared_ptr<DeviceBuffer> allocate(uint64_t bytes) override { return allocate(bytes, ""); }
+  std::shared_ptr<DeviceBuffer> allocate(uint64_t bytes, const std::string& label) override {
+    auto it = by_name_.find(label);
+    if (it == by_name_.end()) throw Error(ErrorCode::kInternal, label + ": no destination (the check should have refused the load)");
+    return inner_.adopt(it->second->data, bytes, label);
+  }
+  std::span<std::byte> begin_write(DeviceBuffer& b) override { return inner_.begin_write(b); }
+  bool defer_transform(DeviceBuffer& b, const std::string& transform, uint64_t offset, uint64_t bytes, DType dtype,
+                       const std::string& key) override {
+    return inner_.defer_transform(b, transform, offset, bytes, dtype, key);
+  }
+  void end_write(DeviceBuffer& b, std::span<std::byte> written) override { inner_.end_write(b, written); }
+  void copy_to_host(DeviceBuffer& b, std::span<std::byte> dst) override { inner_.copy_to_host(b, dst); }
+  void synchronize() override { inner_.synchronize(); }
+
+ private:
+  Device& inner_;
+  const std::map<std::string, const Destination*>& by_name_;
+};
+
+}  // namespace
+
+DestinationCheck check_destinations(const LoadPlan& plan, const std::vector<Destination>& destinations,
+                                    const DestinationOptions& options) {
+  const Patterns owned(engine_owned_patterns(plan.layout().target), "engine-owned");
+  const Patterns ignore(options.ignore, "ignore");
+  DestinationCheck out;
+  auto problem = [&](PlanProblem::Kind kind, const std::string& key, std::string message) {
+    out.problems.push_back({kind, key, std::move(message)});
+  };
+  std::map<std::string, const Destination*> by_name;
+  for (const Destination& d : destinations) {
+    if (!by_name.emplace(d.name, &d).second) problem(PlanProblem::Kind::kDestination, d.name, d.name + ": given twice");
+  }
+  // The device: every destination on one.
+  if (!destinations.empty()) out.device = destinations.front().device;
+  for (const Destination& d : destinations) {
+    if (d.device != out.device) {
+      problem(PlanProblem::Kind::kDestination, d.name,
+              d.name + ": on " + d.device + " but '" + destinations.front().name + "' is on " + out.device + " (one device per load)");
+    }
+  }
+  std::map<std::string, const PlannedParam*> planned;
+  for (const PlannedParam& p : plan.params()) {
+    if (!p.absent && !p.broken) planned[p.name] = &p;
+  }
+  for (const auto& [name, p] : planned) {
+    auto it = by_name.find(name);
+    if (!p->alias_of.empty()) {
+      // A tied parameter needs no destination; a given one must be its source's memory.
+      auto src = by_name.find(p->alias_of);
+      if (it != by_name.end() && src != by_name.end() && it->second->data != src->second->data) {
+        problem(PlanProblem::Kind::kDestination, name,
+                name + ": tied to '" + p->alias_of + "' but given other memory (pass the same tensor, or none)");
+      }
+      continue;
+    }
+    if (it == by_name.end()) {
+      problem(PlanProblem::Kind::kMissing, name, name + ": planned " + dims(p->shape) + " " + std::string(dtype_name(p->dtype)) +
+                                                     " but no destination of that name was given");
+      continue;
+    }
+    const Destination& d = *it->second;
+    const uint32_t element = dtype_bits(p->dtype) / 8;
+    if (d.shape != p->shape) {
+      problem(PlanProblem::Kind::kShape, name, name + ": destination shape " + dims(d.shape) + " but the plan builds " + dims(p->shape));
+    }
+    if (d.element_bytes != element && dtype_bits(p->dtype) % 8 == 0) {
+      problem(PlanProblem::Kind::kDtype, name, name + ": destination elements of " + std::to_string(d.element_bytes) +
+                                                   " byte(s) but the plan builds " + std::string(dtype_name(p->dtype)) + " (" +
+                                                   std::to_string(element) + " byte(s))");
+    }
+    if (!d.contiguous) {
+      problem(PlanProblem::Kind::kDestination, name, name + ": destination is not contiguous (a transposed or strided view): pass a contiguous tensor");
+    }
+    if (d.bytes < p->nbytes) {
+      problem(PlanProblem::Kind::kDestination, name, name + ": destination holds " + std::to_string(d.bytes) + " bytes, the plan writes " +
+                                                         std::to_string(p->nbytes));
+    }
+    if (d.data == nullptr && p->nbytes > 0) problem(PlanProblem::Kind::kDestination, name, name + ": destination pointer is null");
+  }
+  // Destinations the plan does not fill.
+  for (const auto& [name, d] : by_name) {
+    if (planned.count(name)) continue;
+    if (owned.match(name)) {
+      out.engine_owned.push_back(name);
+    } else if (ignore.match(name)) {
+      out.ignored.push_back(name);
+    } else {
+      problem(PlanProblem::Kind::kDestination, name,
+              name + ": a destination the plan does not fill (not a parameter of " + std::string(target_name(plan.layout().target)) +
+                  "'s model for this checkpoint; pass ignore= patterns for parameters you fill yourself)");
+    }
+  }
+  // Overlaps between the written destinations (by address, per device).
+  std::vector<std::pair<uintptr_t, const Destination*>> spans;
+  for (const auto& [name, p] : planned) {
+    auto it = by_name.find(name);
+    if (p->alias_of.empty() && it != by_name.end() && p->nbytes > 0 && it->second->data) {
+      spans.emplace_back(reinterpret_cast<uintptr_t>(it->second->data), it->second);
+    }
+  }
+  std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 1; i < spans.size(); ++i) {
+    const Destination& prev = *spans[i - 1].second;
+    if (spans[i - 1].first + planned.at(prev.name)->nbytes > spans[i].first) {
+      const Destination& d = *spans[i].second;
+      problem(PlanProblem::Kind::kDestination, d.name, d.name + ": overlaps the destination of '" + prev.name + "'");
+    }
+  }
+  std::stable_sort(out.problems.begin(), out.problems.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
+  return out;
+}
+
+LoadIntoReport execute_into(const LoadPlan& plan, const Catalog& catalog, Device& device,
+                            const std::vector<Destination>& destinations, const ExecOptions& options,
+                            const DestinationOptions& dest_options) {
+  plan.require_runnable(options.allow_partial);
+  DestinationCheck check = check_destinations(plan, destinations, dest_options);
+  if (check.ok() && check.device != device.name()) {
+    check.problems.push_back({PlanProblem::Kind::kDestination, destinations.empty() ? "" : destinations.front().name,
+                              "the destinations are on " + check.device + " but the load runs on " + device.name()});
+  }
+  if (!check.ok()) throw Error(ErrorCode::kValidation, check.message());
+  std::map<std::string, const Destination*> by_name;
+  for (const Destination& d : destinations) by_name.emplace(d.name, &d);
+  DestinationDevice into(device, by_name);
+  LoadedModel model = exec_detail::PlanRunner(plan, catalog, into, options).run();
+  into.synchronize();
+  LoadIntoReport r;
+  r.stats = std::move(model.stats);
+  for (const auto& p : model.params) r.params += by_name.count(p.name);
+  r.engine_owned = std::move(check.engine_owned);
+  r.ignored = std::move(check.ignored);
+  r.device = check.device;
+  return r;
+}
+
+}  // namespace wmap

@@ -1,0 +1,221 @@
+// Loads into caller-owned buffers (execute_into, LoaderSession::load_into): bit-exact against a
+// load into wmap's own buffers, every destination problem named at once with nothing written,
+// tied aliases, engine-owned and ignored names, and a refit after the shards were rewritten.
+#include "wmap/exec/destinations.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <map>
+
+#include "test_util.h"
+#include "wmap/loader/loader.h"
+
+namespace wmap::test {
+namespace {
+
+constexpr std::byte kSentinel{0xAB};
+
+// One rank's prepared load plus a host buffer (sentinel-filled) and a destination per parameter.
+class Destinations : public ::testing::Test {
+ protected:
+  void prepare(const std::string& family, const std::string& synth_flags = "", uint32_t tp = 2, uint32_t rank = 1,
+               Target target = Target::kTrtllm) {
+    ckpt_ = dir_ / family;
+    auto r = run_wmap("synth " + family + " " + shell_quote(ckpt_.string()) + " " + synth_flags);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    LoaderOptions lo;
+    lo.checkpoint = ckpt_;
+    lo.layout.tp_size = tp;
+    lo.layout.tp_rank = rank;
+    lo.layout.target = target;
+    lo.progress = false;
+    session_ = std::make_unique<LoaderSession>(lo);
+    prepared_ = session_->prepare();
+    ASSERT_TRUE(prepared_->plan->ok());
+    buffers_.clear();
+    dests_.clear();
+    for (const PlannedParam& p : prepared_->plan->params()) {
+      if (p.absent || !p.alias_of.empty()) continue;
+      buffers_[p.name].assign(p.nbytes, kSentinel);
+    }
+    for (const PlannedParam& p : prepared_->plan->params()) {
+      if (p.absent || !p.alias_of.empty()) continue;
+      dests_.push_back({p.name, buffers_[p.name].data(), p.nbytes, p.shape, dtype_bits(p.dtype) / 8, p.dtype, "host", true});
+    }
+  }
+
+  // The parameters a plain load (wmap's own buffers) gives, by name.
+  std::map<std::string, std::vector<std::byte>> own_load() {
+    auto device = make_device("host");
+    LoadedModel m = session_->load(*prepared_, *device, ExecOptions{});
+    std::map<std::string, std::vector<std::byte>> out;
+    for (const auto& p : m.params) {
+      out[p.name].assign(p.buffer->host_data(), p.buffer->host_data() + p.buffer->size());
+    }
+    return out;
+  }
+
+  LoadIntoReport load_into(const DestinationOptions& o = {}) {
+    auto device = make_device("host");
+    return session_->load_into(*prepared_, *device, dests_, ExecOptions{}, o);
+  }
+
+  Destination& dest(const std::string& name) {
+    for (auto& d : dests_) {
+      if (d.name == name) return d;
+    }
+    throw std::runtime_error("no destination " + name);
+  }
+
+  // The kValidation message of a refused load_into; checks that nothing was written.
+  std::string refused(const DestinationOptions& o = {}) {
+    try {
+      load_into(o);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kValidation) << e.what();
+      for (const auto& [name, bytes] : buffers_) {
+        EXPECT_TRUE(std::all_of(bytes.begin(), bytes.end(), [](std::byte b) { return b == kSentinel; })) << name << " was written";
+      }
+      return e.what();
+    }
+    ADD_FAILURE() << "load_into was not refused";
+    return "";
+  }
+
+  TempDir dir_;
+  std::filesystem::path ckpt_;
+  std::unique_ptr<LoaderSession> session_;
+  std::unique_ptr<PreparedLoad> prepared_;
+  std::map<std::string, std::vector<std::byte>> buffers_;
+  std::vector<Destination> dests_;
+};
+
+TEST_F(Destinations, LlamaAndDeepseekFp8BitExactAsTheOwnLoadUnderBothTargets) {
+  struct Case {
+    std::string family, flags;
+    uint32_t tp, rank;
+    Target target;
+  };
+  for (const auto& c : {Case{"llama", "", 2, 1, Target::kTrtllm}, Case{"llama", "", 4, 3, Target::kVllm},
+                        Case{"deepseek_v3", "--fp8", 2, 0, Target::kTrtllm},
+                        Case{"deepseek_v3", "--fp8 --heads 8 --intermediate 512 --moe-intermediate 512", 2, 1, Target::kVllm}}) {
+    prepare(c.family, c.flags, c.tp, c.rank, c.target);
+    const auto want = own_load();
+    const LoadIntoReport r = load_into();
+    EXPECT_EQ(r.params, dests_.size());
+    EXPECT_EQ(r.device, "host");
+    EXPECT_EQ(r.stats.bytes_loaded, prepared_->plan->bytes_to_load());
+    for (const auto& [name, bytes] : buffers_) EXPECT_EQ(bytes, want.at(name)) << c.family << " " << name;
+    std::filesystem::remove_all(ckpt_);
+  }
+}
+
+TEST_F(Destinations, EveryProblemIsNamedAtOnceAndNothingIsWritten) {
+  prepare("llama");
+  const std::string qkv = "model.layers.0.self_attn.qkv_proj.weight", o = "model.layers.0.self_attn.o_proj.weight";
+  const std::string gate_up = "model.layers.1.mlp.gate_up_proj.weight", down = "model.layers.1.mlp.down_proj.weight";
+  const std::string norm = "model.norm.weight";
+  // missing
+  dests_.erase(std::find_if(dests_.begin(), dests_.end(), [](const Destination& d) { return d.name == "lm_head.weight"; }));
+  dest(qkv).shape = {1, 2, 3};                       // wrong shape
+  dest(o).element_bytes = 4;                         // wrong element size
+  dest(gate_up).contiguous = false;                  // a transposed view
+  dest(down).data = dest(gate_up).data;              // overlapping
+  std::vector<std::byte> extra(8);
+  dests_.push_back({"model.layers.0.mlp.bogus", extra.data(), 8, {4}, 2, DType::kBF16, "host", true});  // not planned
+  const std::string m = refused();
+  EXPECT_NE(m.find("6 problem(s)"), std::string::npos) << m;
+  EXPECT_NE(m.find("missing: lm_head.weight: planned [125, 64] BF16 but no destination of that name was given"), std::string::npos) << m;
+  EXPECT_NE(m.find("shape: " + qkv + ": destination shape [1, 2, 3] but the plan builds [48, 64]"), std::string::npos) << m;
+  EXPECT_NE(m.find("dtype: " + o + ": destination elements of 4 byte(s) but the plan builds BF16 (2 byte(s))"), std::string::npos) << m;
+  EXPECT_NE(m.find(gate_up + ": destination is not contiguous"), std::string::npos) << m;
+  EXPECT_NE(m.find(": overlaps the destination of '"), std::string::npos) << m;
+  EXPECT_NE(m.find("model.layers.0.mlp.bogus: a destination the plan does not fill"), std::string::npos) << m;
+  (void)norm;
+}
+
+TEST_F(Destinations, EachProblemAloneRefusesTheLoad) {
+  const std::vector<std::pair<std::string, std::function<void(std::vector<Destination>&)>>> cases = {
+      {"no destination of that name", [](std::vector<Destination>& d) { d.pop_back(); }},
+      {"destination shape", [](std::vector<Destination>& d) { d.front().shape.push_back(1); }},
+      {"destination elements of 1 byte(s)", [](std::vector<Destination>& d) { d.front().element_bytes = 1; }},
+      {"not contiguous", [](std::vector<Destination>& d) { d.front().contiguous = false; }},
+      {"overlaps the destination", [](std::vector<Destination>& d) { d[1].data = d[0].data; }},
+      {"but 'model.embed_tokens.weight' is on host (one device per load)", [](std::vector<Destination>& d) { d.back().device = "cuda:0"; }},
+      {"destination holds 2 bytes", [](std::vector<Destination>& d) { d.front().bytes = 2; }},
+      {"given twice", [](std::vector<Destination>& d) { d.push_back(d.front()); }},
+  };
+  for (const auto& [want, edit] : cases) {
+    prepare("llama");
+    edit(dests_);
+    const std::string m = refused();
+    EXPECT_NE(m.find(want), std::string::npos) << want << "\n" << m;
+    std::filesystem::remove_all(ckpt_);
+  }
+}
+
+TEST_F(Destinations, EngineOwnedAndIgnoredNamesAreLeftUntouched) {
+  prepare("llama");
+  std::vector<std::byte> scale(4, kSentinel), mine(4, kSentinel);
+  dests_.push_back({"model.layers.0.self_attn.qkv_proj.input_scale", scale.data(), 4, {}, 4, DType::kF32, "host", true});
+  dests_.push_back({"model.my_adapter.weight", mine.data(), 4, {2}, 2, DType::kBF16, "host", true});
+  EXPECT_NE(refused().find("model.my_adapter.weight: a destination the plan does not fill"), std::string::npos);
+  DestinationOptions o;
+  o.ignore = {R"(model\.my_adapter\..*)"};
+  const LoadIntoReport r = load_into(o);
+  EXPECT_EQ(r.engine_owned, std::vector<std::string>{"model.layers.0.self_attn.qkv_proj.input_scale"});
+  EXPECT_EQ(r.ignored, std::vector<std::string>{"model.my_adapter.weight"});
+  EXPECT_TRUE(std::all_of(scale.begin(), scale.end(), [](std::byte b) { return b == kSentinel; }));
+  EXPECT_TRUE(std::all_of(mine.begin(), mine.end(), [](std::byte b) { return b == kSentinel; }));
+  o.ignore = {"(unclosed"};
+  try {
+    load_into(o);
+    ADD_FAILURE() << "a bad pattern was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("ignore pattern '(unclosed' does not compile"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Destinations, TiedLmHeadNeedsNoDestinationAndAGivenOneMustBeTheSameMemory) {
+  prepare("qwen3");  // tied: lm_head.weight aliases model.embed_tokens.weight
+  ASSERT_EQ(buffers_.count("lm_head.weight"), 0u);
+  EXPECT_EQ(load_into().params, dests_.size());
+  const Destination embed = dest("model.embed_tokens.weight");
+  Destination same = embed;
+  same.name = "lm_head.weight";
+  dests_.push_back(same);
+  EXPECT_NO_THROW(load_into());
+  std::vector<std::byte> other(embed.bytes);
+  dests_.back().data = other.data();
+  for (auto& [name, bytes] : buffers_) std::fill(bytes.begin(), bytes.end(), kSentinel);
+  EXPECT_NE(refused().find("lm_head.weight: tied to 'model.embed_tokens.weight' but given other memory"), std::string::npos);
+}
+
+TEST_F(Destinations, RefitLandsRewrittenShardsInTheSameBuffers) {
+  prepare("llama");
+  load_into();
+  std::map<std::string, const std::byte*> addresses;
+  for (const auto& d : dests_) addresses[d.name] = static_cast<const std::byte*>(d.data);
+  const auto first = buffers_;
+  // The trainer writes new weights: same names and shapes, other values.
+  std::filesystem::remove_all(ckpt_);
+  auto r = run_wmap("synth llama " + shell_quote(ckpt_.string()) + " --seed 7");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  prepared_ = session_->prepare();
+  const auto want = own_load();
+  load_into();
+  for (const auto& d : dests_) EXPECT_EQ(static_cast<const std::byte*>(d.data), addresses[d.name]);
+  size_t changed = 0;
+  for (const auto& [name, bytes] : buffers_) {
+    EXPECT_EQ(bytes, want.at(name)) << name;
+    changed += bytes != first.at(name);
+  }
+  EXPECT_GT(changed, buffers_.size() / 2) << "the new values landed";
+}
+
+}  // namespace
+}  // namespace wmap::test
