@@ -46,7 +46,7 @@ namespace {
 // DLPack 1.1 are used only when the consumer's max_version is at least (1, 1).
 namespace dl {
 
-enum DeviceType : int32_t { kDLCPU = 1, kDLCUDA = 2 };
+enum DeviceType : int32_t { kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3 };
 enum TypeCode : uint8_t {
   kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4, kDLComplex = 5, kDLBool = 6,
   kDLFloat8_e4m3fn = 10, kDLFloat8_e5m2 = 12, kDLFloat8_e8m0fnu = 14,  // DLPack 1.1
@@ -400,6 +400,99 @@ py::dict load(const std::filesystem::path& path, uint32_t tp_size, uint32_t tp_r
   return out;
 }
 
+// wmap.load_into: a caller's tensor as a destination, through its DLPack export. The capsule is
+// held, not consumed (never renamed "used_dltensor"), so its producer keeps the memory alive
+// while we write and frees it as usual once the capsule is dropped.
+struct ImportedDestination {
+  py::object capsule;
+  wmap::Destination dest;
+};
+
+ImportedDestination import_destination(const std::string& name, const py::handle& obj) {
+  if (!py::hasattr(obj, "__dlpack__")) {
+    throw py::type_error("wmap.load_into: params['" + name + "'] is a " + std::string(py::str(py::type::of(obj).attr("__name__"))) +
+                         ", which does not export DLPack (__dlpack__): pass torch tensors or numpy arrays");
+  }
+  ImportedDestination out;
+  out.capsule = obj.attr("__dlpack__")();
+  auto* m = static_cast<dl::ManagedTensor*>(PyCapsule_GetPointer(out.capsule.ptr(), "dltensor"));
+  if (m == nullptr) throw py::error_already_set();
+  const dl::Tensor& t = m->dl_tensor;
+  wmap::Destination& d = out.dest;
+  d.name = name;
+  d.data = static_cast<std::byte*>(t.data) + t.byte_offset;
+  d.element_bytes = (uint32_t{t.dtype.bits} * t.dtype.lanes + 7) / 8;
+  uint64_t elements = 1;
+  for (int32_t i = 0; i < t.ndim; ++i) {
+    d.shape.push_back(static_cast<uint64_t>(t.shape[i]));
+    elements *= static_cast<uint64_t>(t.shape[i]);
+  }
+  d.bytes = elements * d.element_bytes;
+  if (t.strides != nullptr) {  // contiguous: the compact row-major strides (size-1 dims may have any)
+    int64_t expected = 1;
+    for (int32_t i = t.ndim - 1; i >= 0; --i) {
+      if (t.shape[i] != 1 && t.strides[i] != expected) d.contiguous = false;
+      expected *= t.shape[i];
+    }
+  }
+  if (t.device.device_type == dl::kDLCPU || t.device.device_type == dl::kDLCUDAHost) {
+    d.device = "host";
+  } else if (t.device.device_type == dl::kDLCUDA) {
+    d.device = "cuda:" + std::to_string(t.device.device_id);
+  } else {
+    throw_error(wmap::ErrorCode::kInvalidArgument, "wmap.load_into: params['" + name + "'] is on DLPack device type " +
+                                                       std::to_string(t.device.device_type) + ": load_into writes host or CUDA memory");
+  }
+  return out;
+}
+
+// wmap.load_into: the plan's parameters written into the caller's tensors (DESIGN.md "Loading
+// into an engine's own buffers"); again with the same tensors: a reload in place (refit).
+py::dict load_into(const std::filesystem::path& path, py::object params, uint32_t tp_size, uint32_t tp_rank, uint32_t ep_size,
+                   std::optional<uint32_t> mtp_layers, const std::string& target, bool attention_dp, uint32_t gpus_per_node,
+                   std::vector<std::string> ignore, std::optional<std::filesystem::path> plugin_dir,
+                   std::optional<std::filesystem::path> mappings, bool quiet) {
+  if (!py::hasattr(params, "items")) throw py::type_error("wmap.load_into: params must be a mapping name -> tensor (e.g. dict(model.named_parameters()))");
+  std::vector<ImportedDestination> imported;
+  for (const auto& item : params.attr("items")()) {
+    const auto kv = item.cast<py::tuple>();
+    imported.push_back(import_destination(kv[0].cast<std::string>(), kv[1]));
+  }
+  std::vector<wmap::Destination> dests;
+  for (const auto& i : imported) dests.push_back(i.dest);
+  Common c;
+  c.path = path;
+  c.plugin_dir = std::move(plugin_dir);
+  c.mappings = std::move(mappings);
+  c.layout = layout_options(tp_size, tp_rank, ep_size, mtp_layers, target, attention_dp, gpus_per_node);
+  wmap::DestinationOptions opts;
+  opts.ignore = std::move(ignore);
+  wmap::LoadIntoReport r;
+  {
+    py::gil_scoped_release nogil;
+    wmap::LoaderSession session(loader_options(c, !quiet));
+    auto prepared = session.prepare();
+    if (!quiet) report_plan(*prepared->plan);
+    auto device = wmap::make_device(dests.empty() ? "host" : dests.front().device);
+    wmap::ExecOptions exec;
+    exec.read_workers = wmap::worker_count_from_env("WMAP_READ_WORKERS");
+    exec.workers = wmap::worker_count_from_env("WMAP_LOAD_WORKERS");
+    r = wmap::run_as_load_failure([&] { return session.load_into(*prepared, *device, dests, exec, opts); });
+  }
+  py::dict out;
+  out["params"] = r.params;
+  out["bytes"] = r.stats.bytes_loaded;
+  out["bytes_read"] = r.stats.bytes_read;
+  out["reads"] = r.stats.reads;
+  out["seconds"] = r.stats.seconds;
+  out["gbps"] = r.stats.seconds > 0 ? static_cast<double>(r.stats.bytes_loaded) / r.stats.seconds / 1e9 : 0.0;
+  out["device"] = r.device;
+  out["io_path"] = r.stats.io_path;
+  out["engine_owned"] = r.engine_owned;
+  out["ignored"] = r.ignored;
+  return out;
+}
+
 // wmap.Plan: a validated plan with everything it points into.
 class Plan {
  public:
@@ -517,6 +610,15 @@ PYBIND11_MODULE(_wmap, m) {
         py::arg("path"), py::kw_only(), py::arg("tp_size") = 1, py::arg("tp_rank") = 0,
         py::arg("ep_size") = 1, py::arg("mtp_layers") = py::none(), py::arg("target") = "trtllm",
         py::arg("attention_dp") = false, py::arg("gpus_per_node") = 8, py::arg("device") = "host",
+        py::arg("plugin_dir") = py::none(), py::arg("mappings") = py::none(), py::arg("quiet") = false);
+  m.def("load_into", &load_into,
+        "Writes one rank's parameters into the caller's tensors (a mapping name -> tensor exporting DLPack:\n"
+        "torch, numpy; host or CUDA), as the engine's load_weights would: the tensors are checked against the\n"
+        "plan first (every mismatch raised at once as ValidationError, nothing written), never reallocated;\n"
+        "calling it again reloads them in place. Returns a report dict. The GIL is released while loading.",
+        py::arg("path"), py::arg("params"), py::kw_only(), py::arg("tp_size") = 1, py::arg("tp_rank") = 0,
+        py::arg("ep_size") = 1, py::arg("mtp_layers") = py::none(), py::arg("target") = "trtllm",
+        py::arg("attention_dp") = false, py::arg("gpus_per_node") = 8, py::arg("ignore") = std::vector<std::string>{},
         py::arg("plugin_dir") = py::none(), py::arg("mappings") = py::none(), py::arg("quiet") = false);
   m.def("_plan", &make_plan, py::arg("path"), py::arg("catalog"), py::arg("config"), py::arg("tp_size"),
         py::arg("tp_rank"), py::arg("ep_size"), py::arg("mtp_layers"), py::arg("target"), py::arg("attention_dp"),
