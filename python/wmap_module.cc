@@ -28,6 +28,7 @@
 #include "wmap/format/dtype.h"
 #include "wmap/util/error.h"
 #include "wmap/exec/executor.h"
+#include "wmap/exec/expected_params.h"
 #include "wmap/plan/load_plan.h"
 #include "wmap/loader/loader.h"
 #include "wmap/util/log.h"
@@ -598,6 +599,24 @@ PYBIND11_MODULE(_wmap, m) {
       .def_property_readonly("bytes_to_load", [](const Plan& p) { return p.plan().bytes_to_load(); })
       .def_property_readonly("bytes_to_read", [](const Plan& p) { return p.plan().bytes_to_read(); })
       .def("to_json", [](const Plan& p) { return p.plan().to_json(); }, "The text `wmap plan --json` prints")
+      .def("check_against", [](const Plan& p, py::object params) {
+        if (!py::hasattr(params, "items")) throw py::type_error("Plan.check_against: expected a mapping name -> (shape, dtype)");
+        std::vector<wmap::ExpectedParam> expected;
+        for (const auto& item : params.attr("items")()) {
+          const auto kv = item.cast<py::tuple>();
+          const auto sd = kv[1].cast<py::tuple>();
+          wmap::ExpectedParam e;
+          e.name = kv[0].cast<std::string>();
+          for (const auto& d : sd[0]) e.shape.push_back(d.cast<uint64_t>());
+          e.dtype = py::str(sd[1]);  // "torch.bfloat16", "bfloat16", "BF16"
+          expected.push_back(std::move(e));
+        }
+        std::vector<std::string> out;
+        for (const auto& x : wmap::check_expected_params(p.plan(), expected)) out.push_back(problem_line(x));
+        return out;
+      }, py::arg("params"),
+      "The plan against an engine's parameters, {name: (shape, dtype)} (dtype: a torch dtype or its name): one line\n"
+      "per difference, both directions (as `wmap plan --expect`); empty when they agree")
       .def("__repr__", [](const Plan& p) {
         return "wmap.Plan(" + p.prepared().architecture + ", " + p.plan().layout().to_string() + ", " +
                (p.plan().ok() ? "ok" : std::to_string(p.plan().problems().size()) + " problem(s)") + ")";

@@ -151,9 +151,58 @@ def test_torch_module_engine_style_and_refit():
             raise AssertionError("a transposed view was accepted")
 
 
+def test_plan_expect_against_a_torch_module():
+    if torch is None:
+        return "skip"
+    import json
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+    from dump_engine_params import engine_params
+    from wmap_test_util import cli
+    dtypes = {"BF16": torch.bfloat16, "F32": torch.float32, "F8_E4M3": torch.uint8}
+    with TempDir() as d:
+        ck = synth(os.path.join(d, "ds"), "deepseek_v3", *DS_VLLM)
+        layout = ["--tp-size", "2", "--tp-rank", "1", "--target", "vllm"]
+        model = module_like(ref.expected_summary(ck, 2, 1, target="vllm"), dtypes)
+        params = engine_params(model)
+        path = os.path.join(d, "params.json")
+
+        def expect(params_json):
+            with open(path, "w") as f:
+                json.dump(params_json, f)
+            return cli("plan", ck, *layout, "--expect", path)
+
+        rc, _, err = expect(params)
+        eq(rc, 0, "the engine's own list passes: " + err)
+        plan = wmap.plan(ck, tp_size=2, tp_rank=1, target="vllm")
+        eq(plan.check_against({n: (tuple(p.shape), p.dtype) for n, p in model.named_parameters()}), [], "check_against")
+        # Engine-owned names (vLLM's k_scale) are not the plan's to fill.
+        owned = dict(params, **{"model.layers.0.self_attn.attn.k_scale": {"shape": [], "dtype": "float32"}})
+        eq(expect(owned)[0], 0, "an engine-owned k_scale is fine")
+        renamed = dict(params)
+        renamed["model.layers.0.self_attn.qkv_a_proj.weight"] = renamed.pop("model.layers.0.self_attn.fused_qkv_a_proj.weight")
+        missing = {n: v for n, v in params.items() if n != "model.norm.weight"}
+        reshaped = dict(params, **{"lm_head.weight": {"shape": [1, 128], "dtype": "bfloat16"}})
+        retyped = dict(params, **{"model.norm.weight": {"shape": params["model.norm.weight"]["shape"], "dtype": "float16"}})
+        for label, p, wants in (
+                ("renamed", renamed, ["missing: model.layers.0.self_attn.qkv_a_proj.weight: the engine holds",
+                                      "destination: model.layers.0.self_attn.fused_qkv_a_proj.weight: planned"]),
+                ("missing", missing, ["destination: model.norm.weight: planned [128] BF16 but the engine has no such parameter"]),
+                ("reshaped", reshaped, ["shape: lm_head.weight: the engine's shape is [1, 128] but the plan builds [128, 128]"]),
+                ("retyped", retyped, ["dtype: model.norm.weight: the engine holds float16 but the plan builds BF16"])):
+            rc, _, err = expect(p)
+            eq(rc, 1, label + ": exit code")
+            for w in wants:
+                check(w in err, "%s: %r in %s" % (label, w, err))
+        rc, _, err = expect({"x": {"shape": "nope"}})
+        eq(rc, 2, "a malformed list is unusable input")
+        check("'x' needs \"shape\"" in err, err)
+
+
 if __name__ == "__main__":
     run_tests([
         ("numpy destinations: Llama and DeepSeek FP8, both targets, bit-exact", test_numpy_bit_exact_both_targets),
         ("destination problems raised at once, nothing written; ignore=", test_problems_raised_at_once_nothing_written),
         ("a torch module's parameters, engine style, and a refit", test_torch_module_engine_style_and_refit),
+        ("plan --expect and Plan.check_against with a torch module's list", test_plan_expect_against_a_torch_module),
     ])

@@ -2,12 +2,11 @@
 // executor the caller's memory instead of allocating.
 #include "wmap/exec/destinations.h"
 
-#include <re2/re2.h>
-
 #include <algorithm>
 #include <map>
 #include <memory>
 
+#include "name_patterns.h"
 #include "plan_runner.h"
 #include "wmap/util/error.h"
 
@@ -35,23 +34,6 @@ std::string dims(const std::vector<uint64_t>& shape) {
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
 }
-
-class Patterns {
- public:
-  explicit Patterns(const std::vector<std::string>& patterns, const char* what) {
-    for (const auto& p : patterns) {
-      auto re = std::make_unique<RE2>(p, RE2::Quiet);
-      if (!re->ok()) throw Error(ErrorCode::kInvalidArgument, std::string(what) + " pattern '" + p + "' does not compile: " + re->error());
-      res_.push_back(std::move(re));
-    }
-  }
-  bool match(const std::string& name) const {
-    return std::any_of(res_.begin(), res_.end(), [&](const auto& re) { return RE2::FullMatch(name, *re); });
-  }
-
- private:
-  std::vector<std::unique_ptr<RE2>> res_;
-};
 
 // The device the executor writes through: allocate() hands out the caller's memory of that name;
 // everything else is the underlying device's.
@@ -83,8 +65,8 @@ class DestinationDevice final : public Device {
 
 DestinationCheck check_destinations(const LoadPlan& plan, const std::vector<Destination>& destinations,
                                     const DestinationOptions& options) {
-  const Patterns owned(engine_owned_patterns(plan.layout().target), "engine-owned");
-  const Patterns ignore(options.ignore, "ignore");
+  const exec_detail::NamePatterns owned(engine_owned_patterns(plan.layout().target), "engine-owned");
+  const exec_detail::NamePatterns ignore(options.ignore, "ignore");
   DestinationCheck out;
   auto problem = [&](PlanProblem::Kind kind, const std::string& key, std::string message) {
     out.problems.push_back({kind, key, std::move(message)});

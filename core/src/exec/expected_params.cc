@@ -1,0 +1,109 @@
+// `wmap plan --expect`: the plan against an engine's parameter list.
+#include "wmap/exec/expected_params.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <map>
+
+#include "name_patterns.h"
+#include "wmap/exec/destinations.h"
+#include "wmap/util/error.h"
+
+namespace wmap {
+
+namespace {
+
+std::string dims(const std::vector<uint64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+[[noreturn]] void malformed(const std::string& label, const std::string& what) {
+  throw Error(ErrorCode::kMalformedInput, label + ": " + what + " (expected {\"name\": {\"shape\": [..], \"dtype\": \"bfloat16\"}, ...})");
+}
+
+}  // namespace
+
+std::optional<DType> dtype_from_engine_name(std::string_view name) {
+  if (name.rfind("torch.", 0) == 0) name.remove_prefix(6);
+  static const std::map<std::string, DType, std::less<>> kNames = {
+      {"bfloat16", DType::kBF16}, {"float16", DType::kF16}, {"half", DType::kF16}, {"float32", DType::kF32},
+      {"float", DType::kF32}, {"float64", DType::kF64}, {"double", DType::kF64}, {"float8_e4m3fn", DType::kF8_E4M3},
+      {"float8_e5m2", DType::kF8_E5M2}, {"uint8", DType::kU8}, {"int8", DType::kI8}, {"int16", DType::kI16},
+      {"int32", DType::kI32}, {"int64", DType::kI64}, {"bool", DType::kBOOL}, {"uint16", DType::kU16},
+      {"uint32", DType::kU32}, {"uint64", DType::kU64}};
+  if (auto it = kNames.find(name); it != kNames.end()) return it->second;
+  if (auto d = parse_dtype(name)) return *d;  // our own names: BF16, F8_E4M3, ...
+  return std::nullopt;
+}
+
+std::vector<ExpectedParam> parse_expected_params(std::string_view json, const std::string& label) {
+  simdjson::dom::parser parser;
+  simdjson::padded_string text(json);
+  simdjson::dom::element root;
+  if (auto err = parser.parse(text).get(root)) malformed(label, std::string("not JSON: ") + simdjson::error_message(err));
+  simdjson::dom::object obj;
+  if (root.get(obj)) malformed(label, "not a JSON object");
+  std::vector<ExpectedParam> out;
+  for (auto field : obj) {
+    ExpectedParam p;
+    p.name = std::string(field.key);
+    simdjson::dom::array shape;
+    std::string_view dtype;
+    if (field.value["shape"].get(shape) || field.value["dtype"].get(dtype)) {
+      malformed(label, "'" + p.name + "' needs \"shape\" (a list of integers) and \"dtype\" (a string)");
+    }
+    for (auto d : shape) {
+      int64_t v;
+      if (d.get(v) || v < 0) malformed(label, "'" + p.name + "': shape entries must be non-negative integers");
+      p.shape.push_back(static_cast<uint64_t>(v));
+    }
+    p.dtype = std::string(dtype);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::vector<PlanProblem> check_expected_params(const LoadPlan& plan, const std::vector<ExpectedParam>& expected) {
+  const exec_detail::NamePatterns owned(engine_owned_patterns(plan.layout().target), "engine-owned");
+  std::vector<PlanProblem> out;
+  std::map<std::string, const ExpectedParam*> engine;
+  for (const auto& e : expected) engine[e.name] = &e;
+  std::map<std::string, const PlannedParam*> planned;
+  for (const PlannedParam& p : plan.params()) {
+    if (!p.absent) planned[p.name] = &p;
+  }
+  for (const auto& [name, p] : planned) {
+    auto it = engine.find(name);
+    if (it == engine.end()) {
+      // torch's named_parameters() lists a tied parameter once, under its first name.
+      if (!p->alias_of.empty()) continue;
+      out.push_back({PlanProblem::Kind::kDestination, name,
+                     name + ": planned " + dims(p->shape) + " " + std::string(dtype_name(p->dtype)) + " but the engine has no such parameter"});
+      continue;
+    }
+    const ExpectedParam& e = *it->second;
+    if (e.shape != p->shape) {
+      out.push_back({PlanProblem::Kind::kShape, name, name + ": the engine's shape is " + dims(e.shape) + " but the plan builds " + dims(p->shape)});
+    }
+    const auto d = dtype_from_engine_name(e.dtype);
+    const bool f8_as_bytes = d == DType::kU8 && (p->dtype == DType::kF8_E4M3 || p->dtype == DType::kF8_E5M2);
+    if (!d) {
+      out.push_back({PlanProblem::Kind::kDtype, name, name + ": the engine's dtype '" + e.dtype + "' is not one wmap knows"});
+    } else if (*d != p->dtype && !f8_as_bytes) {
+      out.push_back({PlanProblem::Kind::kDtype, name, name + ": the engine holds " + e.dtype + " but the plan builds " +
+                                                          std::string(dtype_name(p->dtype))});
+    }
+  }
+  for (const auto& [name, e] : engine) {
+    if (planned.count(name) || owned.match(name)) continue;
+    out.push_back({PlanProblem::Kind::kMissing, name, name + ": the engine holds " + dims(e->shape) + " " + e->dtype +
+                                                          " but the plan does not fill it"});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
+  return out;
+}
+
+}  // namespace wmap
