@@ -1,0 +1,113 @@
+#!/usr/bin/python3
+"""The refit path: wmap.load_into into caller-owned, already-touched host buffers, against this
+machine's page-cache read limit and a fresh-buffer load, measured in the same run.
+
+For a synthetic Llama checkpoint (`wmap synth llama --preset P`, under /tmp, deleted afterwards),
+warm page cache, --runs times, medians reported:
+
+  limits   page-cache read bandwidth (`cat` of the shards to /dev/null) and memcpy (1 thread)
+  fresh    wmap.load: new buffers every load (pages faulted in and zeroed by the kernel)
+  refit    wmap.load_into into numpy arrays allocated and touched once, reloaded in place
+           (report seconds: the executor; wall: with catalog and plan)
+  numpy    a naive reader into the same touched arrays: parse each header, readinto each array
+
+Usage: PYTHONPATH=build/python bench/refit_bench.py --wmap build/bin/wmap [--preset 1g] [--runs 5]
+Not part of ctest.
+"""
+import argparse
+import json
+import os
+import shutil
+import struct
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from load_bench import cat_gbps, med, memcpy_gbps, warm  # noqa: E402
+from page_cache import shards  # noqa: E402
+
+import wmap  # noqa: E402
+
+BY_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32}
+SIZE = {"BF16": 2, "F16": 2, "F32": 4}
+
+
+def naive_into(d, arrays):
+    """Reads every tensor of every shard into the caller's array of its name (TP=1 names)."""
+    t0 = time.perf_counter()
+    n = 0
+    for path in shards(d):
+        with open(path, "rb", buffering=0) as f:
+            hlen = struct.unpack("<Q", f.read(8))[0]
+            header = json.loads(f.read(hlen))
+            for key, info in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0] if kv[0] != "__metadata__" else -1):
+                if key == "__metadata__" or key not in arrays:
+                    continue
+                b, e = info["data_offsets"]
+                f.seek(8 + hlen + b)
+                f.readinto(memoryview(arrays[key]).cast("B"))
+                n += e - b
+    return n / (time.perf_counter() - t0) / 1e9
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--wmap", required=True)
+    ap.add_argument("--preset", default="1g")
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="wmap-refit-", dir="/tmp")
+    try:
+        d = os.path.join(tmp, "ckpt")
+        import subprocess
+        subprocess.run([args.wmap, "-q", "synth", "llama", d, "--preset", args.preset], check=True)
+        warm(d)
+        plan = wmap.plan(d)
+        params = json.loads(plan.to_json())["params"]
+        dests = {p["name"]: np.zeros(p["shape"], dtype=BY_SIZE[SIZE[p["dtype"]]]) for p in params if "alias_of" not in p}
+        ck_bytes = sum(os.path.getsize(f) for f in shards(d))
+        load_bytes = plan.bytes_to_load
+        wmap.load_into(d, dests, quiet=True)  # the first fill (pages already touched by np.zeros)
+        # The naive reader's arrays: the checkpoint's own names (identical at TP=1 for the
+        # unfused tensors; fused ones are read into same-size stand-ins).
+        raw = {}
+        for path in shards(d):
+            with open(path, "rb") as f:
+                header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+            for k, v in header.items():
+                if k != "__metadata__":
+                    raw[k] = np.ones(v["data_offsets"][1] - v["data_offsets"][0], dtype=np.uint8)
+        rows = {"cat": [], "memcpy1": [], "fresh": [], "refit": [], "refit_wall": [], "numpy_touched": []}
+        for _ in range(args.runs):
+            warm(d)
+            rows["cat"].append(cat_gbps(d))
+            rows["memcpy1"].append(memcpy_gbps(1))
+            t0 = time.perf_counter()
+            fresh = wmap.load(d, quiet=True)
+            rows["fresh"].append(load_bytes / (time.perf_counter() - t0) / 1e9)
+            del fresh
+            t0 = time.perf_counter()
+            r = wmap.load_into(d, dests, quiet=True)
+            rows["refit_wall"].append(load_bytes / (time.perf_counter() - t0) / 1e9)
+            rows["refit"].append(r["gbps"])
+            rows["numpy_touched"].append(naive_into(d, raw))
+        m = {k: med(v) for k, v in rows.items()}
+        print(f"checkpoint: llama {args.preset}, {ck_bytes / 1e9:.2f} GB on disk, {load_bytes / 1e9:.2f} GB of parameters, "
+              f"warm page cache, median of {args.runs}")
+        print("| path | GB/s | / cat | / memcpy1 |")
+        print("|---|---|---|---|")
+        for k, label in (("cat", "page-cache read limit (`cat` of the shards)"), ("memcpy1", "memcpy, 1 thread"),
+                         ("fresh", "wmap.load, fresh buffers (wall, incl. catalog+plan)"),
+                         ("refit", "wmap.load_into, touched caller buffers (executor)"),
+                         ("refit_wall", "wmap.load_into, touched caller buffers (wall, incl. catalog+plan)"),
+                         ("numpy_touched", "naive readinto the same touched arrays")):
+            print(f"| {label} | {m[k]:.2f} | {m[k] / m['cat']:.2f} | {m[k] / m['memcpy1']:.2f} |")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
