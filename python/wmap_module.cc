@@ -31,6 +31,7 @@
 #include "wmap/exec/expected_params.h"
 #include "wmap/plan/load_plan.h"
 #include "wmap/loader/loader.h"
+#include "wmap/loader/weight_cache.h"
 #include "wmap/util/log.h"
 #include "wmap/util/progress.h"
 #include "wmap/catalog/shard_set.h"
@@ -369,7 +370,7 @@ void report_plan(const wmap::LoadPlan& plan) {
 py::dict load(const std::filesystem::path& path, uint32_t tp_size, uint32_t tp_rank, uint32_t ep_size,
               std::optional<uint32_t> mtp_layers, const std::string& target, bool attention_dp, uint32_t gpus_per_node,
               const std::string& device, std::optional<std::filesystem::path> plugin_dir,
-              std::optional<std::filesystem::path> mappings, bool quiet) {
+              std::optional<std::filesystem::path> mappings, bool quiet, bool cache) {
   Common c;
   c.path = path;
   c.plugin_dir = std::move(plugin_dir);
@@ -379,7 +380,9 @@ py::dict load(const std::filesystem::path& path, uint32_t tp_size, uint32_t tp_r
   wmap::LoadedModel model;
   {
     py::gil_scoped_release nogil;
-    state->session = std::make_unique<wmap::LoaderSession>(loader_options(c, !quiet));
+    wmap::LoaderOptions lo = loader_options(c, !quiet);
+    lo.cache = cache;
+    state->session = std::make_unique<wmap::LoaderSession>(lo);
     auto prepared = state->session->prepare();
     if (!quiet) report_plan(*prepared->plan);
     state->device = wmap::make_device(device);
@@ -629,7 +632,16 @@ PYBIND11_MODULE(_wmap, m) {
         py::arg("path"), py::kw_only(), py::arg("tp_size") = 1, py::arg("tp_rank") = 0,
         py::arg("ep_size") = 1, py::arg("mtp_layers") = py::none(), py::arg("target") = "trtllm",
         py::arg("attention_dp") = false, py::arg("gpus_per_node") = 8, py::arg("device") = "host",
-        py::arg("plugin_dir") = py::none(), py::arg("mappings") = py::none(), py::arg("quiet") = false);
+        py::arg("plugin_dir") = py::none(), py::arg("mappings") = py::none(), py::arg("quiet") = false,
+        py::arg("cache") = false);
+  m.def("cache_info", [] {
+    const auto i = wmap::WeightCache::process().info();
+    py::dict d;
+    d["entries"] = i.entries, d["hits"] = i.hits, d["misses"] = i.misses, d["healed"] = i.healed, d["evicted"] = i.evicted;
+    d["max_entries"] = wmap::WeightCache::max_entries_from_env();
+    return d;
+  }, "The weight cache's counters: entries, hits, misses, healed (dropped after an in-place change), evicted, max_entries");
+  m.def("cache_clear", [] { wmap::WeightCache::process().clear(); }, "Drops every weight-cache entry");
   m.def("load_into", &load_into,
         "Writes one rank's parameters into the caller's tensors (a mapping name -> tensor exporting DLPack:\n"
         "torch, numpy; host or CUDA), as the engine's load_weights would: the tensors are checked against the\n"

@@ -63,6 +63,39 @@ def test_targets():
         check("target vllm" in repr(p), "the plan's repr names the target: %r" % p)
 
 
+def test_weight_cache():
+    with TempDir() as d:
+        ck = synth(os.path.join(d, "llama"), "llama")
+        wmap.cache_clear()
+        first = wmap.load(ck, tp_size=2, tp_rank=1, cache=True, quiet=True)
+        eq(wmap.cache_info()["misses"], 1, "first load: a miss")
+        second = wmap.load(ck, tp_size=2, tp_rank=1, cache=True, quiet=True)
+        info = wmap.cache_info()
+        eq((info["hits"], info["entries"], info["max_entries"]), (1, 1, 1), "second load: a hit")
+        compare_numpy(second, ref.expected_summary(ck, 2, 1), "cache hit")
+        check(first is not second, "a hit returns a fresh dict")
+        del second["model.norm.weight"]  # the consumer's dict, not the cache's
+        third = wmap.load(ck, tp_size=2, tp_rank=1, cache=True, quiet=True)
+        check("model.norm.weight" in third, "dropping an entry from a returned dict leaves the cache's own")
+        # Modified in place through a view: detected on the next hit, healed from the files.
+        name = "model.layers.0.self_attn.qkv_proj.weight"
+        a = third[name].numpy()
+        a.flat[0] ^= 0x4000
+        healed = wmap.load(ck, tp_size=2, tp_rank=1, cache=True, quiet=True)
+        eq(wmap.cache_info()["healed"], 1, "the change was detected")
+        compare_numpy(healed, ref.expected_summary(ck, 2, 1), "healed from the files")
+        os.environ["WMAP_WEIGHT_CACHE_MAX_ENTRIES"] = "x"
+        try:
+            wmap.load(ck, cache=True, quiet=True)
+        except wmap.Error as e:
+            check("WMAP_WEIGHT_CACHE_MAX_ENTRIES='x'" in str(e), str(e))
+        else:
+            raise AssertionError("a bad WMAP_WEIGHT_CACHE_MAX_ENTRIES was accepted")
+        finally:
+            del os.environ["WMAP_WEIGHT_CACHE_MAX_ENTRIES"]
+        wmap.cache_clear()
+
+
 def test_zero_copy_and_lifetime():
     with TempDir() as d:
         ck = synth(os.path.join(d, "llama"), "llama")
@@ -160,6 +193,7 @@ if __name__ == "__main__":
         ("llama at tp 1/1 and 3/4, bit-exact through .numpy()", test_llama_two_layouts),
         ("qwen3 tied embeddings share one buffer", test_tied_embeddings_share_memory),
         ("targets: vllm and trtllm attention-DP bit-exact through .numpy()", test_targets),
+        ("the weight cache: hits, fresh dicts, an in-place change healed, a bad limit", test_weight_cache),
         ("zero-copy views and lifetimes", test_zero_copy_and_lifetime),
         ("dtype exports: numpy dtypes and DLPack codes", test_dtype_exports),
     ])

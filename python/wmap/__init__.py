@@ -11,10 +11,10 @@ validation and messages. See docs/python.md.
 
 import json as _json
 
-from ._wmap import Error, MalformedInputError, ValidationError, Plan, Tensor, load, load_into
+from ._wmap import Error, MalformedInputError, ValidationError, Plan, Tensor, cache_clear, cache_info, load, load_into
 from . import _wmap
 
-__all__ = ["load", "load_into", "plan", "inspect", "Tensor", "Plan", "Error", "MalformedInputError", "ValidationError"]
+__all__ = ["load", "load_into", "plan", "cache_info", "cache_clear", "inspect", "Tensor", "Plan", "Error", "MalformedInputError", "ValidationError"]
 
 _PLAN_KEYS = ("tp_size", "tp_rank", "ep_size", "mtp_layers", "target", "attention_dp", "gpus_per_node",
               "plugin_dir", "mappings")

@@ -1,4 +1,5 @@
 #include "wmap/loader/loader.h"
+#include "wmap/loader/weight_cache.h"
 
 #include <chrono>
 #include <set>
@@ -146,7 +147,20 @@ ExecOptions LoaderSession::session_exec(ExecOptions exec) const {
 }
 
 LoadedModel LoaderSession::load(const PreparedLoad& prepared, Device& device, ExecOptions exec) const {
-  return execute_plan(*prepared.plan, prepared.catalog, device, session_exec(std::move(exec)));
+  if (!options_.cache) return execute_plan(*prepared.plan, prepared.catalog, device, session_exec(std::move(exec)));
+  if (device.name() != "host") {
+    throw Error(ErrorCode::kInvalidArgument, "the weight cache keeps host parameter sets: load onto host, or without the cache");
+  }
+  const size_t max_entries = WeightCache::max_entries_from_env();
+  WeightCache& cache = WeightCache::process();
+  const std::string key = WeightCache::key_of(*prepared.plan, prepared.catalog);
+  if (max_entries > 0) {
+    if (auto hit = cache.lookup(key)) return std::move(*hit);
+  }
+  LoadedModel model = execute_plan(*prepared.plan, prepared.catalog, device, session_exec(std::move(exec)));
+  model.stats.cache = max_entries > 0 ? "miss" : "off";
+  cache.insert(key, model, max_entries);
+  return model;
 }
 
 LoadIntoReport LoaderSession::load_into(const PreparedLoad& prepared, Device& device, const std::vector<Destination>& destinations,

@@ -40,6 +40,7 @@ struct LoadStats {
   std::string io_reason;       // why auto chose io_path
   bool prefetch = false;       // asynchronous readahead ahead of the readers
   bool prefault = false;       // destination pages faulted in before the copy
+  std::string cache = "off";   // the weight cache (LoaderOptions::cache): "off", "miss" or "hit"
   // Busy seconds summed over the workers of each pool (so they can exceed `seconds`).
   double read_seconds = 0, copy_seconds = 0, transform_seconds = 0;
 };

@@ -34,6 +34,8 @@ struct LoaderOptions {
   bool prefer_consolidated = false;
   bool allow_partial = false;  // load even when the plan reports problems
   bool progress = true;
+  // Keep host loads in the process's WeightCache and answer repeated ones from it (load()).
+  bool cache = false;
   PlanOptions plan;  // read chunking of the schedule; the unconsumed policy
   // Every file the session reads (mapping files, a saved catalog, index.json, shard headers,
   // config.json) and, unless ExecOptions::fs says otherwise, the tensor data. Must outlive the
@@ -64,7 +66,9 @@ class LoaderSession {
   // Catalog + spec + plan; never reads tensor data. Throws for unusable input; plan problems
   // are reported through plan->problems(), not thrown.
   std::unique_ptr<PreparedLoad> prepare() const;
-  // Executes a prepared plan (execute_plan refuses an invalid one unless allow_partial).
+  // Executes a prepared plan (execute_plan refuses an invalid one unless allow_partial). With
+  // options().cache, a host load is answered from the weight cache when it holds this plan over
+  // these shards, unmodified (stats.cache "hit", nothing read), and kept there after a miss.
   LoadedModel load(const PreparedLoad& prepared, Device& device, ExecOptions exec) const;
   // Executes a prepared plan into the caller's buffers (execute_into: the table is checked first,
   // and nothing is written when it does not fit). Again with the same buffers: a reload in place.
