@@ -81,19 +81,26 @@ def main():
                 if k != "__metadata__":
                     raw[k] = np.ones(v["data_offsets"][1] - v["data_offsets"][0], dtype=np.uint8)
         rows = {"cat": [], "memcpy1": [], "fresh": [], "refit": [], "refit_wall": [], "numpy_touched": []}
+        # Each path in its own block of runs (the page cache stays warm throughout): interleaving
+        # them (a gigabyte faulted in and freed by each fresh load, 256 MiB buffers for memcpy)
+        # was measured to disturb the next one by up to 2x on this shared machine.
+        warm(d)
         for _ in range(args.runs):
-            warm(d)
             rows["cat"].append(cat_gbps(d))
+        for _ in range(args.runs):
             rows["memcpy1"].append(memcpy_gbps(1))
-            t0 = time.perf_counter()
-            fresh = wmap.load(d, quiet=True)
-            rows["fresh"].append(load_bytes / (time.perf_counter() - t0) / 1e9)
-            del fresh
+        for _ in range(args.runs):
             t0 = time.perf_counter()
             r = wmap.load_into(d, dests, quiet=True)
             rows["refit_wall"].append(load_bytes / (time.perf_counter() - t0) / 1e9)
             rows["refit"].append(r["gbps"])
+        for _ in range(args.runs):
             rows["numpy_touched"].append(naive_into(d, raw))
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            fresh = wmap.load(d, quiet=True)
+            rows["fresh"].append(load_bytes / (time.perf_counter() - t0) / 1e9)
+            del fresh
         m = {k: med(v) for k, v in rows.items()}
         print(f"checkpoint: llama {args.preset}, {ck_bytes / 1e9:.2f} GB on disk, {load_bytes / 1e9:.2f} GB of parameters, "
               f"warm page cache, median of {args.runs}")
