@@ -151,6 +151,28 @@ def test_torch_module_engine_style_and_refit():
             raise AssertionError("a transposed view was accepted")
 
 
+def test_torch_cuda_destinations():
+    """CUDA tensors from torch's own allocator (skipped without torch, CUDA torch or a GPU build)."""
+    if torch is None or not torch.cuda.is_available():
+        return "skip"
+    same_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32}
+    with TempDir() as d:
+        ck = synth(os.path.join(d, "llama"), "llama")
+        expected = ref.expected_summary(ck, 2, 1)
+        dtypes = {"BF16": torch.bfloat16, "F32": torch.float32}
+        params = {n: torch.empty(shape, dtype=dtypes[dt], device="cuda:0") for n, (dt, shape, _) in expected.items()}
+        try:
+            r = wmap.load_into(ck, params, tp_size=2, tp_rank=1, quiet=True)
+        except wmap.Error as e:
+            if "CUDA" in str(e) or "cuda" in str(e):
+                return "skip"  # a build without the CUDA backend
+            raise
+        eq(r["device"], "cuda:0", "device")
+        for name, (_, _, data) in expected.items():
+            got = params[name].cpu().view(same_int[params[name].element_size()]).numpy().tobytes()
+            check(got == data, name + ": bytes differ from the reference")
+
+
 def test_plan_expect_against_a_torch_module():
     if torch is None:
         return "skip"
@@ -204,5 +226,6 @@ if __name__ == "__main__":
         ("numpy destinations: Llama and DeepSeek FP8, both targets, bit-exact", test_numpy_bit_exact_both_targets),
         ("destination problems raised at once, nothing written; ignore=", test_problems_raised_at_once_nothing_written),
         ("a torch module's parameters, engine style, and a refit", test_torch_module_engine_style_and_refit),
+        ("CUDA torch tensors as destinations", test_torch_cuda_destinations),
         ("plan --expect and Plan.check_against with a torch module's list", test_plan_expect_against_a_torch_module),
     ])

@@ -12,6 +12,7 @@
 #include "wmap/device/scale_inversion.h"
 #include "test_util.h"
 #include "wmap/device/device.h"
+#include "wmap/loader/loader.h"
 #include "wmap/util/error.h"
 
 namespace wmap::test {
@@ -148,6 +149,44 @@ void expect_round_trip(Device& device, const std::vector<uint64_t>& sizes) {
     }
     for (uint64_t i = 0; i < n; i += 4093) {
       ASSERT_EQ(back[i], static_cast<std::byte>((i / 4093 + n) & 0xff)) << "buffer " << k << " byte " << i;
+    }
+  }
+}
+
+// load_into on a GPU: the caller's device memory (here allocated through the device API, as an
+// engine's allocator would hand it) filled bit for bit as a host load, twice (a refit in place).
+TEST(GpuLoad, LoadIntoCallerOwnedDeviceMemoryBitExact) {
+  WMAP_SKIP_WITHOUT_GPU();
+  TempDir dir;
+  for (const auto& [family, flags] : {std::pair{"llama", ""}, std::pair{"deepseek_v3", "--fp8"}}) {
+    LoaderOptions lo;
+    lo.checkpoint = synth(dir, family, flags);
+    lo.layout.tp_size = 2;
+    lo.layout.tp_rank = 1;
+    lo.progress = false;
+    LoaderSession session(lo);
+    auto prepared = session.prepare();
+    auto host = make_device("host");
+    const LoadedModel want = session.load(*prepared, *host, ExecOptions{});
+    auto gpu = make_device("cuda:0");
+    std::vector<std::shared_ptr<DeviceBuffer>> owned;  // the "engine's" memory
+    std::vector<Destination> dests;
+    for (const PlannedParam& p : prepared->plan->params()) {
+      if (p.absent || !p.alias_of.empty()) continue;
+      owned.push_back(gpu->allocate(p.nbytes, p.name));
+      dests.push_back({p.name, owned.back()->device_data(), p.nbytes, p.shape, dtype_bits(p.dtype) / 8, p.dtype, "cuda:0", true});
+    }
+    for (int pass = 0; pass < 2; ++pass) {
+      const LoadIntoReport r = session.load_into(*prepared, *gpu, dests, ExecOptions{});
+      EXPECT_EQ(r.params, dests.size());
+      EXPECT_EQ(r.device, "cuda:0");
+      for (size_t i = 0; i < dests.size(); ++i) {
+        std::vector<std::byte> got(dests[i].bytes);
+        gpu->copy_to_host(*owned[i], got);
+        const LoadedParam* w = want.find(dests[i].name);
+        ASSERT_NE(w, nullptr);
+        EXPECT_EQ(0, std::memcmp(got.data(), w->buffer->host_data(), got.size())) << family << " " << dests[i].name << " pass " << pass;
+      }
     }
   }
 }
