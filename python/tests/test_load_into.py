@@ -113,8 +113,10 @@ def test_torch_module_engine_style_and_refit():
               "F8_E4M3": torch.uint8}  # an engine's float8 parameter, as bytes (torch < 2.1 has no float8)
     same_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32}
     with TempDir() as d:
-        for family, flags, tp, rank, target in (("qwen3", (), 2, 1, "vllm"), ("deepseek_v3", ("--fp8",), 2, 1, "trtllm")):
-            ck = synth(os.path.join(d, family), family, *flags)
+        for family, flags, tp, rank, target in (("llama", (), 2, 1, "trtllm"), ("llama", (), 4, 3, "vllm"),
+                                                ("qwen3", (), 2, 1, "vllm"), ("deepseek_v3", ("--fp8",), 2, 1, "trtllm"),
+                                                ("deepseek_v3", ("--fp8",), 4, 2, "trtllm"), ("deepseek_v3", DS_VLLM, 2, 1, "vllm")):
+            ck = synth(os.path.join(d, "%s-%s-%d" % (family, target, tp)), family, *flags)
             expected = ref.expected_summary(ck, tp, rank, target=target)
             model = module_like(expected, dtypes)
             pointers = {n: p.data_ptr() for n, p in model.named_parameters()}
@@ -136,7 +138,7 @@ def test_torch_module_engine_style_and_refit():
             eq(r["params"], len(pointers), family + ": refit params")
             check_against(refit, family + " refit")
         # A transposed torch view is not a destination.
-        ck = os.path.join(d, "qwen3")
+        ck = os.path.join(d, "qwen3-vllm-2")
         expected = ref.expected_summary(ck, 1, 0)
         model = module_like(expected, dtypes)
         params = dict(model.named_parameters())

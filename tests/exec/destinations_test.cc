@@ -137,25 +137,37 @@ TEST_F(Destinations, EveryProblemIsNamedAtOnceAndNothingIsWritten) {
   (void)norm;
 }
 
-TEST_F(Destinations, EachProblemAloneRefusesTheLoad) {
-  const std::vector<std::pair<std::string, std::function<void(std::vector<Destination>&)>>> cases = {
-      {"no destination of that name", [](std::vector<Destination>& d) { d.pop_back(); }},
-      {"destination shape", [](std::vector<Destination>& d) { d.front().shape.push_back(1); }},
-      {"destination elements of 1 byte(s)", [](std::vector<Destination>& d) { d.front().element_bytes = 1; }},
-      {"not contiguous", [](std::vector<Destination>& d) { d.front().contiguous = false; }},
-      {"overlaps the destination", [](std::vector<Destination>& d) { d[1].data = d[0].data; }},
-      {"but 'model.embed_tokens.weight' is on host (one device per load)", [](std::vector<Destination>& d) { d.back().device = "cuda:0"; }},
-      {"destination holds 2 bytes", [](std::vector<Destination>& d) { d.front().bytes = 2; }},
-      {"given twice", [](std::vector<Destination>& d) { d.push_back(d.front()); }},
-  };
-  for (const auto& [want, edit] : cases) {
-    prepare("llama");
-    edit(dests_);
-    const std::string m = refused();
-    EXPECT_NE(m.find(want), std::string::npos) << want << "\n" << m;
-    std::filesystem::remove_all(ckpt_);
-  }
+// Each problem alone refuses the load, naming it, with nothing written: one test each.
+struct OneProblem {
+  std::string name, want;
+  std::function<void(std::vector<Destination>&)> edit;
+};
+
+class DestinationProblem : public Destinations, public ::testing::WithParamInterface<OneProblem> {};
+
+TEST_P(DestinationProblem, RefusesTheLoadNamingItAndWritesNothing) {
+  prepare("llama");
+  GetParam().edit(dests_);
+  const std::string m = refused();
+  EXPECT_NE(m.find(GetParam().want), std::string::npos) << GetParam().want << "\n" << m;
+  EXPECT_NE(m.find("1 problem(s)"), std::string::npos) << m;
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Each, DestinationProblem,
+    ::testing::Values(
+        OneProblem{"Missing", "missing: lm_head.weight: planned [125, 64] BF16 but no destination", [](auto& d) { d.pop_back(); }},
+        OneProblem{"Extra", "model.bogus: a destination the plan does not fill",
+                   [](auto& d) { d.push_back({"model.bogus", d[0].data, 2, {1}, 2, DType::kBF16, "host", true}); d.back().data = nullptr; }},
+        OneProblem{"WrongShape", "model.embed_tokens.weight: destination shape [125, 64, 1]", [](auto& d) { d.front().shape.push_back(1); }},
+        OneProblem{"WrongElementSize", "destination elements of 1 byte(s) but the plan builds BF16", [](auto& d) { d.front().element_bytes = 1; }},
+        OneProblem{"NotContiguous", "model.embed_tokens.weight: destination is not contiguous", [](auto& d) { d.front().contiguous = false; }},
+        OneProblem{"Overlapping", "overlaps the destination of", [](auto& d) { d[1].data = d[0].data; }},
+        OneProblem{"WrongDevice", "lm_head.weight: on cuda:0 but 'model.embed_tokens.weight' is on host (one device per load)",
+                   [](auto& d) { d.back().device = "cuda:0"; }},
+        OneProblem{"TooSmall", "model.embed_tokens.weight: destination holds 2 bytes", [](auto& d) { d.front().bytes = 2; }},
+        OneProblem{"GivenTwice", "given twice", [](auto& d) { d.push_back(d.front()); }}),
+    [](const auto& info) { return info.param.name; });
 
 TEST_F(Destinations, EngineOwnedAndIgnoredNamesAreLeftUntouched) {
   prepare("llama");
