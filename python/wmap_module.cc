@@ -412,13 +412,37 @@ struct ImportedDestination {
   wmap::Destination dest;
 };
 
+// The caller's DLPack dtype as ours, when there is one (float8 codes: DLPack 1.1).
+std::optional<wmap::DType> dtype_of(const dl::DataType& t) {
+  using wmap::DType;
+  if (t.lanes != 1) return std::nullopt;
+  switch (t.code) {
+    case dl::kDLFloat: return t.bits == 16 ? std::optional(DType::kF16) : t.bits == 32 ? std::optional(DType::kF32)
+                            : t.bits == 64 ? std::optional(DType::kF64) : std::nullopt;
+    case dl::kDLBfloat: return t.bits == 16 ? std::optional(DType::kBF16) : std::nullopt;
+    case dl::kDLFloat8_e4m3fn: return DType::kF8_E4M3;
+    case dl::kDLFloat8_e5m2: return DType::kF8_E5M2;
+    case dl::kDLUInt: return t.bits == 8 ? std::optional(DType::kU8) : t.bits == 16 ? std::optional(DType::kU16)
+                           : t.bits == 32 ? std::optional(DType::kU32) : t.bits == 64 ? std::optional(DType::kU64) : std::nullopt;
+    case dl::kDLInt: return t.bits == 8 ? std::optional(DType::kI8) : t.bits == 16 ? std::optional(DType::kI16)
+                          : t.bits == 32 ? std::optional(DType::kI32) : t.bits == 64 ? std::optional(DType::kI64) : std::nullopt;
+    case dl::kDLBool: return DType::kBOOL;
+    default: return std::nullopt;
+  }
+}
+
 ImportedDestination import_destination(const std::string& name, const py::handle& obj) {
   if (!py::hasattr(obj, "__dlpack__")) {
     throw py::type_error("wmap.load_into: params['" + name + "'] is a " + std::string(py::str(py::type::of(obj).attr("__name__"))) +
                          ", which does not export DLPack (__dlpack__): pass torch tensors or numpy arrays");
   }
   ImportedDestination out;
-  out.capsule = obj.attr("__dlpack__")();
+  // torch refuses to export a tensor that requires grad; its detached view shares the storage.
+  py::object exportable = py::reinterpret_borrow<py::object>(obj);
+  if (py::hasattr(obj, "requires_grad") && py::hasattr(obj, "detach") && obj.attr("requires_grad").cast<bool>()) {
+    exportable = obj.attr("detach")();
+  }
+  out.capsule = exportable.attr("__dlpack__")();
   auto* m = static_cast<dl::ManagedTensor*>(PyCapsule_GetPointer(out.capsule.ptr(), "dltensor"));
   if (m == nullptr) throw py::error_already_set();
   const dl::Tensor& t = m->dl_tensor;
@@ -426,6 +450,7 @@ ImportedDestination import_destination(const std::string& name, const py::handle
   d.name = name;
   d.data = static_cast<std::byte*>(t.data) + t.byte_offset;
   d.element_bytes = (uint32_t{t.dtype.bits} * t.dtype.lanes + 7) / 8;
+  d.dtype = dtype_of(t.dtype);
   uint64_t elements = 1;
   for (int32_t i = 0; i < t.ndim; ++i) {
     d.shape.push_back(static_cast<uint64_t>(t.shape[i]));
@@ -477,7 +502,13 @@ py::dict load_into(const std::filesystem::path& path, py::object params, uint32_
     wmap::LoaderSession session(loader_options(c, !quiet));
     auto prepared = session.prepare();
     if (!quiet) report_plan(*prepared->plan);
-    auto device = wmap::make_device(dests.empty() ? "host" : dests.front().device);
+    std::unique_ptr<wmap::Device> device;
+    const std::string dev = dests.empty() ? "host" : dests.front().device;
+    try {
+      device = wmap::make_device(dev);
+    } catch (const wmap::Error& e) {
+      throw wmap::Error(e.code(), "wmap.load_into: params['" + dests.front().name + "'] is on " + dev + ", which this process cannot write: " + e.what());
+    }
     wmap::ExecOptions exec;
     exec.read_workers = wmap::worker_count_from_env("WMAP_READ_WORKERS");
     exec.workers = wmap::worker_count_from_env("WMAP_LOAD_WORKERS");
@@ -494,6 +525,7 @@ py::dict load_into(const std::filesystem::path& path, py::object params, uint32_
   out["io_path"] = r.stats.io_path;
   out["engine_owned"] = r.engine_owned;
   out["ignored"] = r.ignored;
+  out["unfilled"] = r.unfilled;
   return out;
 }
 

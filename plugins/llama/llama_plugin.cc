@@ -97,7 +97,8 @@ LlamaShape read_shape(const ModelConfig& c, const Layout& l) {
   if (s.experts) {
     if (auto e = l.experts_error(s.experts)) c.fail(arch == "MixtralForCausalLM" ? "num_local_experts" : "num_experts", *e);
   }
-  const bool bias = c.get_bool("attention_bias", false) || (rules_for(l.target).bias_flag && c.get_bool("bias", false));
+  // vLLM's llama.py reads `bias` too; its qwen2.py / qwen3.py only their own fields.
+  const bool bias = c.get_bool("attention_bias", false) || (rules_for(l.target).bias_flag && !qwen2 && !qwen3 && c.get_bool("bias", false));
   s.qkv_bias = qwen2 || bias;
   s.o_bias = !qwen2 && !qwen3 && bias;
   s.qk_norm = qwen3 || c.get_bool("use_qk_norm", false);

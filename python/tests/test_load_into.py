@@ -79,6 +79,12 @@ def test_problems_raised_at_once_nothing_written():
         r = wmap.load_into(ck, dests, tp_size=2, tp_rank=0, ignore=[r"model\.extra\..*"], quiet=True)
         eq(r["ignored"], ["model.extra.weight"], "ignored")
         try:
+            wmap.load_into(ck, dests, tp_size=2, tp_rank=0, ignore=[r"lm_head\..*"], quiet=True)
+        except wmap.Error as e:
+            check("an ignore pattern matches planned parameter 'lm_head.weight'" in str(e), str(e))
+        else:
+            raise AssertionError("an ignore pattern over a planned parameter was accepted")
+        try:
             wmap.load_into(ck, dests, tp_size=2, tp_rank=0, ignore=["(x"], quiet=True)
         except wmap.Error as e:
             check("ignore pattern '(x' does not compile" in str(e), str(e))
@@ -137,6 +143,24 @@ def test_torch_module_engine_style_and_refit():
             r = wmap.load_into(ck, dict(model.named_parameters()), tp_size=tp, tp_rank=rank, target=target, quiet=True)
             eq(r["params"], len(pointers), family + ": refit params")
             check_against(refit, family + " refit")
+        # Parameters that require grad are exported through their detached view (same storage).
+        ck = os.path.join(d, "llama-trtllm-2")
+        expected = ref.expected_summary(ck, 2, 1)
+        model = module_like(expected, dtypes)
+        for p in model.parameters():
+            p.requires_grad_(True)
+        wmap.load_into(ck, dict(model.named_parameters()), tp_size=2, tp_rank=1, quiet=True)
+        for name, p in model.named_parameters():
+            check(p.detach().view(same_int[p.element_size()]).numpy().tobytes() == expected[name][2], name + " (requires_grad)")
+        # A float16 tensor does not take BF16 bits: no silent reinterpretation.
+        params = dict(model.named_parameters())
+        params["model.norm.weight"] = torch.empty(expected["model.norm.weight"][1], dtype=torch.float16)
+        try:
+            wmap.load_into(ck, params, tp_size=2, tp_rank=1, quiet=True)
+        except wmap.ValidationError as e:
+            check("dtype: model.norm.weight: destination is F16 but the plan builds BF16" in str(e), str(e))
+        else:
+            raise AssertionError("a float16 destination took BF16 bits")
         # A transposed torch view is not a destination.
         ck = os.path.join(d, "qwen3-vllm-2")
         expected = ref.expected_summary(ck, 1, 0)
@@ -209,9 +233,9 @@ def test_plan_expect_against_a_torch_module():
         reshaped = dict(params, **{"lm_head.weight": {"shape": [1, 128], "dtype": "bfloat16"}})
         retyped = dict(params, **{"model.norm.weight": {"shape": params["model.norm.weight"]["shape"], "dtype": "float16"}})
         for label, p, wants in (
-                ("renamed", renamed, ["missing: model.layers.0.self_attn.qkv_a_proj.weight: the engine holds",
-                                      "destination: model.layers.0.self_attn.fused_qkv_a_proj.weight: planned"]),
-                ("missing", missing, ["destination: model.norm.weight: planned [128] BF16 but the engine has no such parameter"]),
+                ("renamed", renamed, ["destination: model.layers.0.self_attn.qkv_a_proj.weight: the engine holds",
+                                      "missing: model.layers.0.self_attn.fused_qkv_a_proj.weight: planned"]),
+                ("missing", missing, ["missing: model.norm.weight: planned [128] BF16 but the engine has no such parameter"]),
                 ("reshaped", reshaped, ["shape: lm_head.weight: the engine's shape is [1, 128] but the plan builds [128, 128]"]),
                 ("retyped", retyped, ["dtype: model.norm.weight: the engine holds float16 but the plan builds BF16"])):
             rc, _, err = expect(p)

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 
+#include "checkpoint_edit.h"
 #include "test_util.h"
 #include "wmap/loader/loader.h"
 
@@ -190,6 +191,46 @@ TEST_F(Destinations, EngineOwnedAndIgnoredNamesAreLeftUntouched) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
     EXPECT_NE(std::string(e.what()).find("ignore pattern '(unclosed' does not compile"), std::string::npos) << e.what();
   }
+}
+
+TEST_F(Destinations, AnIgnorePatternOverAPlannedParameterIsRefused) {
+  prepare("llama");
+  DestinationOptions o;
+  o.ignore = {R"(lm_head\..*)"};
+  try {
+    load_into(o);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("an ignore pattern matches planned parameter 'lm_head.weight'"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Destinations, AFloatDestinationOfAnotherDtypeIsRefusedAnIntegerContainerIsNot) {
+  prepare("llama");
+  dest("model.norm.weight").dtype = DType::kF16;  // same size, other meaning
+  EXPECT_NE(refused().find("dtype: model.norm.weight: destination is F16 but the plan builds BF16"), std::string::npos);
+  dest("model.norm.weight").dtype = DType::kU16;  // numpy's container for BF16 bits
+  EXPECT_NO_THROW(load_into());
+}
+
+TEST_F(Destinations, AnAbsentOptionalParameterLeavesItsDestinationUntouched) {
+  // A V3-style checkpoint without the router's score-correction bias (an optional parameter).
+  prepare("deepseek_v3", "", 1, 0);
+  const std::string bias = "model.layers.1.mlp.gate.e_score_correction_bias";
+  const auto dropped = dir_ / "no_bias";
+  copy_checkpoint(ckpt_, dropped, [&](const std::string& n) { return TensorEdit{.drop = n == bias}; });
+  LoaderOptions lo;
+  lo.checkpoint = dropped;
+  lo.progress = false;
+  LoaderSession session(lo);
+  auto prepared = session.prepare();
+  ASSERT_TRUE(prepared->plan->ok());
+  auto device = make_device("host");
+  const LoadIntoReport r = session.load_into(*prepared, *device, dests_, ExecOptions{});
+  ASSERT_EQ(r.unfilled.size(), 1u);
+  EXPECT_EQ(r.unfilled[0], bias + ": absent from the checkpoint (an optional parameter)");
+  EXPECT_TRUE(std::all_of(buffers_[bias].begin(), buffers_[bias].end(), [](std::byte b) { return b == kSentinel; }));
 }
 
 TEST_F(Destinations, TiedLmHeadNeedsNoDestinationAndAGivenOneMustBeTheSameMemory) {

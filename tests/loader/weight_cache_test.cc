@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "checkpoint_edit.h"
 #include "test_util.h"
 #include "wmap/loader/loader.h"
 
@@ -31,9 +32,10 @@ class WeightCacheTest : public ::testing::Test {
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
   // A fresh session and plan (as a new engine would make), loaded with the cache on.
-  LoadedModel load(uint32_t tp = 2, uint32_t rank = 0) {
+  LoadedModel load(uint32_t tp = 2, uint32_t rank = 0, bool allow_partial = false) {
     LoaderOptions lo;
     lo.checkpoint = ckpt_;
+    lo.allow_partial = allow_partial;
     lo.layout.tp_size = tp;
     lo.layout.tp_rank = rank;
     lo.progress = false;
@@ -99,6 +101,38 @@ TEST_F(WeightCacheTest, TheOldestEntryIsEvictedFirst) {
   EXPECT_EQ(load(2, 0).stats.cache, "miss");
   ::setenv("WMAP_WEIGHT_CACHE_MAX_ENTRIES", "0", 1);  // disabled
   EXPECT_EQ(load(2, 1).stats.cache, "off");
+}
+
+TEST_F(WeightCacheTest, AChangeNearTheEndOfAParameterIsSeen) {
+  // The samples span the whole tensor: the last element of the largest parameter is sampled.
+  const LoadedModel first = load();
+  const LoadedParam* big = &first.params[0];
+  for (const auto& p : first.params) big = p.buffer->size() > big->buffer->size() ? &p : big;
+  const uint64_t elements = big->buffer->size() / 2, stride = (elements + 1023) / 1024;
+  big->buffer->host_data()[((elements - 1) / stride * stride) * 2 + 1] ^= std::byte{0x01};
+  EXPECT_EQ(load().stats.cache, "miss");
+  EXPECT_EQ(WeightCache::process().info().healed, 1u);
+}
+
+TEST_F(WeightCacheTest, AHitDoesNotBypassThePlanCheck) {
+  const auto broken = dir_ / "broken";
+  copy_checkpoint(ckpt_, broken, [](const std::string& n) { return TensorEdit{.drop = n == "model.norm.weight"}; });
+  ckpt_ = broken;
+  EXPECT_EQ(load(2, 0, true).stats.cache, "miss");  // a partial load, cached
+  try {
+    load(2, 0, false);
+    ADD_FAILURE() << "an incomplete plan was answered from the cache";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kValidation) << e.what();
+  }
+  EXPECT_EQ(load(2, 0, true).stats.cache, "hit");
+}
+
+TEST_F(WeightCacheTest, ALoweredLimitDropsWhatIsOverIt) {
+  load(2, 0);
+  ::setenv("WMAP_WEIGHT_CACHE_MAX_ENTRIES", "0", 1);
+  load(2, 1);
+  EXPECT_EQ(WeightCache::process().info().entries, 0u);
 }
 
 TEST_F(WeightCacheTest, ABadEntryLimitIsAnErrorNamingTheVariable) {

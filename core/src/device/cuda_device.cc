@@ -224,6 +224,11 @@ class CudaDevice final : public Device {
     if (n) check(cudaMemcpy(dst.data(), b.data_, n, cudaMemcpyDeviceToHost), "cudaMemcpy (device to host)", what(b));
   }
 
+  void fence_external() override {
+    select();
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", name_ + " (before writing caller-owned memory)");
+  }
+
   void synchronize() override {
     select();
     for (auto& s : streams_) check(cudaStreamSynchronize(s), "cudaStreamSynchronize", name_ + " (queued copies and kernels)");

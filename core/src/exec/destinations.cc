@@ -29,6 +29,15 @@ std::string DestinationCheck::message() const {
 
 namespace {
 
+bool is_floating(DType d) {
+  switch (d) {
+    case DType::kF16: case DType::kBF16: case DType::kF32: case DType::kF64: case DType::kF8_E4M3: case DType::kF8_E5M2:
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::string dims(const std::vector<uint64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
@@ -85,7 +94,15 @@ DestinationCheck check_destinations(const LoadPlan& plan, const std::vector<Dest
   }
   std::map<std::string, const PlannedParam*> planned;
   for (const PlannedParam& p : plan.params()) {
-    if (!p.absent && !p.broken) planned[p.name] = &p;
+    if (ignore.match(p.name)) {
+      throw Error(ErrorCode::kInvalidArgument, "an ignore pattern matches planned parameter '" + p.name +
+                                                   "': ignore= is for destinations the plan does not fill");
+    }
+    if (!p.absent && !p.broken) {
+      planned[p.name] = &p;
+    } else if (by_name.count(p.name)) {
+      out.unfilled.push_back(p.name + (p.absent ? ": absent from the checkpoint (an optional parameter)" : ": broken (a partial load)"));
+    }
   }
   for (const auto& [name, p] : planned) {
     auto it = by_name.find(name);
@@ -112,6 +129,9 @@ DestinationCheck check_destinations(const LoadPlan& plan, const std::vector<Dest
       problem(PlanProblem::Kind::kDtype, name, name + ": destination elements of " + std::to_string(d.element_bytes) +
                                                    " byte(s) but the plan builds " + std::string(dtype_name(p->dtype)) + " (" +
                                                    std::to_string(element) + " byte(s))");
+    } else if (d.dtype && *d.dtype != p->dtype && is_floating(*d.dtype) && is_floating(p->dtype)) {
+      problem(PlanProblem::Kind::kDtype, name, name + ": destination is " + std::string(dtype_name(*d.dtype)) + " but the plan builds " +
+                                                   std::string(dtype_name(p->dtype)) + " (no conversion on load)");
     }
     if (!d.contiguous) {
       problem(PlanProblem::Kind::kDestination, name, name + ": destination is not contiguous (a transposed or strided view): pass a contiguous tensor");
@@ -125,6 +145,9 @@ DestinationCheck check_destinations(const LoadPlan& plan, const std::vector<Dest
   // Destinations the plan does not fill.
   for (const auto& [name, d] : by_name) {
     if (planned.count(name)) continue;
+    if (std::any_of(out.unfilled.begin(), out.unfilled.end(), [&](const std::string& u) { return u.rfind(name + ": ", 0) == 0; })) {
+      continue;
+    }
     if (owned.match(name)) {
       out.engine_owned.push_back(name);
     } else if (ignore.match(name)) {
@@ -168,6 +191,7 @@ LoadIntoReport execute_into(const LoadPlan& plan, const Catalog& catalog, Device
   std::map<std::string, const Destination*> by_name;
   for (const Destination& d : destinations) by_name.emplace(d.name, &d);
   DestinationDevice into(device, by_name);
+  device.fence_external();  // the caller's queued work on its tensors comes first
   LoadedModel model = exec_detail::PlanRunner(plan, catalog, into, options).run();
   into.synchronize();
   LoadIntoReport r;
@@ -175,6 +199,7 @@ LoadIntoReport execute_into(const LoadPlan& plan, const Catalog& catalog, Device
   for (const auto& p : model.params) r.params += by_name.count(p.name);
   r.engine_owned = std::move(check.engine_owned);
   r.ignored = std::move(check.ignored);
+  r.unfilled = std::move(check.unfilled);
   r.device = check.device;
   return r;
 }

@@ -80,7 +80,7 @@ std::vector<PlanProblem> check_expected_params(const LoadPlan& plan, const std::
     if (it == engine.end()) {
       // torch's named_parameters() lists a tied parameter once, under its first name.
       if (!p->alias_of.empty()) continue;
-      out.push_back({PlanProblem::Kind::kDestination, name,
+      out.push_back({PlanProblem::Kind::kMissing, name,
                      name + ": planned " + dims(p->shape) + " " + std::string(dtype_name(p->dtype)) + " but the engine has no such parameter"});
       continue;
     }
@@ -99,8 +99,8 @@ std::vector<PlanProblem> check_expected_params(const LoadPlan& plan, const std::
   }
   for (const auto& [name, e] : engine) {
     if (planned.count(name) || owned.match(name)) continue;
-    out.push_back({PlanProblem::Kind::kMissing, name, name + ": the engine holds " + dims(e->shape) + " " + e->dtype +
-                                                          " but the plan does not fill it"});
+    out.push_back({PlanProblem::Kind::kDestination, name, name + ": the engine holds " + dims(e->shape) + " " + e->dtype +
+                                                              " but the plan does not fill it"});
   }
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
   return out;

@@ -151,6 +151,7 @@ LoadedModel LoaderSession::load(const PreparedLoad& prepared, Device& device, Ex
   if (device.name() != "host") {
     throw Error(ErrorCode::kInvalidArgument, "the weight cache keeps host parameter sets: load onto host, or without the cache");
   }
+  prepared.plan->require_runnable(options_.allow_partial);  // a hit must not bypass it
   const size_t max_entries = WeightCache::max_entries_from_env();
   WeightCache& cache = WeightCache::process();
   const std::string key = WeightCache::key_of(*prepared.plan, prepared.catalog);

@@ -66,7 +66,7 @@ Fingerprint fingerprint(const LoadedParam& p) {
   const uint64_t size = std::max<uint64_t>(1, dtype_bits(p.dtype) / 8);
   const uint64_t n = p.buffer && data ? p.buffer->size() / size : 0;
   if (n == 0) return f;
-  const uint64_t stride = std::max<uint64_t>(1, n / kSamples);
+  const uint64_t stride = std::max<uint64_t>(1, (n + kSamples - 1) / kSamples);  // the samples span the whole tensor
   for (uint64_t i = 0, taken = 0; i < n && taken < kSamples; i += stride, ++taken) {
     const std::byte* e = data + i * size;
     const double v = element(e, p.dtype);
@@ -155,12 +155,14 @@ std::optional<LoadedModel> WeightCache::lookup(const std::string& key) {
 }
 
 void WeightCache::insert(const std::string& key, const LoadedModel& model, size_t max_entries) {
-  if (max_entries == 0) return;
   Impl::Entry e{key, model, {}};
-  for (const auto& p : model.params) e.prints.push_back(fingerprint(p));
+  if (max_entries > 0) {
+    for (const auto& p : model.params) e.prints.push_back(fingerprint(p));
+  }
   std::lock_guard lock(impl_->mu);
   impl_->entries.remove_if([&](const Impl::Entry& x) { return x.key == key; });
-  impl_->entries.push_back(std::move(e));
+  if (max_entries > 0) impl_->entries.push_back(std::move(e));
+  // A lowered limit (0 included) also drops what is over it.
   while (impl_->entries.size() > max_entries) {
     impl_->entries.pop_front();
     ++impl_->stats.evicted;

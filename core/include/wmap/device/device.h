@@ -55,6 +55,10 @@ class Device {
   virtual void copy_to_host(DeviceBuffer& buffer, std::span<std::byte> dst) = 0;
   // Waits for every queued copy and kernel; errors of asynchronous work surface here.
   virtual void synchronize() {}
+  // Before writing memory the caller owns: waits for the work the caller queued on this device
+  // (e.g. torch kernels on its own stream still using the tensors), so our copies are ordered
+  // after it. Host: nothing to wait for.
+  virtual void fence_external() {}
 };
 
 // "host" or "cuda:N". Throws kInvalidArgument for an unknown name, kUnsupported when CUDA is not

@@ -23,8 +23,11 @@ struct Destination {
   void* data = nullptr;            // host memory, or a CUDA device pointer
   uint64_t bytes = 0;              // size of the memory at `data`
   std::vector<uint64_t> shape;
-  uint32_t element_bytes = 0;      // the caller's element size (dtypes differ by engine: only the size must agree)
-  std::optional<DType> dtype;      // when the caller's dtype maps to one of ours; a mismatch is a warning, not an error
+  uint32_t element_bytes = 0;      // the caller's element size
+  // The caller's dtype when it maps to one of ours: a floating dtype must be the plan's (a float16
+  // tensor does not take BF16 bits); an integer one of the element size is a bit container (numpy
+  // uint16 for BF16, uint8 for float8). Unset: only the element size is checked.
+  std::optional<DType> dtype;
   std::string device = "host";     // "host" or "cuda:N"
   bool contiguous = true;          // dense row-major (a transposed view is not)
 };
@@ -45,6 +48,9 @@ struct DestinationCheck {
   std::vector<PlanProblem> problems;         // sorted by key; empty: the load may run
   std::vector<std::string> engine_owned;     // destinations left to the engine (target patterns)
   std::vector<std::string> ignored;          // destinations the caller's `ignore` patterns leave untouched
+  // Destinations of planned parameters that will not be written, with why: absent from the
+  // checkpoint (optional parameters) or broken (a partial load).
+  std::vector<std::string> unfilled;
   std::string device = "host";               // the device every destination is on
   bool ok() const { return problems.empty(); }
   // "destination problems: N" and one line per problem, as the plan's problem lines.
@@ -54,8 +60,10 @@ struct DestinationCheck {
 // Checks `destinations` against the plan's runnable parameters: each has a destination of its
 // name with the same shape and element size, contiguous, large enough, on one device, not
 // overlapping another; every destination is filled, except tied aliases (which need none, and if
-// given must be their source's memory), engine-owned names and `ignore`d ones. Throws
-// kInvalidArgument for a pattern that does not compile.
+// given must be their source's memory), engine-owned names, `ignore`d ones and those of absent or
+// (partial load) broken parameters, which are reported. Throws kInvalidArgument for a pattern
+// that does not compile or that matches a planned parameter (ignore= is for what the plan does
+// not fill).
 DestinationCheck check_destinations(const LoadPlan& plan, const std::vector<Destination>& destinations,
                                     const DestinationOptions& options = {});
 
@@ -65,6 +73,7 @@ struct LoadIntoReport {
   uint64_t params = 0;                     // destinations written
   std::vector<std::string> engine_owned;   // left untouched
   std::vector<std::string> ignored;
+  std::vector<std::string> unfilled;       // "name: why"
   std::string device;
 };
 

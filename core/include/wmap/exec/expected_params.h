@@ -27,8 +27,8 @@ std::vector<ExpectedParam> parse_expected_params(std::string_view json, const st
 // our own); nullopt when unknown.
 std::optional<DType> dtype_from_engine_name(std::string_view name);
 
-// Every difference, sorted by name: `missing` (the engine holds it, nothing plans it),
-// `destination` (planned, the engine has no such parameter), `shape`, `dtype`. An engine float8
+// Every difference, sorted by name, in load_into's words: `missing` (planned, the engine has no
+// such parameter), `destination` (the engine holds it, nothing plans it), `shape`, `dtype`. An engine float8
 // parameter held as uint8 bytes (torch before float8) matches F8 by element size; the target's
 // engine-owned names (engine_owned_patterns) may be absent from the plan; tied aliases count as
 // planned.

@@ -36,7 +36,8 @@ class WeightCache {
   // read nothing (cache "hit"). nullopt on a miss, or when a parameter was modified in place
   // (warned; the entry is dropped).
   std::optional<LoadedModel> lookup(const std::string& key);
-  // Keeps `model` (host buffers) under `key`, evicting the oldest entries beyond max_entries.
+  // Keeps `model` (host buffers) under `key` (not when max_entries is 0), then evicts the oldest
+  // entries beyond max_entries (a lowered limit drops what is over it).
   void insert(const std::string& key, const LoadedModel& model, size_t max_entries);
   void clear();  // entries and counters
 
