@@ -145,7 +145,8 @@ DestinationCheck check_destinations(const LoadPlan& plan, const std::vector<Dest
   // Destinations the plan does not fill.
   for (const auto& [name, d] : by_name) {
     if (planned.count(name)) continue;
-    if (std::any_of(out.unfilled.begin(), out.unfilled.end(), [&](const std::string& u) { return u.rfind(name + ": ", 0) == 0; })) {
+    const std::string prefix = name + ": ";  // (a structured binding cannot be captured before C++20 in clang)
+    if (std::any_of(out.unfilled.begin(), out.unfilled.end(), [&prefix](const std::string& u) { return u.rfind(prefix, 0) == 0; })) {
       continue;
     }
     if (owned.match(name)) {
