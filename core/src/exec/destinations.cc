@@ -38,12 +38,6 @@ bool is_floating(DType d) {
   }
 }
 
-std::string dims(const std::vector<uint64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 // The device the executor writes through: allocate() hands out the caller's memory of that name;
 // everything else is the underlying device's.
 class DestinationDevice final : public Device {
@@ -116,14 +110,14 @@ DestinationCheck check_destinations(const LoadPlan& plan, const std::vector<Dest
       continue;
     }
     if (it == by_name.end()) {
-      problem(PlanProblem::Kind::kMissing, name, name + ": planned " + dims(p->shape) + " " + std::string(dtype_name(p->dtype)) +
+      problem(PlanProblem::Kind::kMissing, name, name + ": planned " + shape_text(p->shape) + " " + std::string(dtype_name(p->dtype)) +
                                                      " but no destination of that name was given");
       continue;
     }
     const Destination& d = *it->second;
     const uint32_t element = dtype_bits(p->dtype) / 8;
     if (d.shape != p->shape) {
-      problem(PlanProblem::Kind::kShape, name, name + ": destination shape " + dims(d.shape) + " but the plan builds " + dims(p->shape));
+      problem(PlanProblem::Kind::kShape, name, name + ": destination shape " + shape_text(d.shape) + " but the plan builds " + shape_text(p->shape));
     }
     if (d.element_bytes != element && dtype_bits(p->dtype) % 8 == 0) {
       problem(PlanProblem::Kind::kDtype, name, name + ": destination elements of " + std::to_string(d.element_bytes) +

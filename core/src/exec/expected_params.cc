@@ -14,12 +14,6 @@ namespace wmap {
 
 namespace {
 
-std::string dims(const std::vector<uint64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 [[noreturn]] void malformed(const std::string& label, const std::string& what) {
   throw Error(ErrorCode::kMalformedInput, label + ": " + what + " (expected {\"name\": {\"shape\": [..], \"dtype\": \"bfloat16\"}, ...})");
 }
@@ -81,12 +75,12 @@ std::vector<PlanProblem> check_expected_params(const LoadPlan& plan, const std::
       // torch's named_parameters() lists a tied parameter once, under its first name.
       if (!p->alias_of.empty()) continue;
       out.push_back({PlanProblem::Kind::kMissing, name,
-                     name + ": planned " + dims(p->shape) + " " + std::string(dtype_name(p->dtype)) + " but the engine has no such parameter"});
+                     name + ": planned " + shape_text(p->shape) + " " + std::string(dtype_name(p->dtype)) + " but the engine has no such parameter"});
       continue;
     }
     const ExpectedParam& e = *it->second;
     if (e.shape != p->shape) {
-      out.push_back({PlanProblem::Kind::kShape, name, name + ": the engine's shape is " + dims(e.shape) + " but the plan builds " + dims(p->shape)});
+      out.push_back({PlanProblem::Kind::kShape, name, name + ": the engine's shape is " + shape_text(e.shape) + " but the plan builds " + shape_text(p->shape)});
     }
     const auto d = dtype_from_engine_name(e.dtype);
     const bool f8_as_bytes = d == DType::kU8 && (p->dtype == DType::kF8_E4M3 || p->dtype == DType::kF8_E5M2);
@@ -99,7 +93,7 @@ std::vector<PlanProblem> check_expected_params(const LoadPlan& plan, const std::
   }
   for (const auto& [name, e] : engine) {
     if (planned.count(name) || owned.match(name)) continue;
-    out.push_back({PlanProblem::Kind::kDestination, name, name + ": the engine holds " + dims(e->shape) + " " + e->dtype +
+    out.push_back({PlanProblem::Kind::kDestination, name, name + ": the engine holds " + shape_text(e->shape) + " " + e->dtype +
                                                               " but the plan does not fill it"});
   }
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.key < b.key; });

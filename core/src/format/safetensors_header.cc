@@ -8,6 +8,7 @@
 
 #include "wmap/util/error.h"
 #include "wmap/io/file_io.h"
+#include "wmap/format/tensor_record.h"
 
 namespace wmap {
 namespace {
@@ -16,12 +17,6 @@ std::string squote(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 [[noreturn]] void fail(ErrorCode code, const std::string& file, const std::string& msg) {
   throw Error(code, file + ": " + msg);
-}
-
-std::string shape_text(const std::vector<uint64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 HeaderTensor parse_tensor(std::string_view name, simdjson::dom::element value, const std::string& file) {

@@ -68,4 +68,10 @@ void gather_tensor(const TensorRecord& record, const std::byte* span, std::byte*
   gather_dims(record, dtype_bits(record.dtype) / 8, 0, span, out);
 }
 
+std::string shape_text(const std::vector<uint64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
 }  // namespace wmap

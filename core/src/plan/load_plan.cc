@@ -26,12 +26,6 @@ std::string_view problem_kind_name(PlanProblem::Kind kind) {
 
 namespace {
 
-std::string shape_str(const std::vector<uint64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 uint64_t product(const std::vector<uint64_t>& s) {
   uint64_t n = 1;
   for (auto d : s) {
@@ -49,7 +43,7 @@ bool starts_with_key(std::string_view key, std::string_view prefix) {
 std::string resolve_geometry(const Piece& p, DType dtype, PlannedPiece& out) {
   out.view = p.view.empty() ? p.source_shape : p.view;
   if (product(out.view) != product(p.source_shape)) {
-    return "view " + shape_str(out.view) + " does not have the elements of source shape " + shape_str(p.source_shape);
+    return "view " + shape_text(out.view) + " does not have the elements of source shape " + shape_text(p.source_shape);
   }
   const size_t n = out.view.size();
   out.box = p.box;
@@ -60,7 +54,7 @@ std::string resolve_geometry(const Piece& p, DType dtype, PlannedPiece& out) {
   for (size_t d = 0; d < n; ++d) {
     if (out.box[d].begin > out.box[d].end || out.box[d].end > out.view[d]) {
       return "box range [" + std::to_string(out.box[d].begin) + ", " + std::to_string(out.box[d].end) + ") exceeds dim " +
-             std::to_string(d) + " of view " + shape_str(out.view);
+             std::to_string(d) + " of view " + shape_text(out.view);
     }
   }
   out.perm = p.perm;
@@ -205,7 +199,7 @@ class PlanBuilder {
     pp.broken = broken || total != pp.nbytes;
     if (!broken && total != pp.nbytes) {
       problem(PlanProblem::Kind::kSpec, ps.name,
-              plugin_label_ + ": " + ps.name + " " + std::string(dtype_name(pp.dtype)) + shape_str(pp.shape) + " needs " +
+              plugin_label_ + ": " + ps.name + " " + std::string(dtype_name(pp.dtype)) + shape_text(pp.shape) + " needs " +
                   std::to_string(pp.nbytes) + " bytes but its pieces give " + std::to_string(total));
     }
     for (const auto& piece : pp.pieces) {
@@ -226,8 +220,8 @@ class PlanBuilder {
     pp.absent = target.absent;
     pp.broken = target.broken;
     if (target.shape != ps.shape) {
-      problem(PlanProblem::Kind::kShape, ps.name, ps.name + ": shape " + shape_str(ps.shape) + " differs from its alias target '" +
-                                                      ps.alias_of + "' " + shape_str(target.shape));
+      problem(PlanProblem::Kind::kShape, ps.name, ps.name + ": shape " + shape_text(ps.shape) + " differs from its alias target '" +
+                                                      ps.alias_of + "' " + shape_text(target.shape));
     }
     push(std::move(pp));
   }
@@ -260,15 +254,15 @@ class PlanBuilder {
       problem(PlanProblem::Kind::kMissing, piece.source,
               "'" + piece.source + "' is not in the checkpoint (needed by " + ps.name + ", " +
                   (piece.source_dtype ? std::string(dtype_name(*piece.source_dtype)) + " " : std::string()) +
-                  shape_str(piece.source_shape) + ")");
+                  shape_text(piece.source_shape) + ")");
       return false;
     }
     out.record = r;
     const DType want = piece.source_dtype.value_or(pp.dtype);
     if (r->shape != piece.source_shape) {
       problem(PlanProblem::Kind::kShape, r->name,
-              "'" + r->name + "' in " + file_of(r) + " has shape " + shape_str(r->shape) + " but " + ps.name + " expects " +
-                  shape_str(piece.source_shape));
+              "'" + r->name + "' in " + file_of(r) + " has shape " + shape_text(r->shape) + " but " + ps.name + " expects " +
+                  shape_text(piece.source_shape));
       return false;
     }
     if (r->dtype != want) {
