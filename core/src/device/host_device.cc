@@ -1,8 +1,13 @@
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 
 #include "wmap/device/device.h"
+#include "wmap/io/file_io.h"
+#include "wmap/util/bytes_text.h"
 #include "wmap/util/error.h"
+#include "wmap/util/log.h"
 
 namespace wmap {
 namespace {
@@ -41,6 +46,21 @@ class HostDevice final : public Device {
   std::shared_ptr<DeviceBuffer> adopt(void* data, uint64_t bytes, const std::string&) override {
     return std::make_shared<HostBuffer>(data, bytes);
   }
+  // More than the machine's memory cannot load; more than is available now may still (the page
+  // cache gives way), so that is a warning.
+  std::shared_ptr<void> reserve(uint64_t bytes, uint64_t count) override {
+    const uint64_t physical = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    const std::string need = bytes_text(bytes) + " for " + std::to_string(count) + " parameters";
+    if (physical > 0 && bytes > physical) {
+      throw Error(ErrorCode::kValidation, "host: the load needs " + need + " but this machine has " + bytes_text(physical) +
+                                              " of memory; nothing was read");
+    }
+    const uint64_t available = available_memory_bytes();
+    if (available > 0 && bytes > available) {
+      log().warn("host: the load needs {} but only {} of memory is available now", need, bytes_text(available));
+    }
+    return nullptr;
+  }
   std::span<std::byte> begin_write(DeviceBuffer& b) override { return {b.host_data(), b.size()}; }
   void end_write(DeviceBuffer&, std::span<std::byte>) override {}
   void copy_to_host(DeviceBuffer& b, std::span<std::byte> dst) override {
@@ -54,7 +74,13 @@ std::shared_ptr<DeviceBuffer> Device::adopt(void*, uint64_t, const std::string& 
   throw Error(ErrorCode::kUnsupported, name() + ": cannot write into caller-owned memory (" + label + ")");
 }
 
-std::unique_ptr<Device> make_cuda_device(int index);  // cuda_device.cc, or a stub that throws
+StagedRegion Device::begin_region(DeviceBuffer& buffer, uint64_t offset, uint64_t bytes) {
+  std::byte* data = buffer.host_data();
+  if (!data && bytes > 0) throw Error(ErrorCode::kInternal, name() + ": begin_region on a buffer without host memory");
+  return {std::span(data ? data + offset : nullptr, bytes), offset, nullptr};
+}
+
+std::unique_ptr<Device> make_cuda_device(int index);  // cuda_device.cc
 
 std::unique_ptr<Device> make_device(const std::string& spec) {
   if (spec == "host" || spec == "cpu") return std::make_unique<HostDevice>();

@@ -20,6 +20,22 @@ StagingRing::~StagingRing() {
   }
 }
 
+uint32_t StagingRing::preallocate(std::string* error) {
+  std::vector<std::byte*> got;
+  while (slabs_.size() + got.size() < max_slabs_) {
+    try {
+      got.push_back(allocator_->allocate(slab_bytes_));
+    } catch (const std::exception& e) {
+      if (error) *error = e.what();
+      break;
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (std::byte* base : got) slabs_.push_back({base, 0, 0, 0, {}});
+  max_slabs_ = std::max<uint32_t>(static_cast<uint32_t>(slabs_.size()), 1);
+  return static_cast<uint32_t>(slabs_.size());
+}
+
 uint32_t StagingRing::slabs_allocated() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return static_cast<uint32_t>(slabs_.size());

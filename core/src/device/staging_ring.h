@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace wmap {
@@ -47,6 +48,11 @@ class StagingRing {
   StagingRing(const StagingRing&) = delete;
   StagingRing& operator=(const StagingRing&) = delete;
 
+  // Allocates every slab now (before the ring is shared, e.g. when a device opens, so pinning is
+  // neither timed with a load nor done under the ring's lock). Stops at the first failure and
+  // lowers the bound to what it got; returns that count, with the failure in `error`.
+  uint32_t preallocate(std::string* error);
+
   Lease try_acquire(uint64_t bytes);  // empty when bytes > slab_bytes or no room now
   Lease acquire(uint64_t bytes);      // bytes <= slab_bytes
   void release(const Lease& lease, std::shared_ptr<Fence> fence);  // fence may be null (nothing queued)
@@ -72,7 +78,7 @@ class StagingRing {
 
   std::unique_ptr<SlabAllocator> allocator_;
   const uint64_t slab_bytes_;
-  const uint32_t max_slabs_;
+  uint32_t max_slabs_;  // lowered only by preallocate()
   mutable std::mutex mutex_;
   std::condition_variable released_;
   std::vector<Slab> slabs_;

@@ -50,6 +50,15 @@ class DestinationDevice final : public Device {
     if (it == by_name_.end()) throw Error(ErrorCode::kInternal, label + ": no destination (the check should have refused the load)");
     return inner_.adopt(it->second->data, bytes, label);
   }
+  // Not reserve(): the caller's memory is already there.
+  bool stages_writes() const override { return inner_.stages_writes(); }
+  bool can_defer(const std::string& transform) const override { return inner_.can_defer(transform); }
+  StagedRegion begin_region(DeviceBuffer& b, uint64_t offset, uint64_t bytes) override { return inner_.begin_region(b, offset, bytes); }
+  bool defer_transform(StagedRegion& r, const std::string& transform, uint64_t offset, uint64_t bytes, DType dtype,
+                       const std::string& key) override {
+    return inner_.defer_transform(r, transform, offset, bytes, dtype, key);
+  }
+  void end_region(DeviceBuffer& b, StagedRegion& r) override { inner_.end_region(b, r); }
   std::span<std::byte> begin_write(DeviceBuffer& b) override { return inner_.begin_write(b); }
   bool defer_transform(DeviceBuffer& b, const std::string& transform, uint64_t offset, uint64_t bytes, DType dtype,
                        const std::string& key) override {

@@ -27,6 +27,10 @@ unsigned hardware_threads() { return std::max(1u, std::thread::hardware_concurre
 
 unsigned default_read_workers() { return std::min(4u, hardware_threads()); }
 unsigned default_load_workers() { return std::min(4u, hardware_threads()); }
+unsigned default_staged_read_workers() {
+  const unsigned hw = hardware_threads();
+  return std::min(hw, std::clamp(hw / 2, 4u, 8u));
+}
 
 unsigned worker_count_from_env(const char* name) {
   const char* v = std::getenv(name);

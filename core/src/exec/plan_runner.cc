@@ -32,6 +32,7 @@ PlanRunner::PlanRunner(const LoadPlan& plan, const Catalog& catalog, Device& dev
       opened_(catalog.shards().size()),
       state_(plan.params().size()),
       items_(plan.params().size(), 0),
+      transforms_(plan.params().size()),
       unit_done_(schedule_.units().size(), 0) {
   configure();
 }
@@ -44,7 +45,8 @@ void PlanRunner::configure() {
   page_ = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   const size_t n_units = std::max<size_t>(1, units_.size());
   const unsigned read_req = options_.read_workers, load_req = options_.workers;
-  read_workers_ = std::max<unsigned>(1, std::min<size_t>(read_req ? read_req : default_read_workers(), n_units));
+  const unsigned read_default = device_.stages_writes() ? default_staged_read_workers() : default_read_workers();
+  read_workers_ = std::max<unsigned>(1, std::min<size_t>(read_req ? read_req : read_default, n_units));
   load_workers_ = std::max<unsigned>(1, std::min<size_t>(load_req ? load_req : default_load_workers(), n_units));
   stats_.read_workers_requested = read_req;
   stats_.load_workers_requested = load_req;
@@ -70,10 +72,45 @@ void PlanRunner::configure() {
     for (const UnitSlice& s : schedule_.slices(u)) items_[s.param] += s.count;
   }
   for (size_t i = 0; i < state_.size(); ++i) state_[i].left.store(items_[i]);
+  if (!device_.stages_writes()) return;
+  // Region mode for every parameter whose transforms the device runs itself; the others (a
+  // plugin's host transform) are staged whole, transformed on the host, then published.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const PlannedParam& p = params_[i];
+    bool deferrable = true;
+    std::vector<TransformSpan> spans;
+    uint64_t at = 0;
+    for (const PlannedPiece& piece : p.pieces) {
+      if (!piece.transform.empty()) {
+        deferrable = deferrable && device_.can_defer(piece.transform);
+        spans.push_back({at, at + piece.out_bytes, &piece.transform, piece.record ? &piece.record->name : &p.name});
+      }
+      at += piece.out_bytes;
+    }
+    state_[i].regions = deferrable;
+    if (deferrable) transforms_[i] = std::move(spans);
+  }
+}
+
+// The plan's memory is decided before any byte is read: the device refuses a load it cannot
+// hold now, naming the need, rather than after its reads.
+void PlanRunner::reserve_memory() {
+  uint64_t bytes = 0, count = 0;
+  for (const PlannedParam& p : params_) {
+    if (p.absent || p.broken || !p.alias_of.empty()) continue;
+    if (__builtin_add_overflow(bytes, p.nbytes, &bytes)) {
+      throw Error(ErrorCode::kValidation, "the plan's parameters add up to more than 2^64 bytes (at " + p.name + ")");
+    }
+    ++count;
+  }
+  const auto t0 = Clock::now();
+  reservation_ = device_.reserve(bytes, count);
+  stats_.setup_seconds = static_cast<double>(ns_since(t0)) / 1e9;
 }
 
 // The only place threads exist: both pools start here and are joined here.
 LoadedModel PlanRunner::run() {
+  reserve_memory();
   // Fused sources that must carry identical companions (NVFP4 global scales): a few bytes each,
   // compared before any parameter is written so a mismatch fails the load with nothing loaded.
   for (const PlannedParam& p : params_) {
@@ -91,6 +128,7 @@ LoadedModel PlanRunner::run() {
   }
   device_.synchronize();
   if (error_) std::rethrow_exception(error_);
+  reservation_.reset();  // what was set aside and not carved goes back with the last buffer
   // Parameters with nothing to read (zero-size) still get their (empty) buffer.
   for (size_t i = 0; i < params_.size(); ++i) {
     const PlannedParam& p = params_[i];
@@ -202,11 +240,13 @@ void PlanRunner::read_runs(size_t ui, Scratch& scratch) {
     return;
   }
   scratch.reads.clear();
-  for (const UnitSegment& s : segs) scratch.reads.push_back({s.offset, s.len, dst_of(s.param).data() + s.dst_off});
-  const auto t1 = Clock::now();  // allocation and prefault are not reading
+  open_regions(segs, scratch);
+  for (const UnitSegment& s : segs) scratch.reads.push_back({s.offset, s.len, target(s.param, s.dst_off, s.len, scratch)});
+  const auto t1 = Clock::now();  // allocation, staging and prefault are not reading
   read_bytes_ += f.read_segments(scratch.reads);
   ++read_calls_;
   read_ns_ += ns_since(t1);
+  close_regions(scratch);
   uint64_t n = 0;
   for (const UnitSegment& s : segs) n += s.len;
   add_done(n);
@@ -216,27 +256,38 @@ void PlanRunner::read_runs(size_t ui, Scratch& scratch) {
 
 void PlanRunner::copy_unit(const Job& job, Scratch& scratch) {
   if (job.kind == Job::Kind::kFinish) return finish(job.param);
+  scratch.regions.clear();
   const ReadUnit& u = units_[job.unit];
   if (job.kind == Job::Kind::kZero) {
     const auto t0 = Clock::now();
     const PlannedPiece& piece = params_[u.param].pieces[u.piece];
-    std::memset(dst_of(u.param).data() + u.dst_off, 0, piece.out_bytes);
+    // Staged in bounded regions: a zero piece can be as large as a padded vocabulary.
+    const uint64_t step = state_[u.param].regions ? schedule_.chunk_bytes() : std::max<uint64_t>(piece.out_bytes, 1);
+    for (uint64_t at = 0; at < piece.out_bytes; at += step) {
+      const uint64_t n = std::min(step, piece.out_bytes - at);
+      open_region(u.param, u.dst_off + at, n, scratch);
+      std::memset(target(u.param, u.dst_off + at, n, scratch), 0, n);
+      close_regions(scratch);
+    }
     copy_ns_ += ns_since(t0);
     add_done(piece.out_bytes);
     unit_consumed(job.unit);
     return piece_done(u.param, 1, true);
   }
-  if (u.kind == ReadUnit::Kind::kCopy) return copy_piece_unit(job, scratch.gathered);
+  if (u.kind == ReadUnit::Kind::kCopy) return copy_piece_unit(job, scratch);
   copy_runs(job.unit, scratch);
 }
 
 // One piece cut (transposed, gathered) out of its span, from staging or the mapping.
-void PlanRunner::copy_piece_unit(const Job& job, std::vector<std::byte>& gathered) {
+void PlanRunner::copy_piece_unit(const Job& job, Scratch& scratch) {
   const ReadUnit& u = units_[job.unit];
   const PlannedPiece& piece = params_[u.param].pieces[u.piece];
+  std::vector<std::byte>& gathered = scratch.gathered;
   const auto t0 = Clock::now();
   const CopyGeometry g = copy_geometry(piece);
-  std::byte* dst = dst_of(u.param).data() + u.dst_off;
+  // A rearranged piece is staged as a whole (bounded by the piece, not its parameter).
+  open_region(u.param, u.dst_off, piece.out_bytes, scratch);
+  std::byte* dst = target(u.param, u.dst_off, piece.out_bytes, scratch);
   const uint64_t before = piece.span_begin - piece.record->offset;  // geometry is tensor-relative
   // A strided source (non-contiguous PyTorch view) seen in its own shape is copied with its
   // strides (the geometry has them); reshaped by the spec, its whole span was read and is
@@ -252,6 +303,7 @@ void PlanRunner::copy_piece_unit(const Job& job, std::vector<std::byte>& gathere
     CopyPieceCtx ctx{v.data() - before, &g, dst, strided, gathered.data()};
     if (const void* fault = guard_sigbus(copy_piece_guarded, &ctx)) throw sigbus_error(u, v.data(), fault);
   }
+  close_regions(scratch);
   copy_ns_ += ns_since(t0);
   add_done(piece.out_bytes);
   unit_consumed(job.unit);
@@ -265,15 +317,17 @@ void PlanRunner::copy_runs(size_t ui, Scratch& scratch) {
   const std::vector<UnitSegment>& segs = scratch.segments;
   std::vector<std::byte*>& dsts = scratch.dsts;
   dsts.clear();
+  open_regions(segs, scratch);
   uint64_t n = 0;
   for (const UnitSegment& s : segs) {
-    dsts.push_back(dst_of(s.param).data() + s.dst_off);
+    dsts.push_back(target(s.param, s.dst_off, s.len, scratch));
     n += s.len;
   }
   const auto t0 = Clock::now();
   std::span<const std::byte> v = file_for(u.shard).view(u.begin, u.end - u.begin);
   CopySegmentsCtx ctx{segs.data(), segs.size(), v.data(), u.begin, dsts.data()};
   if (const void* fault = guard_sigbus(copy_segments, &ctx)) throw sigbus_error(u, v.data(), fault);
+  close_regions(scratch);
   copy_ns_ += ns_since(t0);
   add_done(n);
   unit_consumed(ui);
@@ -281,6 +335,10 @@ void PlanRunner::copy_runs(size_t ui, Scratch& scratch) {
 }
 
 void PlanRunner::finish(uint32_t i) {
+  if (state_[i].regions) {
+    buffer_of(i);  // a parameter with nothing to write still gets its (empty) buffer
+    return;        // published and transformed region by region
+  }
   const auto t0 = Clock::now();
   const PlannedParam& p = params_[i];
   std::span<std::byte> dst = dst_of(i);
@@ -346,14 +404,77 @@ const RandomAccessFile& PlanRunner::file_for(uint32_t shard) {
   return *files_[shard];
 }
 
-std::span<std::byte> PlanRunner::dst_of(uint32_t i) {
+DeviceBuffer& PlanRunner::buffer_of(uint32_t i) {
   ParamState& s = state_[i];
   std::call_once(s.allocated, [&] {
     s.buffer = device_.allocate(params_[i].nbytes, params_[i].name);
+    if (s.regions) return;
     s.dst = device_.begin_write(*s.buffer);
     if (options_.prefault) prefault(s.dst);
   });
-  return s.dst;
+  return *s.buffer;
+}
+
+std::span<std::byte> PlanRunner::dst_of(uint32_t i) {
+  buffer_of(i);
+  return state_[i].dst;
+}
+
+std::byte* PlanRunner::target(uint32_t param, uint64_t dst_off, uint64_t len, Scratch& scratch) {
+  if (!state_[param].regions) return dst_of(param).data() + dst_off;
+  for (auto it = scratch.regions.rbegin(); it != scratch.regions.rend(); ++it) {
+    const StagedRegion& r = it->region;
+    if (it->param == param && dst_off >= r.offset && dst_off + len <= r.offset + r.host.size()) {
+      return r.host.data() + (dst_off - r.offset);
+    }
+  }
+  throw Error(ErrorCode::kInternal, params_[param].name + ": bytes [" + std::to_string(dst_off) + ", +" + std::to_string(len) +
+                                        ") are in no staged region of their unit");
+}
+
+void PlanRunner::open_region(uint32_t param, uint64_t offset, uint64_t bytes, Scratch& scratch) {
+  if (!state_[param].regions) return;
+  DeviceBuffer& b = buffer_of(param);
+  scratch.regions.push_back({param, device_.begin_region(b, offset, bytes)});
+}
+
+void PlanRunner::open_regions(const std::vector<UnitSegment>& segs, Scratch& scratch) {
+  scratch.regions.clear();  // a failed unit's regions are dropped (nothing copied)
+  struct Run {
+    uint32_t param;
+    uint64_t begin, end;
+  };
+  std::vector<Run> runs;
+  for (const UnitSegment& s : segs) {
+    if (!state_[s.param].regions) continue;
+    if (!runs.empty() && runs.back().param == s.param && runs.back().end == s.dst_off) {
+      runs.back().end += s.len;  // the next run of a piece: the usual case, in file order
+    } else {
+      runs.push_back({s.param, s.dst_off, s.dst_off + s.len});
+    }
+  }
+  std::sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) { return a.param != b.param ? a.param < b.param : a.begin < b.begin; });
+  for (size_t i = 0; i < runs.size();) {
+    Run r = runs[i];
+    for (++i; i < runs.size() && runs[i].param == r.param && runs[i].begin <= r.end; ++i) r.end = std::max(r.end, runs[i].end);
+    open_region(r.param, r.begin, r.end - r.begin, scratch);
+  }
+}
+
+void PlanRunner::close_regions(Scratch& scratch) {
+  for (OpenRegion& o : scratch.regions) {
+    const PlannedParam& p = params_[o.param];
+    const uint64_t b = o.region.offset, e = b + o.region.host.size();
+    for (const TransformSpan& t : transforms_[o.param]) {
+      const uint64_t tb = std::max(b, t.begin), te = std::min(e, t.end);
+      if (tb >= te) continue;
+      if (!device_.defer_transform(o.region, *t.transform, tb, te - tb, p.dtype, *t.key)) {
+        throw Error(ErrorCode::kInternal, p.name + ": transform '" + *t.transform + "' was not taken by " + device_.name());
+      }
+    }
+    device_.end_region(*state_[o.param].buffer, o.region);
+  }
+  scratch.regions.clear();
 }
 
 // `items` of a parameter landed; the last one finishes it (inline in the load pool, queued

@@ -33,8 +33,23 @@ class PlanRunner {
   struct ParamState {
     std::once_flag allocated;
     std::shared_ptr<DeviceBuffer> buffer;
-    std::span<std::byte> dst;
+    std::span<std::byte> dst;       // host memory for the whole parameter (not in region mode)
     std::atomic<uint64_t> left{0};  // work items (segments, copies, zero fills) still to land
+    // Region mode (a device that stages writes, Device::stages_writes): each unit fills its part
+    // of the parameter in a staged region of its own, published as soon as it is filled; the
+    // parameter's transforms (all deferrable) are queued region by region.
+    bool regions = false;
+  };
+  // A piece's transform over parameter bytes [begin, end) (region-mode parameters only).
+  struct TransformSpan {
+    uint64_t begin, end;
+    const std::string* transform;
+    const std::string* key;
+  };
+  // A staged region open for one unit.
+  struct OpenRegion {
+    uint32_t param;
+    StagedRegion region;
   };
 
   void configure();
@@ -46,12 +61,13 @@ class PlanRunner {
     std::vector<ReadSegment> reads;
     std::vector<std::byte*> dsts;
     std::vector<std::byte> gathered;  // a strided source in row-major order
+    std::vector<OpenRegion> regions;  // the unit's staged regions (region-mode parameters)
   };
   void read_unit(size_t ui, Scratch& scratch);
   void read_span(size_t ui);
   void read_runs(size_t ui, Scratch& scratch);
   void copy_unit(const Job& job, Scratch& scratch);
-  void copy_piece_unit(const Job& job, std::vector<std::byte>& gathered);
+  void copy_piece_unit(const Job& job, Scratch& scratch);
   void copy_runs(size_t ui, Scratch& scratch);
   void finish(uint32_t param);  // transforms and publication once every byte is in
   void unit_consumed(size_t ui);
@@ -62,7 +78,15 @@ class PlanRunner {
   void load_worker();
   // Helpers.
   const RandomAccessFile& file_for(uint32_t shard);
-  std::span<std::byte> dst_of(uint32_t param);
+  DeviceBuffer& buffer_of(uint32_t param);      // allocated on first use
+  std::span<std::byte> dst_of(uint32_t param);  // whole-parameter host memory (not region mode)
+  // Where bytes [dst_off, dst_off + len) of a parameter are written: its host memory, or the
+  // unit's open region holding them.
+  std::byte* target(uint32_t param, uint64_t dst_off, uint64_t len, Scratch& scratch);
+  void open_region(uint32_t param, uint64_t offset, uint64_t bytes, Scratch& scratch);
+  void open_regions(const std::vector<UnitSegment>& segs, Scratch& scratch);  // one per contiguous run of a parameter
+  void close_regions(Scratch& scratch);  // deferred transforms, then published
+  void reserve_memory();
   void piece_done(uint32_t param, uint64_t items, bool in_load_pool);
   void add_done(uint64_t bytes);
   void fail();
@@ -90,6 +114,8 @@ class PlanRunner {
   std::vector<std::once_flag> opened_;
   std::vector<ParamState> state_;
   std::vector<uint64_t> items_;  // per parameter: work items in the schedule
+  std::vector<std::vector<TransformSpan>> transforms_;  // per region-mode parameter
+  std::shared_ptr<void> reservation_;  // Device::reserve's, held while the load allocates
 
   std::atomic<uint64_t> done_bytes_{0}, read_bytes_{0}, read_calls_{0};
   std::atomic<int64_t> read_ns_{0}, copy_ns_{0}, transform_ns_{0};

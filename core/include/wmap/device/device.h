@@ -25,6 +25,16 @@ class DeviceBuffer {
   virtual void* device_data() { return nullptr; }
 };
 
+// Host memory standing for device bytes [offset, offset + host.size()) of one buffer, between
+// Device::begin_region and end_region (devices that stage writes: see Device::stages_writes).
+struct StagedRegion {
+  std::span<std::byte> host;
+  uint64_t offset = 0;
+  // The device's own (a pinned lease or pageable memory): released by end_region, or when the
+  // region is dropped without it (a failed load), without copying.
+  std::shared_ptr<void> state;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -51,6 +61,42 @@ class Device {
   }
   // Publishes what begin_write() returned into the buffer (a copy for device memory).
   virtual void end_write(DeviceBuffer& buffer, std::span<std::byte> written) = 0;
+  // Before anything is allocated: a load will ask for `count` buffers of `bytes` in all. Fails
+  // (kValidation) when the device cannot hold them, naming the need and what is free, so a load
+  // too large for the device fails in milliseconds, not after its reads. A device may set the
+  // memory aside now (CUDA: one arena the following allocate() calls are carved from).
+  // Hold the returned handle while allocating: memory set aside and not yet handed out is given
+  // back once the handle and every buffer carved from it are gone.
+  virtual std::shared_ptr<void> reserve(uint64_t bytes, uint64_t count) {
+    (void)bytes, (void)count;
+    return nullptr;
+  }
+
+  // True when buffers have no host memory and writes are staged region by region (CUDA): the
+  // executor then fills each read unit's part of a parameter in a region of its own, copied to
+  // the device as soon as it is filled, instead of staging the whole parameter.
+  virtual bool stages_writes() const { return false; }
+  // Whether defer_transform() runs `transform` on the device (region by region: such transforms
+  // are elementwise). Parameters with other transforms are staged whole (begin_write).
+  virtual bool can_defer(const std::string& transform) const {
+    (void)transform;
+    return false;
+  }
+  // Host memory for device bytes [offset, offset + bytes) of `buffer`; several regions of one
+  // buffer may be open at once (from different workers). Devices that do not stage writes hand
+  // out the buffer's own memory.
+  virtual StagedRegion begin_region(DeviceBuffer& buffer, uint64_t offset, uint64_t bytes);
+  // Within an open region: queues the named elementwise transform of device bytes
+  // [offset, offset + bytes) after the region's copy (the host bytes are still in region.host
+  // for the checks that must fail on the host). False when the device cannot (see can_defer).
+  virtual bool defer_transform(StagedRegion& region, const std::string& transform, uint64_t offset, uint64_t bytes,
+                               DType dtype, const std::string& key) {
+    (void)region, (void)transform, (void)offset, (void)bytes, (void)dtype, (void)key;
+    return false;
+  }
+  // Publishes the region (an asynchronous copy for device memory) and releases its staging.
+  virtual void end_region(DeviceBuffer& buffer, StagedRegion& region) { (void)buffer, region.state.reset(); }
+
   // Copies a buffer's bytes to host memory (for --dump and tests), after the writes queued so far.
   virtual void copy_to_host(DeviceBuffer& buffer, std::span<std::byte> dst) = 0;
   // Waits for every queued copy and kernel; errors of asynchronous work surface here.

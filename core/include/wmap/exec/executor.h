@@ -40,6 +40,7 @@ struct LoadStats {
   std::string io_reason;       // why auto chose io_path
   bool prefetch = false;       // asynchronous readahead ahead of the readers
   bool prefault = false;       // destination pages faulted in before the copy
+  double setup_seconds = 0;    // within `seconds`: deciding and reserving device memory (Device::reserve)
   std::string cache = "off";   // the weight cache (LoaderOptions::cache): "off", "miss" or "hit"
   // Busy seconds summed over the workers of each pool (so they can exceed `seconds`).
   double read_seconds = 0, copy_seconds = 0, transform_seconds = 0;
@@ -48,7 +49,7 @@ struct LoadStats {
 struct ExecOptions {
   IoMode io = IoMode::kAuto;         // kAuto: choose_io_mode()
   unsigned workers = 0;              // load pool: pieces copied/transformed at once; 0: default_load_workers()
-  unsigned read_workers = 0;         // read pool: byte ranges in flight; 0: default_read_workers()
+  unsigned read_workers = 0;         // read pool: byte ranges in flight; 0: default_(staged_)read_workers()
   const FileSystem* fs = nullptr;    // default FileSystem::posix()
   bool allow_partial = false;        // run a plan with problems, skipping its broken parameters
   std::function<const TransformFn*(std::string_view)> transforms;  // looks up named transforms
@@ -66,6 +67,9 @@ struct ExecOptions {
 // Defaults from the core count: min(hardware threads, 4) for each pool.
 unsigned default_read_workers();
 unsigned default_load_workers();
+// Read workers for a device that stages writes (CUDA): one GPU's copy engines drain faster than
+// four readers fill (~50 GB/s on H200), so half the hardware threads, at least 4, at most 8.
+unsigned default_staged_read_workers();
 // Parses a worker count from the environment variable `name` (WMAP_READ_WORKERS,
 // WMAP_LOAD_WORKERS): 0 when unset; a positive integer; anything else throws kInvalidArgument
 // naming the variable and its value. Called by front ends (CLI, Python), not by the executor.

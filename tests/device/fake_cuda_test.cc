@@ -1,0 +1,301 @@
+// The CUDA device on the CPU: its runtime calls go to a checking fake (fake_cuda_runtime.h) whose
+// copies complete late and out of order, so the device's staging, chunking, fencing and arena
+// logic runs here as it would on a GPU. Family loads are checked bit for bit against the numpy
+// reference with rings smaller than the parameters; what the fake flags as misuse (staging reused
+// before its fence, a pointer of another device, a copy from pageable memory) fails every test.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+
+#include "cuda_device.h"
+#include "fake_cuda_runtime.h"
+#include "test_util.h"
+#include "wmap/loader/loader.h"
+#include "wmap/util/error.h"
+
+namespace wmap::test {
+namespace {
+
+std::filesystem::path synth(const TempDir& dir, const std::string& family, const std::string& flags = "") {
+  const auto ckpt = dir / family;
+  auto r = run_wmap("synth " + family + " " + shell_quote(ckpt.string()) + " " + flags);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return ckpt;
+}
+
+std::shared_ptr<FakeCudaRuntime> fake_with(int devices, uint64_t memory = uint64_t{1} << 30, int max_delay_us = 200) {
+  FakeCudaRuntime::Options o;
+  o.devices = devices;
+  o.memory_per_device = memory;
+  o.max_delay_us = max_delay_us;
+  return std::make_shared<FakeCudaRuntime>(o);
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += "\n  " + x;
+  return s;
+}
+
+struct Rank {
+  uint32_t tp = 1, rank = 0, ep = 1;
+  std::string flags() const {
+    return "--tp-size " + std::to_string(tp) + " --tp-rank " + std::to_string(rank) + " --ep-size " + std::to_string(ep);
+  }
+};
+
+LoadedModel load(const std::filesystem::path& ckpt, Device& device, const Rank& r, IoMode io = IoMode::kPread,
+                 uint64_t chunk_bytes = 0) {
+  LoaderOptions lo;
+  lo.checkpoint = ckpt;
+  lo.progress = false;
+  LayoutOptions o;
+  o.tp_size = r.tp;
+  o.tp_rank = r.rank;
+  o.ep_size = r.ep;
+  lo.layout = layout_from_options(o);
+  if (chunk_bytes) lo.plan.chunk_bytes = chunk_bytes;
+  LoaderSession session(lo);
+  auto prepared = session.prepare();
+  ExecOptions exec;
+  exec.io = io;
+  exec.read_workers = 4;
+  exec.workers = 3;
+  return session.load(*prepared, device, exec);
+}
+
+// Loads rank `r` through the fake and checks it against the reference; empty when it matches.
+std::string load_mismatches(const std::filesystem::path& ckpt, Device& device, const Rank& r, IoMode io = IoMode::kPread,
+                            uint64_t chunk_bytes = 0) {
+  TempDir out;
+  const LoadedModel model = load(ckpt, device, r, io, chunk_bytes);
+  const auto dump = out / "rank.safetensors";
+  dump_safetensors(model, device, dump);
+  return reference_mismatches(ckpt, dump, r.flags());
+}
+
+// Rings smaller than the parameters: 64 KiB read units in 256 KiB slabs (most regions fit a
+// lease), and default 16 MiB units through two 64 KiB slabs (every region streamed in chunks).
+struct Setup {
+  const char* name;
+  CudaTuning tuning;
+  uint64_t chunk_bytes;
+};
+const Setup kSetups[] = {
+    {"leases", {.slab_bytes = 256 << 10, .slabs = 3, .streams = 3}, 64 << 10},
+    {"streamed", {.slab_bytes = 64 << 10, .slabs = 2, .streams = 2}, 0},
+};
+
+void expect_every_rank_matches_through_fake(const std::filesystem::path& ckpt, const std::vector<Rank>& layouts,
+                                            std::initializer_list<IoMode> ios = {IoMode::kPread}) {
+  for (const Setup& s : kSetups) {
+    auto fake = std::make_shared<FakeCudaRuntime>();
+    auto device = make_cuda_device(0, fake, s.tuning);
+    uint64_t loads = 0;
+    for (const Rank& layout : layouts) {
+      for (uint32_t r = 0; r < layout.tp; ++r) {
+        for (IoMode io : ios) {
+          Rank rank = layout;
+          rank.rank = r;
+          EXPECT_EQ(load_mismatches(ckpt, *device, rank, io, s.chunk_bytes), "") << s.name << " " << rank.flags();
+          ++loads;
+        }
+      }
+    }
+    const auto c = fake->counts();
+    EXPECT_EQ(c.device_mallocs, loads) << s.name << ": one arena per load, no cudaMalloc per parameter";
+    EXPECT_GT(c.async_copies, loads) << s.name;
+    EXPECT_TRUE(fake->violations().empty()) << s.name << joined(fake->violations());
+  }
+}
+
+TEST(FakeCuda, LlamaTp1Tp2BitExactThroughTheFake) {
+  TempDir dir;
+  expect_every_rank_matches_through_fake(synth(dir, "llama", "--shards 3"), {{1}, {2}}, {IoMode::kPread, IoMode::kMmap});
+}
+
+TEST(FakeCuda, DeepseekFp8BitExactWithParametersLargerThanTheRing) {
+  TempDir dir;
+  expect_every_rank_matches_through_fake(synth(dir, "deepseek_v3", "--fp8"), {{1}, {2, 0, 2}});
+}
+
+// Global scales inverted by the "kernel" (the host rule, run by the fake's stream) region by region.
+TEST(FakeCuda, Nvfp4ScaleInversionsQueuedAfterTheirCopies) {
+  TempDir dir;
+  const auto ckpt = synth(dir, "qwen3_moe", "--nvfp4");
+  expect_every_rank_matches_through_fake(ckpt, {{2, 0, 2}});
+  auto fake = std::make_shared<FakeCudaRuntime>();
+  auto device = make_cuda_device(0, fake);
+  load(ckpt, *device, {});
+  EXPECT_GT(fake->counts().kernels, 0u);
+}
+
+// An engine (torch) in the same process keeps its current device across our calls.
+TEST(FakeCuda, TheCallersCurrentDeviceIsRestored) {
+  TempDir dir;
+  const auto ckpt = synth(dir, "llama");
+  auto fake = fake_with(2);
+  ASSERT_EQ(fake->set_device(1), 0);
+  auto device0 = make_cuda_device(0, fake, kSetups[1].tuning);
+  int current = -1;
+  fake->get_device(&current);
+  EXPECT_EQ(current, 1) << "opening cuda:0";
+  EXPECT_EQ(load_mismatches(ckpt, *device0, {}), "");
+  fake->get_device(&current);
+  EXPECT_EQ(current, 1) << "loading on cuda:0";
+  ASSERT_EQ(fake->set_device(0), 0);
+  auto device1 = make_cuda_device(1, fake, kSetups[1].tuning);
+  EXPECT_EQ(load_mismatches(ckpt, *device1, {}), "");
+  fake->get_device(&current);
+  EXPECT_EQ(current, 0) << "loading on cuda:1";
+  EXPECT_TRUE(fake->violations().empty()) << joined(fake->violations());
+}
+
+// Out of device memory is known from the plan: the error names the need and what is free, and
+// comes before any allocation or copy.
+TEST(FakeCuda, ALoadTooLargeForTheDeviceFailsBeforeAnyByteIsCopied) {
+  TempDir dir;
+  const auto ckpt = synth(dir, "llama");
+  auto fake = fake_with(1, 64 << 10);
+  auto device = make_cuda_device(0, fake, kSetups[1].tuning);
+  try {
+    load(ckpt, *device, {});
+    FAIL() << "loaded into 64 KiB";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(e.code(), ErrorCode::kValidation) << m;
+    EXPECT_NE(m.find("cuda:0: the load needs "), std::string::npos) << m;
+    EXPECT_NE(m.find("parameters but only 64.00 KiB (65536 bytes) of 64.00 KiB (65536 bytes) is free on the device"), std::string::npos) << m;
+    EXPECT_NE(m.find("nothing was read"), std::string::npos) << m;
+  }
+  EXPECT_EQ(fake->counts().device_mallocs, 0u);
+  EXPECT_EQ(fake->counts().async_copies, 0u);
+}
+
+TEST(FakeCuda, AFailedDeviceAllocationNamesTheCallAndTheNeed) {
+  TempDir dir;
+  const auto ckpt = synth(dir, "llama");
+  auto fake = std::make_shared<FakeCudaRuntime>();
+  auto device = make_cuda_device(0, fake, kSetups[1].tuning);
+  fake->fail_device_malloc_after(0);
+  try {
+    load(ckpt, *device, {});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("cuda:0: the load's parameters ("), std::string::npos) << m;
+    EXPECT_NE(m.find("cudaMalloc failed: cudaErrorMemoryAllocation (out of memory)"), std::string::npos) << m;
+  }
+  EXPECT_EQ(fake->counts().async_copies, 0u);
+  fake->fail_device_malloc_after(-1);
+  EXPECT_EQ(load_mismatches(ckpt, *device, {}), "");  // the device is still usable
+}
+
+// Pinned memory short: the device opens with fewer slabs (a warning) and loads the same bytes;
+// with none at all, opening it is the error.
+TEST(FakeCuda, PinnedMemoryShortfallMeansFewerSlabsNotAFailedLoad) {
+  TempDir dir;
+  const auto ckpt = synth(dir, "llama");
+  auto fake = std::make_shared<FakeCudaRuntime>();
+  fake->fail_pinned_after(1);
+  auto device = make_cuda_device(0, fake, {.slab_bytes = 256 << 10, .slabs = 4, .streams = 2});
+  EXPECT_EQ(fake->counts().pinned_bytes_live, uint64_t{256} << 10) << "one slab pinned, when the device opened";
+  EXPECT_EQ(load_mismatches(ckpt, *device, {}, IoMode::kPread, 64 << 10), "");
+  EXPECT_TRUE(fake->violations().empty()) << joined(fake->violations());
+
+  auto none = std::make_shared<FakeCudaRuntime>();
+  none->fail_pinned_after(0);
+  try {
+    make_cuda_device(0, none);
+    FAIL() << "opened without pinned memory";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("cuda:0: cannot pin any host staging memory"), std::string::npos) << m;
+    EXPECT_NE(m.find("cudaHostAlloc failed: cudaErrorMemoryAllocation"), std::string::npos) << m;
+  }
+}
+
+// Buffers through the device API directly: whole buffers larger than the ring, and many regions
+// of one buffer filled and published from several threads at once.
+TEST(FakeCuda, WholeBuffersAndConcurrentRegionsRoundTrip) {
+  auto fake = std::make_shared<FakeCudaRuntime>();
+  auto device = make_cuda_device(0, fake, {.slab_bytes = 64 << 10, .slabs = 2, .streams = 3});
+  auto pattern = [](uint64_t i, uint64_t salt) { return static_cast<std::byte>((i * 131 + salt) & 0xff); };
+  for (uint64_t n : {uint64_t{0}, uint64_t{1}, uint64_t{1000}, uint64_t{300} << 10}) {
+    auto b = device->allocate(n, "whole");
+    auto host = device->begin_write(*b);
+    for (uint64_t i = 0; i < n; ++i) host[i] = pattern(i, n);
+    device->end_write(*b, host);
+    std::vector<std::byte> back(n);
+    device->copy_to_host(*b, back);
+    for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(back[i], pattern(i, n)) << n << " byte " << i;
+  }
+  const uint64_t region = 40 << 10, regions = 24;
+  auto b = device->allocate(region * regions, "regions");
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 4; ++t) {
+    workers.emplace_back([&, t] {
+      for (uint64_t k = static_cast<uint64_t>(t); k < regions; k += 4) {
+        StagedRegion r = device->begin_region(*b, k * region, region);
+        for (uint64_t i = 0; i < region; ++i) r.host[i] = pattern(k * region + i, 7);
+        device->end_region(*b, r);
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  std::vector<std::byte> back(region * regions);
+  device->copy_to_host(*b, back);
+  for (uint64_t i = 0; i < back.size(); ++i) ASSERT_EQ(back[i], pattern(i, 7)) << "byte " << i;
+  EXPECT_TRUE(fake->violations().empty()) << joined(fake->violations());
+}
+
+// The fake's own checks, so a device bug would not pass unnoticed.
+TEST(FakeCudaChecks, StagingOverwrittenBeforeItsCopyRanIsAViolation) {
+  auto fake = fake_with(1, uint64_t{1} << 30, 20000);
+  void *pinned = nullptr, *dev = nullptr;
+  cuda::Stream s = nullptr;
+  ASSERT_EQ(fake->malloc_pinned(&pinned, 4096), 0);
+  ASSERT_EQ(fake->malloc_device(&dev, 4096), 0);
+  ASSERT_EQ(fake->stream_create(&s), 0);
+  std::memset(pinned, 1, 4096);
+  ASSERT_EQ(fake->memcpy_to_device_async(dev, pinned, 4096, s), 0);
+  std::memset(pinned, 2, 4096);  // no fence waited for: the copy has not run yet
+  ASSERT_EQ(fake->stream_synchronize(s), 0);
+  const auto v = fake->violations();
+  ASSERT_EQ(v.size(), 1u) << joined(v);
+  EXPECT_NE(v[0].find("reused before its fence"), std::string::npos) << v[0];
+  fake->stream_destroy(s);
+  fake->free_device(dev);
+  fake->free_pinned(pinned);
+}
+
+TEST(FakeCudaChecks, AnotherDevicesStreamOrPointerAndPageableCopiesAreViolations) {
+  auto fake = fake_with(2);
+  void *pinned = nullptr, *dev0 = nullptr;
+  cuda::Stream s0 = nullptr, s1 = nullptr;
+  ASSERT_EQ(fake->malloc_pinned(&pinned, 64), 0);
+  ASSERT_EQ(fake->malloc_device(&dev0, 64), 0);
+  ASSERT_EQ(fake->stream_create(&s0), 0);
+  ASSERT_EQ(fake->set_device(1), 0);
+  ASSERT_EQ(fake->stream_create(&s1), 0);
+  EXPECT_NE(fake->memcpy_to_device_async(dev0, pinned, 64, s0), 0);  // cuda:0's stream, cuda:1 current
+  EXPECT_NE(fake->memcpy_to_device_async(dev0, pinned, 64, s1), 0);  // cuda:0's memory
+  ASSERT_EQ(fake->set_device(0), 0);
+  std::vector<std::byte> pageable(64);
+  EXPECT_EQ(fake->memcpy_to_device_async(dev0, pageable.data(), 64, s0), 0);
+  EXPECT_EQ(fake->stream_synchronize(s0), 0);
+  const auto v = fake->violations();
+  ASSERT_EQ(v.size(), 3u) << joined(v);
+  EXPECT_NE(v[0].find("a stream of cuda:0 used while cuda:1 is current"), std::string::npos) << v[0];
+  EXPECT_NE(v[1].find("memory of cuda:0 while cuda:1 is current"), std::string::npos) << v[1];
+  EXPECT_NE(v[2].find("from pageable memory"), std::string::npos) << v[2];
+  fake->stream_destroy(s0);
+  fake->free_device(dev0);
+  fake->free_pinned(pinned);
+  ASSERT_EQ(fake->set_device(1), 0);
+  fake->stream_destroy(s1);
+}
+
+}  // namespace
+}  // namespace wmap::test
