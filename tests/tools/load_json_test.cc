@@ -24,7 +24,8 @@ TEST(LoadJson, KeysInOrderOnceWithTheirTypes) {
   std::vector<std::string> keys;
   for (auto field : obj) keys.emplace_back(field.key);
   const std::vector<std::string> want = {
-      "params", "bytes_loaded", "bytes_read", "bytes_needed", "reads", "seconds", "gbps", "peak_rss", "io_path",
+      "params", "bytes_loaded", "bytes_read", "bytes_needed", "reads", "seconds", "gbps", "stream_gbps", "setup_seconds",
+      "device_open_seconds", "peak_rss", "io_path",
       "io_requested", "io_reason", "load_workers", "read_workers", "prefetch", "prefault", "phases", "device",
       "catalog_seconds", "plan_seconds", "plan_id", "layout", "rank", "world_size", "io_policy_requested", "io_policy",
       "io_policy_reason", "storage_bytes", "received_bytes", "sent_bytes", "needed_bytes", "union_bytes",
