@@ -21,7 +21,7 @@ struct RankContext::Impl {
   std::string effective = "native", reason;
   Layout layout;  // the layout this process loads
   uint32_t rank = 0, world_size = 1;
-  uint64_t storage_bytes = 0, received_bytes = 0, sent_bytes = 0, needed_bytes = 0, union_bytes = 0;
+  uint64_t storage_bytes = 0, received_bytes = 0, sent_bytes = 0, needed_bytes = 0, needed_extents = 0, union_bytes = 0;
   double policy_seconds = 0;
 #ifdef WMAP_HAVE_MPI
   std::unique_ptr<mpi::MpiWorld> world;  // null: not launched under MPI
@@ -115,11 +115,11 @@ void RankContext::agree(std::string_view phase, std::exception_ptr error) {
 #endif
 }
 
-void RankContext::before_load(const PreparedLoad& prepared, ExecOptions& exec) {
+void RankContext::before_load(const PreparedLoad& prepared, const Device& device, ExecOptions& exec) {
 #ifdef WMAP_HAVE_MPI
   if (!multi_rank()) return;
   try {
-    impl_->io = std::make_unique<mpi::RankIo>(*impl_->world, impl_->requested, prepared);
+    impl_->io = std::make_unique<mpi::RankIo>(*impl_->world, impl_->requested, prepared, device.name() == "host");
   } catch (const mpi::AgreedFailure& f) {
     throw ReportedFailure{f.exit_code};
   }
@@ -130,6 +130,7 @@ void RankContext::before_load(const PreparedLoad& prepared, ExecOptions& exec) {
   impl_->received_bytes = r.received_bytes;
   impl_->sent_bytes = r.sent_bytes;
   impl_->needed_bytes = r.needed_bytes;
+  impl_->needed_extents = r.extents;
   impl_->union_bytes = r.union_bytes;
   impl_->policy_seconds = r.seconds;
   exec.fs = impl_->io->file_system();
@@ -137,6 +138,7 @@ void RankContext::before_load(const PreparedLoad& prepared, ExecOptions& exec) {
   if (exec.fs) exec.io = IoMode::kPread;
 #else
   (void)prepared;
+  (void)device;
   (void)exec;
 #endif
 }
@@ -161,6 +163,7 @@ void RankContext::add_json_fields(nlohmann::ordered_json& out, const LoadStats& 
   out["received_bytes"] = m.received_bytes;
   out["sent_bytes"] = m.sent_bytes;
   out["needed_bytes"] = m.needed_bytes;
+  out["needed_extents"] = m.needed_extents;
   out["union_bytes"] = m.union_bytes;
   out["os_read_bytes"] = os_storage_read_bytes();
   out["io_policy_seconds"] = m.policy_seconds;
