@@ -44,8 +44,8 @@ struct Slot {
 class Exchange {
  public:
   Exchange(const MpiWorld& world, const Catalog& catalog, const std::vector<std::vector<FileExtent>>& needed,
-           ExtentStoreFileSystem& store)
-      : world_(world), catalog_(catalog), needed_(needed), store_(store), me_(world.rank()), n_(world.size()) {
+           ExtentStoreFileSystem& store, Fault fault)
+      : world_(world), catalog_(catalog), needed_(needed), store_(store), me_(world.rank()), n_(world.size()), fault_(fault) {
     const std::vector<FileRange> ranges = read_ranges(needed);
     stats_.union_bytes = range_bytes(ranges);
     ch_ = chunk_ranges(ranges, exchange_chunk_bytes(stats_.union_bytes, n_));
@@ -229,7 +229,7 @@ class Exchange {
   const std::vector<std::vector<FileExtent>>& needed_;
   ExtentStoreFileSystem& store_;
   const int me_, n_;
-  const Fault fault_ = injected_fault();
+  const Fault fault_;
   Chunking ch_;
   std::vector<size_t> own_;
   std::vector<Slot> slots_;
@@ -262,7 +262,7 @@ class Exchange {
 uint64_t exchange_chunk_bytes(uint64_t union_bytes, int ranks) {
   const uint64_t mib = uint64_t{1} << 20;
   const uint64_t want = union_bytes / (static_cast<uint64_t>(std::max(ranks, 1)) * 8);
-  return std::clamp<uint64_t>((want + mib - 1) / mib * mib, mib, 32 * mib);
+  return std::clamp<uint64_t>((want + mib - 1) / mib * mib, mib, kMaxExchangeChunkBytes);
 }
 
 ExchangeStats exchange_extents(const MpiWorld& world, const Catalog& catalog, const std::vector<std::vector<FileExtent>>& needed,
@@ -275,7 +275,7 @@ ExchangeStats exchange_extents(const MpiWorld& world, const Catalog& catalog, co
   // outlives the abort: posted transfers still point into its buffers.
   std::unique_ptr<Exchange> x;
   try {
-    x = std::make_unique<Exchange>(world, catalog, needed, store);
+    x = std::make_unique<Exchange>(world, catalog, needed, store, injected_fault());
     stats = x->run();
     read_error = x->read_error();
   } catch (...) {

@@ -34,11 +34,13 @@ struct ExchangeStats {
 
 // Chunks in flight per rank: one per slot; a slot is reused once its sends completed.
 constexpr int kExchangeSlots = 4;
+constexpr uint64_t kMaxExchangeChunkBytes = uint64_t{32} << 20;
 // Host memory the transfer itself may take per rank at most: each slot's chunk and packed copies.
-constexpr uint64_t kExchangeBufferBytes = uint64_t{kExchangeSlots} * 2 * (uint64_t{32} << 20);
+constexpr uint64_t kExchangeBufferBytes = uint64_t{kExchangeSlots} * 2 * kMaxExchangeChunkBytes;
 
 // Chunk size for a union of `union_bytes` over `ranks` ranks: about 8 chunks per rank (so the
-// reads spread evenly), between 1 and 32 MiB (bounded buffers, counts within an MPI int).
+// reads spread evenly), between 1 MiB and kMaxExchangeChunkBytes (bounded buffers, counts within
+// an MPI int).
 uint64_t exchange_chunk_bytes(uint64_t union_bytes, int ranks);
 
 // `needed[r]` is rank r's merged extents (identical on every rank); `store` was built from
