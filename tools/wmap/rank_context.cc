@@ -163,7 +163,6 @@ void RankContext::add_json_fields(nlohmann::ordered_json& out, const LoadStats& 
   out["received_bytes"] = m.received_bytes;
   out["sent_bytes"] = m.sent_bytes;
   out["needed_bytes"] = m.needed_bytes;
-  out["needed_extents"] = m.needed_extents;
   out["union_bytes"] = m.union_bytes;
   out["os_read_bytes"] = os_storage_read_bytes();
   out["io_policy_seconds"] = m.policy_seconds;
@@ -178,10 +177,11 @@ void RankContext::print_summary(const LoadStats& stats) const {
   const double gbps = seconds > 0 ? static_cast<double>(stats.bytes_loaded) / seconds / 1e9 : 0;
   const std::string tag = multi_rank() ? "wmap[rank " + std::to_string(m.rank) + "/" + std::to_string(m.world_size) + "]" : "wmap";
   std::fprintf(stderr,
-               "%s: io-policy %s (requested %s%s%s): needed %.1f MiB, read from storage %.1f MiB, received %.1f MiB, "
+               "%s: io-policy %s (requested %s%s%s): needed %.1f MiB in %llu extents, read from storage %.1f MiB, received %.1f MiB, "
                "sent %.1f MiB; %s %.3fs + load %.3fs: %.2f GB/s\n",
                tag.c_str(), m.effective.c_str(), std::string(mpi::io_policy_name(m.requested)).c_str(),
                m.reason.empty() ? "" : "; fell back: ", m.reason.c_str(), static_cast<double>(m.needed_bytes) / mib,
+               static_cast<unsigned long long>(m.needed_extents),
                static_cast<double>(m.storage_bytes) / mib, static_cast<double>(m.received_bytes) / mib,
                static_cast<double>(m.sent_bytes) / mib, m.effective == "exchange" ? "exchange" : m.effective == "rank-striped" ? "read-ahead" : "pre-load", m.policy_seconds,
                stats.seconds, gbps);
