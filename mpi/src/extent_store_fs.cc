@@ -52,18 +52,21 @@ std::unique_ptr<RandomAccessFile> ExtentStoreFileSystem::open(const std::filesys
 }
 
 const std::byte* ExtentStoreFileSystem::find(uint32_t shard, uint64_t offset, uint64_t len) const {
-  // The last extent starting at or before (shard, offset).
-  auto it = std::upper_bound(extents_.begin(), extents_.end(), FileExtent{shard, offset, offset}, [](const FileExtent& a, const FileExtent& b) {
-    return a.shard != b.shard ? a.shard < b.shard : a.begin < b.begin;
+  // The last extent starting at or before (shard, offset): spans are disjoint, so only it can hold it.
+  auto it = std::upper_bound(extents_.begin(), extents_.end(), std::pair(shard, offset), [](const auto& key, const FileExtent& e) {
+    return key.first != e.shard ? key.first < e.shard : key.second < e.begin;
   });
   if (it != extents_.begin()) {
     const FileExtent& e = *--it;
-    if (e.shard == shard && offset >= e.begin && offset + len <= e.end) {
-      return bytes_.get() + offsets_[static_cast<size_t>(it - extents_.begin())] + (offset - e.begin);
+    if (e.shard == shard && offset < e.end()) {
+      const uint64_t row = (offset - e.begin) / e.stride, in_row = (offset - e.begin) % e.stride;
+      if (in_row + len <= e.row_bytes) {
+        return bytes_.get() + offsets_[static_cast<size_t>(it - extents_.begin())] + row * e.row_bytes + in_row;
+      }
     }
   }
   throw Error(ErrorCode::kInternal, catalog_.shard_path(shard).string() + ": bytes [" + std::to_string(offset) + ", " +
-                                        std::to_string(offset + len) + ") were not received from the other ranks");
+                                        std::to_string(offset + len) + ") are not within one row of the extents received from the other ranks");
 }
 
 }  // namespace wmap::mpi

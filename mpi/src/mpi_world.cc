@@ -21,8 +21,7 @@ void abort_if_unagreed(int exit_code) {
 }
 
 MpiWorld::MpiWorld() {
-  int provided = 0;
-  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &thread_level_);
   // Failures of MPI calls come back as codes and end in agree()/abort, not in MPI's default abort
   // with no context.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -43,6 +42,16 @@ MpiWorld::~MpiWorld() {
   }
   if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
   MPI_Finalize();
+}
+
+std::string MpiWorld::thread_level_name() const {
+  switch (thread_level_) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+  }
+  return "thread level " + std::to_string(thread_level_);
 }
 
 std::string MpiWorld::tag() const { return "wmap[rank " + std::to_string(rank_) + "/" + std::to_string(size_) + "]"; }

@@ -10,13 +10,11 @@ namespace wmap::mpi {
 
 WarmupStats striped_warmup(const MpiWorld& world, const Catalog& catalog, const std::vector<std::vector<FileExtent>>& node_needed) {
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<FileExtent> all;
-  for (const auto& e : node_needed) all.insert(all.end(), e.begin(), e.end());
-  const std::vector<FileExtent> merged = merge_extents(std::move(all));
+  const std::vector<FileRange> ranges = read_ranges(node_needed);
   const int n = world.node_size(), me = world.node_rank();
   WarmupStats stats;
-  stats.node_union_bytes = extent_bytes(merged);
-  const Chunking ch = chunk_extents(merged, exchange_chunk_bytes(stats.node_union_bytes, n));
+  stats.node_union_bytes = range_bytes(ranges);
+  const Chunking ch = chunk_ranges(ranges, exchange_chunk_bytes(stats.node_union_bytes, n));
   // Reading (rather than posix_fadvise WILLNEED alone, which the kernel may cut short) makes the
   // pages resident before the barrier; the buffer is small and reused, so memory stays flat.
   constexpr uint64_t kBuffer = uint64_t{4} << 20;
@@ -27,7 +25,7 @@ WarmupStats striped_warmup(const MpiWorld& world, const Catalog& catalog, const 
       const Chunk& k = ch.chunks[c];
       if (!files[k.shard]) files[k.shard] = FileSystem::posix().open(catalog.shard_path(k.shard), IoMode::kPread);
       for (size_t p = k.piece_begin; p < k.piece_end; ++p) {
-        const FileExtent& x = ch.pieces[p];
+        const FileRange& x = ch.pieces[p];
         files[k.shard]->will_need(x.begin, x.size());
         for (uint64_t at = x.begin; at < x.end; at += kBuffer) {
           const uint64_t len = std::min(kBuffer, x.end - at);

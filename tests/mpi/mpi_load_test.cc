@@ -221,6 +221,58 @@ TEST(MpiLoad, DeepSeekTp4Ep2BitExactUnderEveryPolicy) {
   expect_every_policy_bit_exact(synth(dir, "deepseek_v3", ""), 4, 2);
 }
 
+// --ep-size 1: every routed expert is split row-parallel across the ranks, so each rank's needs
+// are strided rows (one extent per piece, not one per row). Under exchange and rank-striped the
+// dumps are bit-exact, and byte-identical to single-process loads of the same ranks.
+TEST(MpiLoad, DeepSeekRowSplitExpertsUnderExchangeAndRankStriped) {
+  SKIP_WITHOUT_MPIRUN();
+  TempDir dir;
+  const auto ckpt = synth(dir, "deepseek_v3", "");
+  TempDir single;
+  for (uint32_t r = 0; r < 2; ++r) {
+    auto one = run_wmap("load " + shell_quote(ckpt.string()) + " --tp-size 2 --ep-size 1 --tp-rank " + std::to_string(r) + " --dump " +
+                        shell_quote((single / ("rank" + std::to_string(r) + ".safetensors")).string()));
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+  }
+  for (const std::string policy : {"exchange", "rank-striped"}) {
+    TempDir out;
+    auto r = run_mpi("-np 2 " + wmap_cli() + " load " + shell_quote(ckpt.string()) + " --tp-size 2 --ep-size 1 --io-policy " + policy +
+                     " --json --dump " + shell_quote((out / "rank{rank}.safetensors").string()));
+    ASSERT_EQ(r.exit_code, 0) << policy << ":\n" << r.err;
+    const auto ranks = ranks_of(r.out);
+    ASSERT_EQ(ranks.size(), 2u) << r.out;
+    for (const auto& [rank, j] : ranks) {
+      EXPECT_EQ(j.field("io_policy"), policy) << "rank " << rank << ": " << j.field("io_policy_reason");
+      EXPECT_EQ(j.field("io_policy_reason"), "");
+      if (policy == "exchange") {
+        EXPECT_GT(j.u64("received_bytes"), 0u);
+      }
+    }
+    expect_dumps_match(ckpt, out.path(), 2, 1, policy);
+    for (const std::string name : {"rank0.safetensors", "rank1.safetensors"}) {
+      EXPECT_TRUE(read_file(out / name) == read_file(single / name)) << policy << " " << name << " differs from the single-process dump";
+    }
+  }
+}
+
+// A receive that fails (the transport refuses MPI_Irecv, or the wait for the receives errs) on
+// one rank ends the whole job with the reason, as a failed send does: its peers would otherwise
+// wait for it forever. WMAP_FAULT_INJECT is the exchange's test hook.
+TEST(MpiLoad, AFailedReceiveAbortsTheJobWithTheReason) {
+  SKIP_WITHOUT_MPIRUN();
+  TempDir dir;
+  const auto ckpt = synth(dir, "llama", "--preset small");
+  const std::string load = " load " + shell_quote(ckpt.string()) + " --tp-size 2 --io-policy exchange";
+  for (const auto& [fault, call] : {std::pair{std::string("exchange-irecv"), std::string("MPI_Irecv failed")},
+                                    std::pair{std::string("exchange-recv-wait"), std::string("MPI_Waitall (receives) failed")}}) {
+    auto r = run_mpi("-np 1 env WMAP_FAULT_INJECT=" + fault + " " + wmap_cli() + load + " : " + sanitizer_env() + "-np 1 " + wmap_cli() + load);
+    EXPECT_NE(r.exit_code, 0) << fault << ":\n" << r.err;
+    EXPECT_NE(r.exit_code, 124) << fault << ": a rank hung:\n" << r.err;
+    EXPECT_NE(r.err.find("wmap[rank 0/2]: error during the exchange: wmap[rank 0/2]: " + call), std::string::npos) << fault << ":\n" << r.err;
+    EXPECT_NE(r.err.find("aborting the job"), std::string::npos) << r.err;
+  }
+}
+
 // TensorRT-LLM caps DeepSeek's dense-MLP split at the GPUs of a node: under mpirun wmap takes that
 // count from the node's ranks unless --gpus-per-node says otherwise.
 TEST(MpiLoad, GpusPerNodeIsTheNodesRankCountUnlessGiven) {

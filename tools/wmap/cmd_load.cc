@@ -61,7 +61,7 @@ int run_load(const LoadOptions& o) {
   exec.prefault = o.prefault == "on";
   Progress bar("load", prepared->plan->bytes_to_load(), true, Progress::kBytes);
   exec.progress = [&bar](uint64_t done, uint64_t) { bar.update(done); };
-  ranks.before_load(*prepared, exec);
+  ranks.before_load(*prepared, *device, exec);
   LoadedModel model = ranks.phase("load", [&] { return run_as_load_failure([&] { return session->load(*prepared, *device, exec); }); });
   bar.finish();
   ranks.after_load(model.stats);

@@ -21,7 +21,7 @@ struct RankContext::Impl {
   std::string effective = "native", reason;
   Layout layout;  // the layout this process loads
   uint32_t rank = 0, world_size = 1;
-  uint64_t storage_bytes = 0, received_bytes = 0, sent_bytes = 0, needed_bytes = 0, union_bytes = 0;
+  uint64_t storage_bytes = 0, received_bytes = 0, sent_bytes = 0, needed_bytes = 0, needed_extents = 0, union_bytes = 0;
   double policy_seconds = 0;
 #ifdef WMAP_HAVE_MPI
   std::unique_ptr<mpi::MpiWorld> world;  // null: not launched under MPI
@@ -115,11 +115,11 @@ void RankContext::agree(std::string_view phase, std::exception_ptr error) {
 #endif
 }
 
-void RankContext::before_load(const PreparedLoad& prepared, ExecOptions& exec) {
+void RankContext::before_load(const PreparedLoad& prepared, const Device& device, ExecOptions& exec) {
 #ifdef WMAP_HAVE_MPI
   if (!multi_rank()) return;
   try {
-    impl_->io = std::make_unique<mpi::RankIo>(*impl_->world, impl_->requested, prepared);
+    impl_->io = std::make_unique<mpi::RankIo>(*impl_->world, impl_->requested, prepared, device.name() == "host");
   } catch (const mpi::AgreedFailure& f) {
     throw ReportedFailure{f.exit_code};
   }
@@ -130,6 +130,7 @@ void RankContext::before_load(const PreparedLoad& prepared, ExecOptions& exec) {
   impl_->received_bytes = r.received_bytes;
   impl_->sent_bytes = r.sent_bytes;
   impl_->needed_bytes = r.needed_bytes;
+  impl_->needed_extents = r.extents;
   impl_->union_bytes = r.union_bytes;
   impl_->policy_seconds = r.seconds;
   exec.fs = impl_->io->file_system();
@@ -137,6 +138,7 @@ void RankContext::before_load(const PreparedLoad& prepared, ExecOptions& exec) {
   if (exec.fs) exec.io = IoMode::kPread;
 #else
   (void)prepared;
+  (void)device;
   (void)exec;
 #endif
 }
@@ -175,10 +177,11 @@ void RankContext::print_summary(const LoadStats& stats) const {
   const double gbps = seconds > 0 ? static_cast<double>(stats.bytes_loaded) / seconds / 1e9 : 0;
   const std::string tag = multi_rank() ? "wmap[rank " + std::to_string(m.rank) + "/" + std::to_string(m.world_size) + "]" : "wmap";
   std::fprintf(stderr,
-               "%s: io-policy %s (requested %s%s%s): needed %.1f MiB, read from storage %.1f MiB, received %.1f MiB, "
+               "%s: io-policy %s (requested %s%s%s): needed %.1f MiB in %llu extents, read from storage %.1f MiB, received %.1f MiB, "
                "sent %.1f MiB; %s %.3fs + load %.3fs: %.2f GB/s\n",
                tag.c_str(), m.effective.c_str(), std::string(mpi::io_policy_name(m.requested)).c_str(),
                m.reason.empty() ? "" : "; fell back: ", m.reason.c_str(), static_cast<double>(m.needed_bytes) / mib,
+               static_cast<unsigned long long>(m.needed_extents),
                static_cast<double>(m.storage_bytes) / mib, static_cast<double>(m.received_bytes) / mib,
                static_cast<double>(m.sent_bytes) / mib, m.effective == "exchange" ? "exchange" : m.effective == "rank-striped" ? "read-ahead" : "pre-load", m.policy_seconds,
                stats.seconds, gbps);

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "wmap/device/device.h"
 #include "wmap/exec/executor.h"
 #include "wmap/spec/layout.h"
 #include "wmap/loader/loader.h"
@@ -38,7 +39,8 @@ class RankContext {
   // position on its node (cuda:<node-local rank>; cuda:0 for a single process).
   std::string device_spec(const std::string& requested) const;
   // The I/O policy's step before the load; points exec.fs at the exchanged bytes when needed.
-  void before_load(const PreparedLoad& prepared, ExecOptions& exec);
+  // `device`: where the parameters land (the exchange's memory check counts them on the host).
+  void before_load(const PreparedLoad& prepared, const Device& device, ExecOptions& exec);
   void after_load(const LoadStats& stats);
   // The rank and I/O policy fields of --json (appended to `out` in order), and the human summary
   // line (stderr, every rank).

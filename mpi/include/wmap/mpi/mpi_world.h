@@ -34,6 +34,9 @@ class MpiWorld {
   MpiWorld& operator=(const MpiWorld&) = delete;
 
   int rank() const { return rank_; }
+  // What MPI_Init_thread granted (MPI_THREAD_FUNNELED was asked for), and its name.
+  int thread_level() const { return thread_level_; }
+  std::string thread_level_name() const;
   int size() const { return size_; }
   MPI_Comm world() const { return MPI_COMM_WORLD; }
   // The ranks sharing this node's memory (and page cache).
@@ -54,7 +57,7 @@ class MpiWorld {
   std::string tag() const;
 
  private:
-  int rank_ = 0, size_ = 1, node_rank_ = 0, node_size_ = 1;
+  int rank_ = 0, size_ = 1, node_rank_ = 0, node_size_ = 1, thread_level_ = MPI_THREAD_SINGLE;
   MPI_Comm node_ = MPI_COMM_NULL;
   int uncaught_at_start_ = 0;
   bool agreed_failure_ = false;

@@ -5,10 +5,11 @@
 //                 bytes the node needs, then load natively (striped_warmup.h);
 //   exchange      each needed byte is read by one rank and sent to the ranks that need it, which
 //                 load from memory (extent_exchange.h, extent_store_fs.h).
-// The effective policy is decided from facts every rank gathered (requested policy, each rank's
-// shard names/sizes/mtimes, memory), so every rank takes the same branch; when any rank cannot
-// follow, all fall back to native together with one reason. Owns the exchange buffers, which
-// must outlive the load that reads them. Use on the thread that owns the MpiWorld.
+// The effective policy is decided from facts every rank gathered (policy_decision.h: requested
+// policy, shard names/sizes/mtimes, memory, metadata size, MPI's thread level), so every rank
+// takes the same branch; when any rank cannot follow, all fall back to native together with one
+// reason. Owns the exchange buffers, which must outlive the load that reads them. Use on the
+// thread that owns the MpiWorld.
 
 #include <memory>
 #include <string>
@@ -24,7 +25,8 @@ namespace wmap::mpi {
 
 struct RankIoReport {
   std::string requested, effective, reason;  // reason: why effective differs (or "")
-  uint64_t needed_bytes = 0;    // this rank's plan
+  uint64_t needed_bytes = 0;    // this rank's plan (its merged extents)
+  uint64_t extents = 0;         // how many extents describe them (40 bytes each when gathered)
   uint64_t union_bytes = 0;     // exchange: the job's; rank-striped: the node's
   uint64_t storage_bytes = 0;   // read from the shard files by this rank before the load
   uint64_t received_bytes = 0;  // exchange: from the other ranks
@@ -35,7 +37,9 @@ struct RankIoReport {
 class RankIo {
  public:
   // Collective: agrees on the policy and runs its step before the load (agreeing on success).
-  RankIo(MpiWorld& world, IoPolicy requested, const PreparedLoad& prepared);
+  // `params_on_host`: the load's parameters land in host memory (a host device), so the
+  // exchange's memory check counts them beside the exchanged bytes.
+  RankIo(MpiWorld& world, IoPolicy requested, const PreparedLoad& prepared, bool params_on_host);
   // The FileSystem the load reads through: null for the real files.
   const FileSystem* file_system() const { return store_.get(); }
   const RankIoReport& report() const { return report_; }

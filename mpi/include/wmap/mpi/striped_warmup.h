@@ -1,8 +1,8 @@
 #pragma once
 // The `rank-striped` I/O policy's read-ahead (as TensorRT-LLM's rank-striped loading does): the
-// ranks of one node split the union of the bytes they need round-robin by chunk, each reads its
-// chunks through a small reused buffer so they land in the node's shared page cache, and after
-// a node barrier every rank loads natively from the warm cache. Collective over the node
+// ranks of one node split the union of the bytes they need (read_ranges) round-robin by chunk,
+// each reads its chunks through a small reused buffer so they land in the node's shared page
+// cache, and after a node barrier every rank loads natively from the warm cache. Collective over the node
 // communicator; call it on the thread that owns the MpiWorld. Read errors are left to the load
 // that follows (which reports them with its own context), so they only end this rank's warming.
 
@@ -17,7 +17,7 @@ namespace wmap::mpi {
 
 struct WarmupStats {
   uint64_t storage_bytes = 0;  // read from the shard files by this rank
-  uint64_t node_union_bytes = 0;
+  uint64_t node_union_bytes = 0;  // read_ranges of the node's needs
   double seconds = 0;
 };
 
