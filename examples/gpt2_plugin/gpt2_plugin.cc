@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "wmap/abi/plugin_api.h"
+#include "wmap/spec/config_bounds.h"
 
 namespace {
 
@@ -36,15 +37,21 @@ struct Gpt2Shape {
   bool tie;
 };
 
-Gpt2Shape read_shape(const ModelConfig& c, const Layout& l) {
+// Counts and sizes are read through ConfigBounds: bounded by what the checkpoint holds before the
+// layer loop runs, products overflow-checked.
+Gpt2Shape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyProbe& probe) {
   Gpt2Shape s{};
-  s.hidden = c.has("n_embd") ? c.require_positive("n_embd") : c.require_positive("hidden_size");
+  const wmap::ConfigBounds b(c, probe);
+  const char* hidden = c.has("n_embd") ? "n_embd" : "hidden_size";
+  s.hidden = b.dim(hidden);
   s.heads = c.has("n_head") ? c.require_positive("n_head") : c.require_positive("num_attention_heads");
-  s.layers = c.has("n_layer") ? c.require_positive("n_layer") : c.require_positive("num_hidden_layers");
-  s.positions = c.has("n_positions") ? c.require_positive("n_positions") : c.require_positive("max_position_embeddings");
-  s.vocab = c.require_positive("vocab_size");
+  s.layers = b.count(c.has("n_layer") ? "n_layer" : "num_hidden_layers", "h.", "layer");
+  s.positions = b.dim(c.has("n_positions") ? "n_positions" : "max_position_embeddings");
+  s.vocab = b.dim("vocab_size");
   // `n_inner: null` (the usual GPT-2 config) means 4 * n_embd.
-  s.inner = c.has("n_inner") ? c.require_positive("n_inner") : 4 * s.hidden;
+  const std::string inner = c.has("n_inner") ? std::string("n_inner") : std::string("4 * ") + hidden;
+  s.inner = b.dim(inner, c.has("n_inner") ? c.require_positive("n_inner") : b.mul(4, s.hidden, inner));  // c_fc's columns
+  b.dim(std::string("3 * ") + hidden, b.mul(3, s.hidden, std::string("3 * ") + hidden));  // c_attn's columns
   // GPT-2 ties its output embedding to wte unless told otherwise.
   s.tie = c.get_bool("tie_word_embeddings", true);
   if (s.hidden % s.heads != 0) {
@@ -73,8 +80,8 @@ ParamSpec param(std::string name, std::vector<uint64_t> shape, std::vector<Piece
 
 ModuleSpec module(std::string name, std::vector<ParamSpec> params) { return {std::move(name), std::move(params), {}}; }
 
-ModelSpec build_gpt2(const ModelConfig& c, const Layout& l, const wmap::KeyProbe&) {
-  const Gpt2Shape s = read_shape(c, l);
+ModelSpec build_gpt2(const ModelConfig& c, const Layout& l, const wmap::KeyProbe& probe) {
+  const Gpt2Shape s = read_shape(c, l, probe);
   const uint64_t h = s.hidden, inner = s.inner;
   const Range all_h{0, h};
   const Range hr = l.tp_slice(h);      // this rank's share of q, k, v, o

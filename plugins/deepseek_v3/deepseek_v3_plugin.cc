@@ -12,11 +12,14 @@
 // vocabulary, keeps kv_b_proj whole per head and loads no MTP layer. Attention data parallelism
 // (TensorRT-LLM's enable_attention_dp) replicates all but the routed experts.
 
+#include <algorithm>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "wmap/abi/plugin_api.h"
+#include "wmap/spec/config_bounds.h"
 #include "wmap/spec/linear_spec.h"
 
 namespace {
@@ -69,33 +72,61 @@ struct DeepseekShape {
   bool is_moe(uint64_t layer) const { return experts > 0 && layer >= first_dense && layer % moe_freq == 0; }
 };
 
-DeepseekShape read_shape(const ModelConfig& c, const Layout& l) {
+// Every count and size is bounded by the checkpoint (ConfigBounds) before anything loops over it.
+DeepseekShape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyProbe& probe) {
   DeepseekShape s{};
-  s.hidden = c.require_positive("hidden_size");
+  const wmap::ConfigBounds bounds(c, probe);
+  s.layers = bounds.count("num_hidden_layers", "model.layers.", "layer");
+  s.hidden = bounds.dim("hidden_size");
   s.heads = c.require_positive("num_attention_heads");
-  s.layers = c.require_positive("num_hidden_layers");
-  s.vocab = c.require_positive("vocab_size");
+  s.vocab = bounds.dim("vocab_size");
   s.intermediate = c.require_positive("intermediate_size");
-  if (c.has("q_lora_rank")) s.q_lora = c.require_positive("q_lora_rank");
-  s.kv_lora = c.require_positive("kv_lora_rank");
+  if (c.has("q_lora_rank")) s.q_lora = bounds.dim("q_lora_rank");
+  s.kv_lora = bounds.dim("kv_lora_rank");
   s.nope = c.require_positive("qk_nope_head_dim");
   s.rope = c.require_positive("qk_rope_head_dim");
   s.v = c.require_positive("v_head_dim");
+  // q_b_proj's (or q_proj's) rows, o_proj's columns, kv_b_proj's rows, kv_a_proj_with_mqa's rows.
+  bounds.dim("num_attention_heads * (qk_nope_head_dim + qk_rope_head_dim)",
+             bounds.mul(s.heads, s.nope + s.rope, "num_attention_heads * (qk_nope_head_dim + qk_rope_head_dim)"));
+  bounds.dim("num_attention_heads * v_head_dim", bounds.mul(s.heads, s.v, "num_attention_heads * v_head_dim"));
+  bounds.dim("num_attention_heads * (qk_nope_head_dim + v_head_dim)",
+             bounds.mul(s.heads, s.nope + s.v, "num_attention_heads * (qk_nope_head_dim + v_head_dim)"));
+  bounds.dim("kv_lora_rank + qk_rope_head_dim", s.kv_lora + s.rope);
   if (c.has("n_routed_experts")) {
     s.experts = c.require_positive("n_routed_experts");
     s.moe_intermediate = c.require_positive("moe_intermediate_size");
-    s.shared_experts = static_cast<uint64_t>(c.get_int("n_shared_experts", 0));
-    s.first_dense = static_cast<uint64_t>(c.get_int("first_k_dense_replace", 0));
-    s.moe_freq = static_cast<uint64_t>(c.get_int("moe_layer_freq", 1));
+    s.shared_experts = c.get_non_negative("n_shared_experts", 0);
+    s.first_dense = c.get_non_negative("first_k_dense_replace", 0);
+    s.moe_freq = c.get_non_negative("moe_layer_freq", 1);
     if (s.moe_freq == 0) c.fail("moe_layer_freq", "must be at least 1");
     if (auto e = l.experts_error(s.experts)) c.fail("n_routed_experts", *e);
   }
   s.tie = c.get_bool("tie_word_embeddings", false);
   s.noaux_tc = c.get_string("topk_method", "") == "noaux_tc";
-  s.mtp_in_checkpoint = static_cast<uint64_t>(c.get_int("num_nextn_predict_layers", 0));
+  // MTP layers follow the model's layers; the checkpoint may have dropped them, but cannot
+  // declare more of them than it holds layers.
+  s.mtp_in_checkpoint = c.get_non_negative("num_nextn_predict_layers", 0);
+  if (s.mtp_in_checkpoint > 0) {
+    const std::string layers = "model.layers.";
+    bounds.count("num_nextn_predict_layers", s.mtp_in_checkpoint, std::span<const std::string>(&layers, 1), "layer");
+  }
   s.mtp = l.mtp_layers ? *l.mtp_layers : rules_for(l.target).loads_mtp ? s.mtp_in_checkpoint : 0;
   if (s.mtp > 0 && s.mtp_in_checkpoint == 0) {
     c.fail("num_nextn_predict_layers", "is 0, but mtp_layers " + std::to_string(s.mtp) + " asks for MTP layers");
+  }
+  // The layers this spec may build (MTP layers read checkpoint layers layers..layers+mtp-1): only
+  // the sizes they use are dimensions of checkpoint tensors.
+  const uint64_t built = s.layers + std::min(s.mtp, s.mtp_in_checkpoint);
+  const auto moe_layers = spec::moe_expert_prefixes(built, [&s](uint64_t i) { return s.is_moe(i); });
+  if (moe_layers.size() < built) bounds.dim("intermediate_size", s.intermediate);
+  if (!moe_layers.empty()) {
+    bounds.count("n_routed_experts", s.experts, moe_layers, "expert");
+    bounds.dim("moe_intermediate_size", s.moe_intermediate);
+    if (s.shared_experts) {
+      bounds.dim("moe_intermediate_size * n_shared_experts",
+                 bounds.mul(s.moe_intermediate, s.shared_experts, "moe_intermediate_size * n_shared_experts"));
+    }
   }
   if (auto e = l.heads_error(s.heads)) c.fail("num_attention_heads", *e);
   if (c.get_string("quantization_config.quant_method", "") == "fp8") {
@@ -112,8 +143,9 @@ DeepseekShape read_shape(const ModelConfig& c, const Layout& l) {
     // TensorRT-LLM asserts this of the widths it splits by whole blocks.
     const uint64_t b = s.fp8 ? s.fp8->rows : 1;
     if (s.intermediate % b) c.fail("intermediate_size", std::to_string(s.intermediate) + " is not a multiple of the " + std::to_string(b) + "-row FP8 block");
-    if (s.experts && (s.moe_intermediate * s.shared_experts) % b) {
-      c.fail("moe_intermediate_size", "the shared experts' width " + std::to_string(s.moe_intermediate * s.shared_experts) +
+    const uint64_t shared = bounds.mul(s.moe_intermediate, s.shared_experts, "moe_intermediate_size * n_shared_experts");
+    if (s.experts && shared % b) {
+      c.fail("moe_intermediate_size", "the shared experts' width " + std::to_string(shared) +
                                           " is not a multiple of the " + std::to_string(b) + "-row FP8 block");
     }
   }
@@ -257,7 +289,7 @@ void add_layer(ModelSpec& m, uint64_t dst_i, uint64_t src_i, const DeepseekShape
   }
   m.modules.push_back(module(d + "mlp.gate", std::move(gate)));
   if (s.shared_experts) {
-    const uint64_t width = s.moe_intermediate * s.shared_experts;
+    const uint64_t width = s.moe_intermediate * s.shared_experts;  // overflow-checked by read_shape
     gated_mlp(m.modules, d + "mlp.shared_experts", c + "mlp.shared_experts", width, mlp_split(width, false, s, l), s, l);
   }
   const std::string experts = d + "mlp." + rules.experts_module;
@@ -267,8 +299,8 @@ void add_layer(ModelSpec& m, uint64_t dst_i, uint64_t src_i, const DeepseekShape
                        {c + "mlp.experts"}});
 }
 
-ModelSpec build_deepseek(const ModelConfig& c, const Layout& l, const wmap::KeyProbe&) {
-  const DeepseekShape s = read_shape(c, l);
+ModelSpec build_deepseek(const ModelConfig& c, const Layout& l, const wmap::KeyProbe& probe) {
+  const DeepseekShape s = read_shape(c, l, probe);
   const TargetRules& rules = rules_for(l.target);
   ModelSpec m;
   m.plugin = "deepseek_v3";

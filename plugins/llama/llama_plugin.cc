@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "wmap/abi/plugin_api.h"
+#include "wmap/spec/config_bounds.h"
 #include "wmap/spec/linear_spec.h"
 
 namespace {
@@ -64,11 +65,14 @@ struct LlamaShape {
   }
 };
 
-LlamaShape read_shape(const ModelConfig& c, const Layout& l) {
+// Every count and size is bounded by the checkpoint (ConfigBounds) before anything loops over it.
+LlamaShape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyProbe& probe) {
   LlamaShape s{};
+  const wmap::ConfigBounds b(c, probe);
   const std::string arch = c.architecture();
   const std::string model_type = c.get_string("model_type", "");
-  s.hidden = c.require_positive("hidden_size");
+  s.layers = b.count("num_hidden_layers", "model.layers.", "layer");
+  s.hidden = b.dim("hidden_size");
   s.heads = c.require_positive("num_attention_heads");
   s.kv_heads = c.has("num_key_value_heads") ? c.require_positive("num_key_value_heads") : s.heads;
   if (c.has("head_dim")) {
@@ -77,25 +81,37 @@ LlamaShape read_shape(const ModelConfig& c, const Layout& l) {
     if (s.hidden % s.heads != 0) c.fail("hidden_size", std::to_string(s.hidden) + " is not a multiple of num_attention_heads " + std::to_string(s.heads) + " and head_dim is not given");
     s.head_dim = s.hidden / s.heads;
   }
+  // q_proj's and k_proj's rows.
+  b.dim("num_attention_heads * head_dim", b.mul(s.heads, s.head_dim, "num_attention_heads * head_dim"));
+  b.dim("num_key_value_heads * head_dim", b.mul(s.kv_heads, s.head_dim, "num_key_value_heads * head_dim"));
   s.intermediate = c.require_positive("intermediate_size");
-  s.vocab = c.require_positive("vocab_size");
-  s.layers = c.require_positive("num_hidden_layers");
+  s.vocab = b.dim("vocab_size");
   s.tie = c.get_bool("tie_word_embeddings", false);
   const bool qwen2 = arch == "Qwen2ForCausalLM" || model_type == "qwen2";
   const bool qwen3 = arch == "Qwen3ForCausalLM" || model_type == "qwen3" || arch == "Qwen3MoeForCausalLM" ||
                      model_type == "qwen3_moe";
-  if (arch == "MixtralForCausalLM" || model_type == "mixtral") {
+  const bool mixtral = arch == "MixtralForCausalLM" || model_type == "mixtral";
+  const char* experts_key = mixtral ? "num_local_experts" : "num_experts";
+  if (mixtral) {
     s.experts = c.require_positive("num_local_experts");
     s.moe_intermediate = s.intermediate;
   } else if (c.get_int("num_experts", 0) > 0) {
     s.experts = c.require_positive("num_experts");
     s.moe_intermediate = c.require_positive("moe_intermediate_size");
-    s.sparse_step = static_cast<uint64_t>(c.get_int("decoder_sparse_step", 1));
+    s.sparse_step = c.get_non_negative("decoder_sparse_step", 1);
     if (s.sparse_step == 0) c.fail("decoder_sparse_step", "must be at least 1");
     s.mlp_only_layers = c.get_int_list("mlp_only_layers");
   }
   if (s.experts) {
-    if (auto e = l.experts_error(s.experts)) c.fail(arch == "MixtralForCausalLM" ? "num_local_experts" : "num_experts", *e);
+    if (auto e = l.experts_error(s.experts)) c.fail(experts_key, *e);
+  }
+  // Only the sizes the layers use are dimensions of checkpoint tensors (a MoE config may carry an
+  // unused intermediate_size).
+  const auto moe_layers = spec::moe_expert_prefixes(s.layers, [&s](uint64_t i) { return s.is_moe(i); });
+  if (moe_layers.size() < s.layers) b.dim("intermediate_size", s.intermediate);
+  if (!moe_layers.empty()) {
+    b.count(experts_key, s.experts, moe_layers, "expert");
+    b.dim(mixtral ? "intermediate_size" : "moe_intermediate_size", s.moe_intermediate);
   }
   // vLLM's llama.py reads `bias` too; its qwen2.py / qwen3.py only their own fields.
   const bool bias = c.get_bool("attention_bias", false) || (rules_for(l.target).bias_flag && !qwen2 && !qwen3 && c.get_bool("bias", false));
@@ -144,7 +160,7 @@ spec::LinearQuant quant_of(const LlamaShape& s, const wmap::KeyProbe& probe, con
 ModuleSpec module(std::string name, std::vector<ParamSpec> params) { return {std::move(name), std::move(params), {}}; }
 
 ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProbe& probe) {
-  const LlamaShape s = read_shape(c, l);
+  const LlamaShape s = read_shape(c, l, probe);
   const TargetRules& rules = rules_for(l.target);
   const bool mixtral = c.architecture() == "MixtralForCausalLM" || c.get_string("model_type", "") == "mixtral";
   // Mixtral's canonical (renamed) `mlp.` keys go back under `block_sparse_moe.` where the engine keeps them.

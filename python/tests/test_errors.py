@@ -47,6 +47,41 @@ def edit_config(ck, **changes):
         json.dump(cfg, f)
 
 
+def drop_layer(ck, layer):
+    """Removes every tensor of one decoder layer from the checkpoint's shards and index (a layer
+    missing inside the checkpoint's range: the plan reports its tensors missing; a config asking
+    for layers beyond the highest one is refused before planning instead)."""
+    prefix = "model.layers.%d." % layer
+    for name in os.listdir(ck):
+        path = os.path.join(ck, name)
+        if name.endswith(".safetensors"):
+            with open(path, "rb") as f:
+                raw = f.read()
+            n = struct.unpack("<Q", raw[:8])[0]
+            header, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+            kept, chunks, offset = {}, [], 0
+            tensors = sorted((t["data_offsets"][0], k, t) for k, t in header.items() if k != "__metadata__")
+            for _, key, t in tensors:
+                if key.startswith(prefix):
+                    continue
+                begin, end = t["data_offsets"]
+                chunks.append(data[begin:end])
+                kept[key] = dict(t, data_offsets=[offset, offset + end - begin])
+                offset += end - begin
+            if "__metadata__" in header:
+                kept["__metadata__"] = header["__metadata__"]
+            text = json.dumps(kept).encode()
+            text += b" " * (-len(text) % 8)
+            with open(path, "wb") as f:
+                f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
+        elif name.endswith(".index.json"):
+            with open(path) as f:
+                index = json.load(f)
+            index["weight_map"] = {k: v for k, v in index["weight_map"].items() if not k.startswith(prefix)}
+            with open(path, "w") as f:
+                json.dump(index, f)
+
+
 def test_hierarchy():
     check(issubclass(wmap.MalformedInputError, wmap.Error), "MalformedInputError < Error")
     check(issubclass(wmap.ValidationError, wmap.Error), "ValidationError < Error")
@@ -111,8 +146,8 @@ def test_unusable_input():
 
 def test_plan_problems_as_cli():
     with TempDir() as d:
-        ck = synth(os.path.join(d, "llama"), "llama")
-        edit_config(ck, num_hidden_layers=3)  # layer 2 is not in the checkpoint
+        ck = synth(os.path.join(d, "llama"), "llama", "--layers", 3)
+        drop_layer(ck, 1)  # layer 1 of 0..2 is not in the checkpoint
         p = wmap.plan(ck)
         check(not p.ok, "plan is not ok")
         rc, out, err = cli("plan", ck)
@@ -165,8 +200,8 @@ def python_stderr(code):
 
 def test_stderr_report():
     with TempDir() as d:
-        ck = synth(os.path.join(d, "llama"), "llama")
-        edit_config(ck, num_hidden_layers=3)
+        ck = synth(os.path.join(d, "llama"), "llama", "--layers", 3)
+        drop_layer(ck, 1)
         code = ("import sys, wmap\n"
                 "try:\n    wmap.load(%r, quiet=%s)\n"
                 "except wmap.ValidationError as e:\n    sys.stderr.write('wmap: error: %%s\\n' %% e)\n")

@@ -9,6 +9,7 @@
 #include "wmap/util/log.h"
 #include "wmap/util/progress.h"
 #include "wmap/catalog/shard_set.h"
+#include "wmap/spec/config_bounds.h"
 #include "wmap/device/scale_inversion.h"
 
 namespace wmap {
@@ -22,9 +23,15 @@ class RenamedProbe final : public KeyProbe {
  public:
   explicit RenamedProbe(const RenamedCatalog& renamed) : renamed_(renamed) {}
   bool contains(std::string_view key) const override { return renamed_.find(key) != nullptr; }
+  std::optional<uint64_t> highest_index(std::string_view prefix) const override { return wmap::highest_index(renamed_, prefix); }
+  TensorDim largest_dim() const override {
+    if (!largest_) largest_ = wmap::largest_dim(renamed_);  // one pass over the catalog, on first use
+    return *largest_;
+  }
 
  private:
   const RenamedCatalog& renamed_;
+  mutable std::optional<TensorDim> largest_;
 };
 
 // x > 0 ? 1/x : 0 in fp32, with NaN/Inf -> 0 (experts' global scales).

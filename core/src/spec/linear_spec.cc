@@ -1,6 +1,7 @@
 // Spec builders for linears with FP8 block scales and for MoE experts, shared by the plugins.
 #include "wmap/spec/linear_spec.h"
 
+#include "wmap/spec/config_bounds.h"
 #include "wmap/util/error.h"
 
 namespace wmap::spec {
@@ -48,7 +49,7 @@ Piece box_piece(const std::string& source, const std::vector<uint64_t>& shape, R
 ParamSpec concat_param(const std::string& name, std::vector<Piece> pieces, uint64_t total_rows, uint64_t cols,
                        const std::vector<uint64_t>& leading) {
   uint64_t lead = 1;
-  for (auto d : leading) lead *= d;
+  for (auto d : leading) lead = checked_mul(lead, d, name + ": leading dimensions");
   ParamSpec p;
   p.name = name;
   p.shape = leading;
@@ -121,7 +122,7 @@ void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const st
     // Global scales: one per group (the whole linear, or each expert), inverted on load; every
     // source of a group must carry the same one.
     uint64_t groups = 1;
-    for (auto d : leading) groups *= d;
+    for (auto d : leading) groups = checked_mul(groups, d, dst + ": leading dimensions");
     const size_t per_group = groups ? slices.size() / groups : 0;
     for (const char* global : {"weight_scale_2", "input_scale"}) {
       ParamSpec g;

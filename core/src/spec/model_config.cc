@@ -99,6 +99,13 @@ uint64_t ModelConfig::require_positive(std::string_view path) const {
   return static_cast<uint64_t>(v);
 }
 
+uint64_t ModelConfig::get_non_negative(std::string_view path, uint64_t fallback) const {
+  const auto v = find_int(path);
+  if (!v) return fallback;
+  if (*v < 0) fail(path, "expected a non-negative integer, found " + std::to_string(*v));
+  return static_cast<uint64_t>(*v);
+}
+
 double ModelConfig::require_number(std::string_view path) const {
   simdjson::dom::element e;
   if (!lookup(impl_->root, path, e)) fail(path, "required number field is missing");

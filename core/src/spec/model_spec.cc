@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "wmap/spec/config_bounds.h"
+
 namespace wmap {
 
 namespace spec {
@@ -67,13 +69,15 @@ ParamSpec row_parallel(std::string name, std::string source, std::vector<uint64_
 ParamSpec vocab_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l, const Split& sp) {
   const VocabShard v = l.vocab_shard(shape.at(0), sp);
   uint64_t row_elements = 1;
-  for (size_t d = 1; d < shape.size(); ++d) row_elements *= shape[d];
+  for (size_t d = 1; d < shape.size(); ++d) row_elements = checked_mul(row_elements, shape[d], source + ": a row's elements");
+  const uint64_t padding = v.rows - v.source.size();
+  const uint64_t padding_elements = padding ? checked_mul(padding, row_elements, source + ": padding elements") : 0;
   ParamSpec s;
   s.name = std::move(name);
   s.shape = shape;
   s.shape[0] = v.rows;
   s.pieces.push_back(rows(std::move(source), std::move(shape), v.source));
-  if (v.source.size() < v.rows) s.pieces.push_back(zeros((v.rows - v.source.size()) * row_elements));
+  if (padding) s.pieces.push_back(zeros(padding_elements));
   return s;
 }
 

@@ -20,13 +20,15 @@
 #include <string>
 
 #include "wmap/build_info.h"
+#include "wmap/spec/config_bounds.h"
 #include "wmap/spec/model_config.h"
 #include "wmap/spec/model_spec.h"
 
 // Bumped whenever WmapPluginInfo, PluginRegistrar or the types they expose change.
 // 2: ModelSpec records its Layout (ModelSpec::layout).
 // 3: engine targets (WmapPluginInfo::targets, Layout::target and its splits, ParamSpec::must_match_close).
-#define WMAP_PLUGIN_ABI_VERSION 3u
+// 4: KeyProbe is a CheckpointExtent (highest_index, largest_dim) for ConfigBounds.
+#define WMAP_PLUGIN_ABI_VERSION 4u
 
 extern "C" {
 
@@ -51,10 +53,10 @@ typedef const WmapPluginInfo* (*WmapPluginInfoFn)(void);
 
 namespace wmap {
 
-// Answers "is this canonical key in the checkpoint?" while a spec is built (header-only).
-class KeyProbe {
+// Answers "is this canonical key in the checkpoint?" while a spec is built, and what the
+// checkpoint proves about sizes (CheckpointExtent: read config sizes through ConfigBounds).
+class KeyProbe : public CheckpointExtent {
  public:
-  virtual ~KeyProbe() = default;
   virtual bool contains(std::string_view canonical_key) const = 0;
 };
 
@@ -62,7 +64,9 @@ class KeyProbe {
 // local_experts, local_kv_heads, ...) rather than recomputing the shard rule; the host records
 // `layout` in the returned spec. May throw wmap::Error (e.g. a config field that does not fit the
 // layout: report Layout's *_error() messages against the field with config.fail()); the host
-// reports it with the plugin's name and file.
+// reports it with the plugin's name and file. Read counts and sizes through
+// ConfigBounds(config, probe) before building anything, so a config that cannot fit the
+// checkpoint is refused before millions of modules are made.
 using ModelBuilder = std::function<ModelSpec(const ModelConfig& config, const Layout& layout, const KeyProbe& probe)>;
 
 // An in-place transform over one piece's bytes, e.g. a scale inversion. `key` names the source

@@ -42,6 +42,8 @@ class ModelConfig {
   std::vector<int64_t> get_int_list(std::string_view path) const;  // empty when absent
   // A positive integer field (> 0), the common case for sizes.
   uint64_t require_positive(std::string_view path) const;
+  // A non-negative integer field (>= 0), `fallback` when absent: counts that may be zero.
+  uint64_t get_non_negative(std::string_view path, uint64_t fallback) const;
   // The raw JSON text (for offline plans that carry the config).
   const std::string& text() const;
 
