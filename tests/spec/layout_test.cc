@@ -89,6 +89,12 @@ TEST(Layout, TargetRulesAreCheckedAtValidation) {
   EXPECT_NE(invalid_message([&] { mtp.validate(); }).find("target vllm loads no MTP layers"), std::string::npos);
   mtp.mtp_layers = 0;
   EXPECT_NO_THROW(mtp.validate());
+  Layout many = make(2, 0);
+  many.mtp_layers = 64;
+  EXPECT_NO_THROW(many.validate());
+  many.mtp_layers = 200000000;
+  EXPECT_EQ(invalid_message([&] { many.validate(); }),
+            "mtp_layers 200000000 is more than 64 (each MTP layer is a whole decoder layer; DeepSeek-V3 declares 1)");
   Layout g = make(2, 0);
   g.gpus_per_node = 0;
   EXPECT_EQ(invalid_message([&] { g.validate(); }), "gpus_per_node must be at least 1");

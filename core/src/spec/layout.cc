@@ -55,11 +55,21 @@ Range Split::items(uint64_t count, std::string_view what) const {
 
 // --- Layout ---------------------------------------------------------------------------------
 
+namespace {
+constexpr uint32_t kMaxMtpLayers = 64;
+}  // namespace
+
 void Layout::validate() const {
   if (tp_size == 0) invalid("tp_size must be at least 1");
   if (tp_rank >= tp_size) invalid("tp_rank " + str(tp_rank) + " is not below tp_size " + str(tp_size));
   if (ep_size == 0 || tp_size % ep_size != 0) invalid("ep_size " + str(ep_size) + " must divide tp_size " + str(tp_size));
   if (gpus_per_node == 0) invalid("gpus_per_node must be at least 1");
+  // Each MTP layer is a whole decoder layer (all its experts) in the spec: a typo must not build
+  // millions of them. DeepSeek-V3/R1 declare one; shared-weight MTP stacks use a few.
+  if (mtp_layers && *mtp_layers > kMaxMtpLayers) {
+    invalid("mtp_layers " + str(*mtp_layers) + " is more than " + str(kMaxMtpLayers) +
+            " (each MTP layer is a whole decoder layer; DeepSeek-V3 declares 1)");
+  }
   if (target == Target::kVllm) {
     // vLLM's expert parallelism is all or nothing: its MoE layers run at tp 1 over ep = tp_size
     // ranks, or split every expert over tp_size (FusedMoEParallelConfig.make).
