@@ -1,4 +1,4 @@
-// The CUDA device on the CPU: its runtime calls go to a checking fake (fake_cuda_runtime.h) whose
+// The CUDA device on the CPU: its runtime calls go to a checking fake (fake_cuda_seam.h) whose
 // copies complete late and out of order, so the device's staging, chunking, fencing and arena
 // logic runs here as it would on a GPU. Family loads are checked bit for bit against the numpy
 // reference with rings smaller than the parameters; what the fake flags as misuse (staging reused
@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "cuda_device.h"
-#include "fake_cuda_runtime.h"
+#include "fake_cuda_seam.h"
 #include "test_util.h"
 #include "wmap/loader/loader.h"
 #include "wmap/util/error.h"

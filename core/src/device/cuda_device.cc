@@ -1,4 +1,4 @@
-// The CUDA device, over the runtime seam (cuda_runtime.h), so it is built and tested everywhere.
+// The CUDA device, over the runtime seam (cuda_seam.h), so it is built and tested everywhere.
 // docs/cuda.md.
 // - Memory is decided before any byte is read: reserve() checks the load's total against the
 //   device's free memory and takes it as one arena the parameters are carved from (no

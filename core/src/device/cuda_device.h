@@ -1,12 +1,12 @@
 #pragma once
-// The CUDA device over a runtime (cuda_runtime.h): make_device("cuda:N") uses the system runtime;
+// The CUDA device over a runtime (cuda_seam.h): make_device("cuda:N") uses the system runtime;
 // tests pass a checking fake and small tunings (a ring smaller than the parameters) to run the
 // device's staging logic on the CPU. Private to the device stage and its tests.
 
 #include <cstdint>
 #include <memory>
 
-#include "cuda_runtime.h"
+#include "cuda_seam.h"
 #include "wmap/device/device.h"
 
 namespace wmap {

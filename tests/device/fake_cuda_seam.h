@@ -1,5 +1,5 @@
 #pragma once
-// A checking fake of the CUDA runtime (core/src/device/cuda_runtime.h), so the CUDA device's
+// A checking fake of the CUDA runtime (core/src/device/cuda_seam.h), so the CUDA device's
 // staging, chunking, fencing and arena logic runs and is checked on machines without a GPU.
 // "Device memory" is host memory; a background thread runs the queued work of every stream:
 // in order within a stream, in random order across streams, each after a random delay, so
@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "cuda_runtime.h"
+#include "cuda_seam.h"
 
 namespace wmap::test {
 

@@ -1,6 +1,6 @@
 // CUDA is not part of this build: there is no system runtime, so `--device cuda:N` fails with a
 // clear message (the CUDA device itself is built everywhere, and tested through a fake runtime).
-#include "cuda_runtime.h"
+#include "cuda_seam.h"
 
 namespace wmap::cuda {
 

@@ -1,4 +1,4 @@
-#include "fake_cuda_runtime.h"
+#include "fake_cuda_seam.h"
 
 #include <atomic>
 #include <chrono>

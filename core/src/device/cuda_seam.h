@@ -2,9 +2,11 @@
 // The one seam between the CUDA device (cuda_device.cc) and the CUDA runtime: every runtime call
 // the device makes (current device, allocations, pinned memory, streams, asynchronous copies,
 // events, the scale-inversion kernel) goes through this interface. The system runtime
-// (cuda_runtime_system.cc, built with the toolkit) forwards to libcudart; tests put a checking
-// fake behind it (tests/device/fake_cuda_runtime.h) so the device's staging, chunking, fencing and
-// arena logic runs, and is checked, on machines without a GPU. No CUDA header here.
+// (cuda_seam_system.cc, built with the toolkit) forwards to libcudart; tests put a checking
+// fake behind it (tests/device/fake_cuda_seam.h) so the device's staging, chunking, fencing and
+// arena logic runs, and is checked, on machines without a GPU. No CUDA header here. (Not named
+// cuda_runtime.h: this folder is on nvcc's include path, where CUDA's own header of that name
+// must stay visible.)
 //
 // Calls return the runtime's error code (0: success) and never throw; error_text() names a code.
 // As in CUDA, the current device is per thread, and streams, events and device pointers belong to

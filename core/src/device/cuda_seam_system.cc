@@ -1,9 +1,9 @@
-// The CUDA runtime behind the seam (cuda_runtime.h): each call forwards to libcudart (linked
-// statically into libwmap). Built only with the toolkit; cuda_runtime_stub.cc otherwise.
+// The CUDA runtime behind the seam (cuda_seam.h): each call forwards to libcudart (linked
+// statically into libwmap). Built only with the toolkit; cuda_seam_stub.cc otherwise.
 #include <cuda_runtime_api.h>
 
 #include "cuda_kernels.h"
-#include "cuda_runtime.h"
+#include "cuda_seam.h"
 
 namespace wmap::cuda {
 namespace {
