@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <set>
 #include <sstream>
 
 #include "wmap/device/scale_inversion.h"
@@ -13,8 +14,10 @@ namespace wmap::test {
 namespace {
 
 std::atomic<uint64_t> g_instances{0};
-// The current device is per thread, as in CUDA; keyed by instance so fakes do not share it.
+// The current device and the devices a thread has a context on are per thread, as in CUDA;
+// keyed by instance so fakes do not share them.
 thread_local std::map<uint64_t, int> t_current;
+thread_local std::map<uint64_t, std::set<int>> t_contexts;
 
 void* handle(int id) { return reinterpret_cast<void*>(static_cast<uintptr_t>(id)); }
 int id_of(void* h) { return static_cast<int>(reinterpret_cast<uintptr_t>(h)); }
@@ -28,7 +31,10 @@ std::string hex(const void* p) {
 }  // namespace
 
 FakeCudaRuntime::FakeCudaRuntime(Options options)
-    : options_(options), used_(static_cast<size_t>(std::max(options.devices, 0)), 0), rng_(options.seed) {
+    : options_(options),
+      used_(static_cast<size_t>(std::max(options.devices, 0)), 0),
+      contexts_(static_cast<size_t>(std::max(options.devices, 0)), false),
+      rng_(options.seed) {
   instance_ = ++g_instances;
   worker_ = std::thread([this] { run_queue(); });
 }
@@ -65,6 +71,22 @@ FakeCudaRuntime::Counts FakeCudaRuntime::counts() const {
 int FakeCudaRuntime::current() const {
   auto it = t_current.find(instance_);
   return it == t_current.end() ? 0 : it->second;
+}
+
+bool FakeCudaRuntime::context_created(int device) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return contexts_[static_cast<size_t>(device)];
+}
+
+void FakeCudaRuntime::touch() {
+  t_contexts[instance_].insert(current());
+  contexts_[static_cast<size_t>(current())] = true;
+}
+
+int FakeCudaRuntime::context_active(bool* active) {
+  auto it = t_contexts.find(instance_);
+  *active = it != t_contexts.end() && it->second.count(current()) > 0;
+  return kSuccess;
 }
 
 void FakeCudaRuntime::violation(std::string what) {
@@ -125,12 +147,15 @@ int FakeCudaRuntime::get_device(int* device) {
 
 int FakeCudaRuntime::set_device(int device) {
   if (device < 0 || device >= options_.devices) return kErrorInvalidDevice;
+  std::lock_guard<std::mutex> lock(mutex_);
   t_current[instance_] = device;
+  touch();
   return kSuccess;
 }
 
 int FakeCudaRuntime::mem_get_info(uint64_t* free_bytes, uint64_t* total_bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
+  touch();
   *total_bytes = options_.memory_per_device;
   *free_bytes = options_.memory_per_device - used_[static_cast<size_t>(current())];
   return kSuccess;
@@ -138,6 +163,7 @@ int FakeCudaRuntime::mem_get_info(uint64_t* free_bytes, uint64_t* total_bytes) {
 
 int FakeCudaRuntime::malloc_device(void** p, uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
+  touch();
   const int d = current();
   ++counts_.device_mallocs;
   if (device_malloc_left_ == 0 || used_[static_cast<size_t>(d)] + bytes > options_.memory_per_device) return kErrorMemoryAllocation;
@@ -167,6 +193,7 @@ int FakeCudaRuntime::free_device(void* p) {
 
 int FakeCudaRuntime::malloc_pinned(void** p, uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
+  touch();
   ++counts_.pinned_mallocs;
   if (pinned_left_ == 0) return kErrorMemoryAllocation;
   if (pinned_left_ > 0) --pinned_left_;
@@ -199,6 +226,7 @@ int FakeCudaRuntime::free_pinned(void* p) {
 
 int FakeCudaRuntime::stream_create(cuda::Stream* s) {
   std::lock_guard<std::mutex> lock(mutex_);
+  touch();
   const int id = next_handle_++;
   streams_.emplace(id, Stream{current(), {}, false});
   *s = handle(id);
@@ -224,6 +252,7 @@ int FakeCudaRuntime::stream_synchronize(cuda::Stream s) {
 
 int FakeCudaRuntime::memcpy_to_device_async(void* dst, const void* src, uint64_t bytes, cuda::Stream s) {
   std::lock_guard<std::mutex> lock(mutex_);
+  touch();
   Stream* st = stream_of(s, "cudaMemcpyAsync");
   if (!st) return kErrorInvalidResourceHandle;
   Allocation* a = device_allocation(dst, bytes);
@@ -251,6 +280,7 @@ int FakeCudaRuntime::memcpy_to_device_async(void* dst, const void* src, uint64_t
 
 int FakeCudaRuntime::memcpy_to_host(void* dst, const void* src, uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
+  touch();
   Allocation* a = device_allocation(src, bytes);
   if (!a || a->device != current()) {
     violation("cudaMemcpy from " + hex(src) + ": not device memory of the current device cuda:" + std::to_string(current()));
@@ -266,6 +296,7 @@ int FakeCudaRuntime::memcpy_to_host(void* dst, const void* src, uint64_t bytes) 
 
 int FakeCudaRuntime::event_create(cuda::Event* e) {
   std::lock_guard<std::mutex> lock(mutex_);
+  touch();
   const int id = next_handle_++;
   events_.emplace(id, Event{current(), 0});
   *e = handle(id);
@@ -274,6 +305,7 @@ int FakeCudaRuntime::event_create(cuda::Event* e) {
 
 int FakeCudaRuntime::event_record(cuda::Event e, cuda::Stream s) {
   std::lock_guard<std::mutex> lock(mutex_);
+  touch();
   auto it = events_.find(id_of(e));
   if (it == events_.end()) return kErrorInvalidResourceHandle;
   Stream* st = stream_of(s, "cudaEventRecord");
@@ -314,6 +346,7 @@ int FakeCudaRuntime::event_destroy(cuda::Event e) {
 
 int FakeCudaRuntime::device_synchronize() {
   std::unique_lock<std::mutex> lock(mutex_);
+  touch();
   const int d = current();
   changed_.wait(lock, [&] {
     for (const auto& [id, s] : streams_) {
@@ -326,6 +359,7 @@ int FakeCudaRuntime::device_synchronize() {
 
 int FakeCudaRuntime::invert_scales_async(void* data, uint64_t count, DType dtype, cuda::Stream s) {
   std::lock_guard<std::mutex> lock(mutex_);
+  touch();
   Stream* st = stream_of(s, "invert_scales launch");
   if (!st) return kErrorInvalidResourceHandle;
   Allocation* a = device_allocation(data, count * (dtype_bits(dtype) / 8));

@@ -10,6 +10,7 @@
 //   - a stream, event or device pointer used while another device is current;
 //   - a copy or kernel outside any device allocation, a free of something never allocated;
 //   - a synchronous read-back of device memory that queued work still writes.
+// It also models contexts (context_created): switching a thread to a device creates one there.
 // Allocation failures come on demand (fail_device_malloc_after, fail_pinned_after) or from the
 // per-device memory size. Thread-safe.
 
@@ -51,6 +52,9 @@ class FakeCudaRuntime final : public cuda::Runtime {
   void fail_pinned_after(int n);
 
   std::vector<std::string> violations() const;
+  // Whether any thread made a context on `device` (cudaSetDevice to it, or a call that needs a
+  // context while it was current), as CUDA 12+ does.
+  bool context_created(int device) const;
   struct Counts {
     uint64_t device_mallocs = 0, pinned_mallocs = 0, async_copies = 0, kernels = 0;
     uint64_t device_bytes_live = 0, pinned_bytes_live = 0;
@@ -62,6 +66,7 @@ class FakeCudaRuntime final : public cuda::Runtime {
   int device_count(int* count) override;
   int get_device(int* device) override;
   int set_device(int device) override;
+  int context_active(bool* active) override;
   int mem_get_info(uint64_t* free_bytes, uint64_t* total_bytes) override;
   int malloc_device(void** p, uint64_t bytes) override;
   int free_device(void* p) override;
@@ -108,6 +113,7 @@ class FakeCudaRuntime final : public cuda::Runtime {
   };
 
   int current() const;
+  void touch();  // the calling thread now has a context on its current device (mutex_ held)
   void violation(std::string what);               // mutex_ held
   Allocation* device_allocation(const void* p, uint64_t bytes);  // containing [p, p + bytes), or null
   bool pinned(const void* p, uint64_t bytes) const;
@@ -126,6 +132,7 @@ class FakeCudaRuntime final : public cuda::Runtime {
   std::map<int, Event> events_;
   int next_handle_ = 1;
   std::vector<uint64_t> used_;  // device bytes per device
+  std::vector<bool> contexts_;  // per device: made by some thread
   int device_malloc_left_ = -1, pinned_left_ = -1;
   Counts counts_;
   std::vector<std::string> violations_;

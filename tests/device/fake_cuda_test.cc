@@ -152,6 +152,42 @@ TEST(FakeCuda, TheCallersCurrentDeviceIsRestored) {
   EXPECT_TRUE(fake->violations().empty()) << joined(fake->violations());
 }
 
+// A thread that never used CUDA (a CLI, the executor's workers) is not switched "back" to
+// device 0 after a call on cuda:1: that would create a context on GPU 0, taking memory from the
+// rank that owns it.
+TEST(FakeCuda, ALoadOnAnotherGpuCreatesNoContextOnGpu0) {
+  TempDir dir;
+  const auto ckpt = synth(dir, "llama");
+  auto fake = fake_with(2);
+  std::string mismatches = "not run";
+  std::thread([&] {
+    auto device = make_cuda_device(1, fake, kSetups[1].tuning);
+    mismatches = load_mismatches(ckpt, *device, {2, 1, 1});
+  }).join();
+  EXPECT_EQ(mismatches, "");
+  EXPECT_TRUE(fake->context_created(1));
+  EXPECT_FALSE(fake->context_created(0));
+  EXPECT_TRUE(fake->violations().empty()) << joined(fake->violations());
+}
+
+// Each load allocates from its own reservation: two loads at once on one device take one
+// allocation each and neither falls back to an allocation per parameter.
+TEST(FakeCuda, ConcurrentLoadsOnOneDeviceKeepTheirOwnArenas) {
+  TempDir dir;
+  const auto ckpt = synth(dir, "llama");
+  auto fake = fake_with(1);
+  auto device = make_cuda_device(0, fake, kSetups[0].tuning);
+  std::string a = "not run", b = "not run";
+  std::thread ta([&] { a = load_mismatches(ckpt, *device, {2, 0, 1}); });
+  std::thread tb([&] { b = load_mismatches(ckpt, *device, {2, 1, 1}); });
+  ta.join();
+  tb.join();
+  EXPECT_EQ(a, "");
+  EXPECT_EQ(b, "");
+  EXPECT_EQ(fake->counts().device_mallocs, 2u);
+  EXPECT_TRUE(fake->violations().empty()) << joined(fake->violations());
+}
+
 // Out of device memory is known from the plan: the error names the need and what is free, and
 // comes before any allocation or copy.
 TEST(FakeCuda, ALoadTooLargeForTheDeviceFailsBeforeAnyByteIsCopied) {
@@ -197,12 +233,14 @@ TEST(FakeCuda, AFailedDeviceAllocationNamesTheCallAndTheNeed) {
 TEST(FakeCuda, PinnedMemoryShortfallMeansFewerSlabsNotAFailedLoad) {
   TempDir dir;
   const auto ckpt = synth(dir, "llama");
-  auto fake = std::make_shared<FakeCudaRuntime>();
-  fake->fail_pinned_after(1);
-  auto device = make_cuda_device(0, fake, {.slab_bytes = 256 << 10, .slabs = 4, .streams = 2});
-  EXPECT_EQ(fake->counts().pinned_bytes_live, uint64_t{256} << 10) << "one slab pinned, when the device opened";
-  EXPECT_EQ(load_mismatches(ckpt, *device, {}, IoMode::kPread, 64 << 10), "");
-  EXPECT_TRUE(fake->violations().empty()) << joined(fake->violations());
+  for (int slabs : {2, 1}) {
+    auto fake = std::make_shared<FakeCudaRuntime>();
+    fake->fail_pinned_after(slabs);
+    auto device = make_cuda_device(0, fake, {.slab_bytes = 256 << 10, .slabs = 4, .streams = 2});
+    EXPECT_EQ(fake->counts().pinned_bytes_live, static_cast<uint64_t>(slabs) << 18) << slabs << " slab(s), when the device opened";
+    EXPECT_EQ(load_mismatches(ckpt, *device, {}, IoMode::kPread, 64 << 10), "") << slabs;
+    EXPECT_TRUE(fake->violations().empty()) << joined(fake->violations());
+  }
 
   auto none = std::make_shared<FakeCudaRuntime>();
   none->fail_pinned_after(0);

@@ -18,7 +18,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -42,20 +41,26 @@ void check(Runtime& rt, int code, const char* call, const std::string& what) {
 
 uint64_t align_up(uint64_t n) { return (n + kArenaAlign - 1) / kArenaAlign * kArenaAlign; }
 
-// Makes `device` current for a scope and restores the caller's device after it. Worker threads
-// start on device 0, where a call would set up a context; callers (torch) keep their own.
+// Makes `device` current for a scope and restores the caller's device after it, when the caller
+// had one: a thread with no context yet (our workers, a CLI) reports device 0, and switching it
+// "back" would create a context on GPU 0 (cudaSetDevice does, since CUDA 12), taking memory from
+// another rank's GPU. An engine's thread (torch) has its context and gets its device back.
 class CurrentDevice {
  public:
   CurrentDevice(Runtime& rt, int device, const std::string& what) : rt_(rt) {
     check(rt, rt.get_device(&previous_), "cudaGetDevice", what);
-    if (previous_ != device) {
-      check(rt, rt.set_device(device), "cudaSetDevice", what);
-      restore_ = true;
-    }
+    if (previous_ == device) return;
+    bool had = false;
+    check(rt, rt.context_active(&had), "cuCtxGetCurrent", what);
+    check(rt, rt.set_device(device), "cudaSetDevice", what);
+    restore_ = had;
   }
   // For destructors: errors cannot be reported there, and a failed switch is sticky anyway.
   CurrentDevice(Runtime& rt, int device) noexcept : rt_(rt) {
-    if (rt.get_device(&previous_) == Runtime::kSuccess && previous_ != device) restore_ = rt.set_device(device) == Runtime::kSuccess;
+    bool had = false;
+    if (rt.get_device(&previous_) != Runtime::kSuccess || previous_ == device) return;
+    if (rt.context_active(&had) != Runtime::kSuccess) had = false;
+    restore_ = rt.set_device(device) == Runtime::kSuccess && had;
   }
   ~CurrentDevice() {
     if (restore_) rt_.set_device(previous_);
@@ -198,14 +203,17 @@ class CudaDevice final : public Device {
       : rt_(std::move(rt)), index_(index), name_("cuda:" + std::to_string(index)) {
     CurrentDevice on(*rt_, index_, name_);
     streams_.resize(static_cast<size_t>(std::max(tuning.streams, 1)), nullptr);
-    for (auto& s : streams_) check(*rt_, rt_->stream_create(&s), "cudaStreamCreateWithFlags", name_);
-    open_ring(tuning);
+    try {
+      for (auto& s : streams_) check(*rt_, rt_->stream_create(&s), "cudaStreamCreateWithFlags", name_);
+      open_ring(tuning);
+    } catch (...) {
+      destroy_streams();  // no destructor runs for a constructor that throws
+      throw;
+    }
   }
   ~CudaDevice() override {
     CurrentDevice on(*rt_, index_);
-    for (auto& s : streams_) {
-      if (s) rt_->stream_synchronize(s), rt_->stream_destroy(s);
-    }
+    destroy_streams();
   }
 
   std::string name() const override { return name_; }
@@ -215,7 +223,10 @@ class CudaDevice final : public Device {
   std::shared_ptr<void> reserve(uint64_t bytes, uint64_t count) override {
     if (bytes == 0) return nullptr;
     CurrentDevice on(*rt_, index_, name_);
-    const uint64_t need = bytes + count * kArenaAlign;  // every buffer starts aligned
+    uint64_t need = 0;  // every buffer starts aligned
+    if (__builtin_mul_overflow(count, kArenaAlign, &need) || __builtin_add_overflow(need, bytes, &need)) {
+      throw Error(ErrorCode::kValidation, name_ + ": the load's " + std::to_string(count) + " parameters need more than 2^64 bytes");
+    }
     uint64_t free_bytes = 0, total_bytes = 0;
     check(*rt_, rt_->mem_get_info(&free_bytes, &total_bytes), "cudaMemGetInfo", name_);
     const std::string what = bytes_text(bytes) + " for " + std::to_string(count) + " parameters";
@@ -225,23 +236,28 @@ class CudaDevice final : public Device {
     }
     void* base = nullptr;
     check(*rt_, rt_->malloc_device(&base, need), "cudaMalloc", name_ + ": the load's parameters (" + what + ")");
-    auto arena = std::make_shared<Arena>(rt_, index_, base, need);
-    std::lock_guard<std::mutex> lock(arena_mutex_);
-    arena_ = arena;
-    return arena;
+    return std::make_shared<Arena>(rt_, index_, base, need);
+  }
+
+  // `reservation`: what this device's reserve() returned.
+  std::shared_ptr<DeviceBuffer> allocate_reserved(const std::shared_ptr<void>& reservation, uint64_t bytes,
+                                                  const std::string& label) override {
+    if (reservation && bytes > 0) {
+      auto arena = std::static_pointer_cast<Arena>(reservation);
+      if (void* p = arena->carve(bytes)) {
+        auto b = std::make_shared<CudaBuffer>(rt_, index_, bytes, label);
+        b->data_ = p;
+        b->arena_ = std::move(arena);
+        return b;
+      }
+    }
+    return allocate(bytes, label);  // more than was reserved
   }
 
   std::shared_ptr<DeviceBuffer> allocate(uint64_t bytes) override { return allocate(bytes, ""); }
   std::shared_ptr<DeviceBuffer> allocate(uint64_t bytes, const std::string& label) override {
     auto b = std::make_shared<CudaBuffer>(rt_, index_, bytes, label);
     if (bytes == 0) return b;
-    if (auto arena = current_arena()) {
-      if ((b->data_ = arena->carve(bytes))) {
-        b->arena_ = std::move(arena);
-        return b;
-      }
-    }
-    // Outside a reserved load, or more than it reserved.
     CurrentDevice on(*rt_, index_, name_);
     check(*rt_, rt_->malloc_device(&b->data_, bytes), "cudaMalloc", what(*b) + " (" + bytes_text(bytes) + ")");
     return b;
@@ -307,8 +323,10 @@ class CudaDevice final : public Device {
     if (state.lease) {
       check(*rt_, rt_->memcpy_to_device_async(dst, state.lease.data, n, stream), "cudaMemcpyAsync", what(b));
       // Fenced before the kernels: if a launch fails, the staging is still not reused until the
-      // copy out of it is done (the kernels touch device memory only).
-      ring_->release(std::exchange(state.lease, {}), fence_after(stream, b));
+      // copy out of it is done (the kernels touch device memory only). The fence is made before
+      // the lease leaves `state`, so a failure to make it still gives the lease back.
+      auto fence = fence_after(stream, b);
+      ring_->release(std::exchange(state.lease, {}), std::move(fence));
     } else {
       stream_pageable(b, state.pageable, dst, n, stream);
     }
@@ -359,27 +377,37 @@ class CudaDevice final : public Device {
  private:
   std::string what(const CudaBuffer& b) const { return name_ + (b.label_.empty() ? "" : " '" + b.label_ + "'"); }
 
-  std::shared_ptr<Arena> current_arena() {
-    std::lock_guard<std::mutex> lock(arena_mutex_);
-    return arena_.lock();
+  void destroy_streams() noexcept {
+    for (auto& s : streams_) {
+      if (s) rt_->stream_synchronize(s), rt_->stream_destroy(s);
+      s = nullptr;
+    }
   }
 
   // Pinned when the device opens, not inside a timed load. Short of pinned memory, fewer (or
-  // smaller) slabs: slower, but the load runs.
+  // smaller) slabs: slower, but the load runs. At least two when possible: with one, fill leases
+  // never fit (one slab stays for chunks) and every region goes through pageable memory.
   void open_ring(const CudaTuning& tuning) {
-    const uint32_t want = std::max<uint32_t>(tuning.slabs, 1);
+    const uint32_t want = std::max<uint32_t>(tuning.slabs, 1), enough = std::min<uint32_t>(want, 2);
     std::string error;
+    std::shared_ptr<StagingRing> single;  // a one-slab ring, if nothing better is found
     for (uint64_t slab = tuning.slab_bytes; slab >= (uint64_t{1} << 16); slab /= 4) {
-      ring_ = std::make_shared<StagingRing>(std::make_unique<PinnedAllocator>(rt_, name_), slab, want);
-      const uint32_t got = ring_->preallocate(&error);
-      if (got == want && slab == tuning.slab_bytes) return;
-      if (got > 0) {
-        log().warn("{}: pinned {} staging slab(s) of {} instead of {} of {} ({}); loads may be slower", name_, got,
-                   bytes_text(slab), want, bytes_text(tuning.slab_bytes), error);
+      auto ring = std::make_shared<StagingRing>(std::make_unique<PinnedAllocator>(rt_, name_), slab, want);
+      const uint32_t got = ring->preallocate(&error);
+      if (got >= enough) {
+        if (got < want || slab != tuning.slab_bytes) {
+          log().warn("{}: pinned {} staging slab(s) of {} instead of {} of {} ({}); loads may be slower", name_, got,
+                     bytes_text(slab), want, bytes_text(tuning.slab_bytes), error);
+        }
+        ring_ = std::move(ring);
         return;
       }
+      if (got == 1 && !single) single = std::move(ring);
     }
-    throw Error(ErrorCode::kIo, name_ + ": cannot pin any host staging memory: " + error);
+    if (!single) throw Error(ErrorCode::kIo, name_ + ": cannot pin any host staging memory: " + error);
+    log().warn("{}: pinned only one staging slab of {} ({}): every region is staged in pageable memory and copied "
+               "through it; loads will be slower", name_, bytes_text(single->slab_bytes()), error);
+    ring_ = std::move(single);
   }
 
   // Published to the ring with the staging it releases: if the fence cannot be made, the copy is
@@ -420,8 +448,6 @@ class CudaDevice final : public Device {
   std::vector<cuda::Stream> streams_;
   std::atomic<size_t> next_stream_{0};
   std::shared_ptr<StagingRing> ring_;
-  std::mutex arena_mutex_;
-  std::weak_ptr<Arena> arena_;  // the current load's (held by its reservation and its buffers)
 };
 
 }  // namespace

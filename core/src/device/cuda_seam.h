@@ -31,7 +31,10 @@ class Runtime {
   virtual ~Runtime() = default;
   virtual int device_count(int* count) = 0;
   virtual int get_device(int* device) = 0;
-  virtual int set_device(int device) = 0;
+  virtual int set_device(int device) = 0;  // creates the device's context for this thread (CUDA 12+)
+  // Whether the calling thread has a current context: one it made current or used. A thread
+  // that never touched CUDA has none, though get_device() then says 0.
+  virtual int context_active(bool* active) = 0;
   virtual int mem_get_info(uint64_t* free_bytes, uint64_t* total_bytes) = 0;  // of the current device
   virtual int malloc_device(void** p, uint64_t bytes) = 0;
   virtual int free_device(void* p) = 0;

@@ -1,6 +1,9 @@
 // The CUDA runtime behind the seam (cuda_seam.h): each call forwards to libcudart (linked
 // statically into libwmap). Built only with the toolkit; cuda_seam_stub.cc otherwise.
+#include <cuda.h>  // types only: the driver is reached through the runtime's entry points
 #include <cuda_runtime_api.h>
+
+#include <mutex>
 
 #include "cuda_kernels.h"
 #include "cuda_seam.h"
@@ -13,6 +16,31 @@ class SystemRuntime final : public Runtime {
   int device_count(int* count) override { return cudaGetDeviceCount(count); }
   int get_device(int* device) override { return cudaGetDevice(device); }
   int set_device(int device) override { return cudaSetDevice(device); }
+  // cuCtxGetCurrent, found through the runtime (no link against libcuda, which machines without
+  // a driver lack). Unknown (no entry point): a thread on a device other than 0 has chosen it;
+  // on device 0 it is taken to have none, so restoring never creates a context on GPU 0.
+  int context_active(bool* active) override {
+    using GetCurrent = CUresult (*)(CUcontext*);
+    static GetCurrent get_current = nullptr;
+    static std::once_flag once;
+    std::call_once(once, [] {
+      void* fn = nullptr;
+      cudaDriverEntryPointQueryResult found{};
+      if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 4000, cudaEnableDefault, &found) == cudaSuccess &&
+          found == cudaDriverEntryPointSuccess) {
+        get_current = reinterpret_cast<GetCurrent>(fn);
+      }
+    });
+    if (get_current == nullptr) {
+      int device = 0;
+      const cudaError_t e = cudaGetDevice(&device);
+      *active = e == cudaSuccess && device != 0;
+      return e;
+    }
+    CUcontext ctx = nullptr;
+    *active = get_current(&ctx) == CUDA_SUCCESS && ctx != nullptr;
+    return cudaSuccess;
+  }
   int mem_get_info(uint64_t* free_bytes, uint64_t* total_bytes) override {
     size_t f = 0, t = 0;
     const cudaError_t e = cudaMemGetInfo(&f, &t);

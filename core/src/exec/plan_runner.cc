@@ -129,6 +129,7 @@ LoadedModel PlanRunner::run() {
   device_.synchronize();
   if (error_) std::rethrow_exception(error_);
   reservation_.reset();  // what was set aside and not carved goes back with the last buffer
+  // (the zero-size parameters below take no memory)
   // Parameters with nothing to read (zero-size) still get their (empty) buffer.
   for (size_t i = 0; i < params_.size(); ++i) {
     const PlannedParam& p = params_[i];
@@ -407,7 +408,7 @@ const RandomAccessFile& PlanRunner::file_for(uint32_t shard) {
 DeviceBuffer& PlanRunner::buffer_of(uint32_t i) {
   ParamState& s = state_[i];
   std::call_once(s.allocated, [&] {
-    s.buffer = device_.allocate(params_[i].nbytes, params_[i].name);
+    s.buffer = device_.allocate_reserved(reservation_, params_[i].nbytes, params_[i].name);
     if (s.regions) return;
     s.dst = device_.begin_write(*s.buffer);
     if (options_.prefault) prefault(s.dst);

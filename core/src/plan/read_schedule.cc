@@ -29,7 +29,9 @@ std::pair<uint64_t, uint64_t> part_of(uint64_t k, uint64_t per_run, uint64_t run
 
 ReadSchedule ReadSchedule::build(const std::vector<PlannedParam>& params, uint64_t chunk_bytes) {
   ReadSchedule s;
-  s.chunk_bytes_ = std::max(chunk_bytes, kMinChunkBytes);
+  // Whole 64-byte multiples: a run is cut at chunk boundaries, and a device that stages writes
+  // per unit transforms each part on its own (an element must not straddle two parts).
+  s.chunk_bytes_ = std::max(chunk_bytes, kMinChunkBytes) / 64 * 64;
   std::vector<ReadUnit> copies, reads;
   for (size_t i = 0; i < params.size(); ++i) {
     const PlannedParam& p = params[i];

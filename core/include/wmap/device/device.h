@@ -71,6 +71,13 @@ class Device {
     (void)bytes, (void)count;
     return nullptr;
   }
+  // allocate() from what reserve() returned (null: a plain allocate): each load allocates from
+  // its own reservation, so concurrent loads on one device never take each other's memory.
+  virtual std::shared_ptr<DeviceBuffer> allocate_reserved(const std::shared_ptr<void>& reservation, uint64_t bytes,
+                                                          const std::string& label) {
+    (void)reservation;
+    return allocate(bytes, label);
+  }
 
   // True when buffers have no host memory and writes are staged region by region (CUDA): the
   // executor then fills each read unit's part of a parameter in a region of its own, copied to

@@ -64,7 +64,7 @@ class ReadSchedule {
  public:
   static constexpr uint64_t kMinChunkBytes = uint64_t{1} << 16;
   // Units for every parameter that is loaded: absent, broken and alias parameters read nothing.
-  // chunk_bytes below kMinChunkBytes is raised to it.
+  // chunk_bytes below kMinChunkBytes is raised to it, and rounded down to a multiple of 64.
   static ReadSchedule build(const std::vector<PlannedParam>& params, uint64_t chunk_bytes);
 
   uint64_t chunk_bytes() const { return chunk_bytes_; }
