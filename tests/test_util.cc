@@ -93,4 +93,15 @@ void expect_every_rank_matches(const std::filesystem::path& ckpt, uint32_t t, co
   for (uint32_t r = 0; r < t; ++r) expect_rank_matches(ckpt, t, r, layout);
 }
 
+LoaderOptions rank_options(const std::filesystem::path& ckpt, uint32_t tp, uint32_t rank, uint32_t ep, Target target) {
+  LoaderOptions lo;
+  lo.checkpoint = ckpt;
+  lo.layout.tp_size = tp;
+  lo.layout.tp_rank = rank;
+  lo.layout.ep_size = ep;
+  lo.layout.target = target;
+  lo.progress = false;
+  return lo;
+}
+
 }  // namespace wmap::test

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "wmap/loader/loader.h"
+
 namespace wmap::test {
 
 // A fresh directory under the system temp folder, removed when the object dies.
@@ -56,5 +58,9 @@ void expect_rank_matches(const std::filesystem::path& ckpt, uint32_t t, uint32_t
                          const std::string& load_flags = "");
 // Every rank 0..t-1 of `ckpt` as above.
 void expect_every_rank_matches(const std::filesystem::path& ckpt, uint32_t t, const std::string& layout = "");
+
+// A LoaderSession's options for rank `rank` of `tp` of `ckpt`, without progress output.
+LoaderOptions rank_options(const std::filesystem::path& ckpt, uint32_t tp, uint32_t rank, uint32_t ep = 1,
+                           Target target = Target::kTrtllm);
 
 }  // namespace wmap::test

@@ -47,14 +47,7 @@ struct Rank {
 
 LoadedModel load(const std::filesystem::path& ckpt, Device& device, const Rank& r, IoMode io = IoMode::kPread,
                  uint64_t chunk_bytes = 0) {
-  LoaderOptions lo;
-  lo.checkpoint = ckpt;
-  lo.progress = false;
-  LayoutOptions o;
-  o.tp_size = r.tp;
-  o.tp_rank = r.rank;
-  o.ep_size = r.ep;
-  lo.layout = layout_from_options(o);
+  LoaderOptions lo = rank_options(ckpt, r.tp, r.rank, r.ep);
   if (chunk_bytes) lo.plan.chunk_bytes = chunk_bytes;
   LoaderSession session(lo);
   auto prepared = session.prepare();

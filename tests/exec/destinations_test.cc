@@ -27,13 +27,7 @@ class Destinations : public ::testing::Test {
     ckpt_ = dir_ / family;
     auto r = run_wmap("synth " + family + " " + shell_quote(ckpt_.string()) + " " + synth_flags);
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    LoaderOptions lo;
-    lo.checkpoint = ckpt_;
-    lo.layout.tp_size = tp;
-    lo.layout.tp_rank = rank;
-    lo.layout.target = target;
-    lo.progress = false;
-    session_ = std::make_unique<LoaderSession>(lo);
+    session_ = std::make_unique<LoaderSession>(rank_options(ckpt_, tp, rank, 1, target));
     prepared_ = session_->prepare();
     ASSERT_TRUE(prepared_->plan->ok());
     buffers_.clear();

@@ -28,16 +28,6 @@ std::unique_ptr<PreparedLoad> prepare(LoaderSession& session) {
   return prepared;
 }
 
-LoaderOptions options(const std::filesystem::path& ckpt, uint32_t tp, uint32_t rank, uint32_t ep) {
-  LoaderOptions lo;
-  lo.checkpoint = ckpt;
-  lo.layout.tp_size = tp;
-  lo.layout.tp_rank = rank;
-  lo.layout.ep_size = ep;
-  lo.progress = false;
-  return lo;
-}
-
 // Sorts and joins overlapping or touching ranges.
 std::vector<FileRange> merged(std::vector<FileRange> r) {
   std::sort(r.begin(), r.end(), [](const FileRange& a, const FileRange& b) {
@@ -137,7 +127,7 @@ TEST(NeededExtents, HoldExactlyThePerRunBytesAndServeEverySchedule) {
     for (uint32_t rank = 0; rank < c.tp; ++rank) {
       SCOPED_TRACE(c.ckpt.filename().string() + " tp " + std::to_string(c.tp) + " ep " + std::to_string(c.ep) + " rank " +
                    std::to_string(rank));
-      LoaderSession session(options(c.ckpt, c.tp, rank, c.ep));
+      LoaderSession session(rank_options(c.ckpt, c.tp, rank, c.ep));
       auto prepared = prepare(session);
       const std::vector<FileExtent> extents = mpi::needed_extents(*prepared->plan);
       const std::vector<FileRange> runs = per_run_ranges(*prepared->plan);
@@ -174,7 +164,7 @@ class R1Metadata : public ::testing::Test {
     std::vector<std::vector<FileExtent>> all;
     for (uint32_t rank = 0; rank < 8; ++rank) {
       SCOPED_TRACE("rank " + std::to_string(rank));
-      LoaderSession session(options(*dir_ / "r1", 8, rank, ep));
+      LoaderSession session(rank_options(*dir_ / "r1", 8, rank, ep));
       auto prepared = prepare(session);
       const auto t0 = std::chrono::steady_clock::now();
       const std::vector<FileExtent> extents = mpi::needed_extents(*prepared->plan);
