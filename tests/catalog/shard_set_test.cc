@@ -43,7 +43,7 @@ TEST(ShardSetTest, IndexHonouredWithUnsortedWeightMap) {
   ASSERT_TRUE(set.index.has_value());
   EXPECT_EQ(set.files, (std::vector<std::string>{"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
                                                  "model-00003-of-00003.safetensors"}));
-  const std::vector<std::pair<std::string, uint32_t>> want = {{"a.x", 0}, {"b.x", 1}, {"b.y", 1}, {"c.x", 2}};
+  const std::vector<std::pair<std::string_view, uint32_t>> want = {{"a.x", 0}, {"b.x", 1}, {"b.y", 1}, {"c.x", 2}};
   EXPECT_EQ(set.index->weight_map, want);
   EXPECT_TRUE(set.warnings.empty());
   const Catalog cat = Catalog::build(set);
@@ -143,9 +143,26 @@ TEST(ShardSetTest, ParseShardIndexDirectly) {
   std::vector<std::string> names;
   const ShardIndex idx = parse_shard_index(R"({"weight_map": {"z": "b.st", "y": "a.st", "x": "b.st"}})", "idx.json", names);
   EXPECT_EQ(names, (std::vector<std::string>{"a.st", "b.st"}));
-  const std::vector<std::pair<std::string, uint32_t>> want = {{"x", 1}, {"y", 0}, {"z", 1}};
+  const std::vector<std::pair<std::string_view, uint32_t>> want = {{"x", 1}, {"y", 0}, {"z", 1}};
   EXPECT_EQ(idx.weight_map, want);
   EXPECT_EQ(idx.file, "idx.json");
+}
+
+// Keys stay views into the index text unless written with escapes; both forms must come out
+// decoded, wherever weight_map sits in the object.
+TEST(ShardSetTest, ParseShardIndexEscapesAndFieldOrder) {
+  std::vector<std::string> names;
+  const ShardIndex idx = parse_shard_index(
+      R"({"weight_map": {"b\u002ex": "s\u002est", "a.\"q\"": "s.st", "c": "t.st"}, "metadata": {"total_size": 3}})",
+      "idx.json", names);
+  EXPECT_EQ(names, (std::vector<std::string>{"s.st", "t.st"}));
+  const std::vector<std::pair<std::string_view, uint32_t>> want = {{"a.\"q\"", 0}, {"b.x", 0}, {"c", 1}};
+  EXPECT_EQ(idx.weight_map, want);
+  // A copy shares the text the names view.
+  const ShardIndex copy = idx;
+  EXPECT_EQ(copy.weight_map, want);
+  std::vector<std::string> names2;
+  EXPECT_EQ(parse_shard_index(R"({"metadata": {"x": [1, {"y": "}"}]}, "weight_map": {"k": "s.st"}})", "i", names2).weight_map.size(), 1u);
 }
 
 TEST(ShardSetTest, SortedDiscoveryWithoutIndex) {

@@ -56,7 +56,7 @@ std::string error_of(F&& f, ErrorCode code) {
 
 std::vector<std::string> names_of(const RenamedCatalog& rc) {
   std::vector<std::string> out;
-  for (const auto& t : rc.tensors()) out.push_back(t.name);
+  for (const auto& t : rc.tensors()) out.emplace_back(t.name);
   return out;
 }
 

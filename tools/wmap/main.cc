@@ -4,11 +4,13 @@
 #include <map>
 
 #include "commands.h"
+#include "huge_pages.h"
 #include "wmap/util/error.h"
 #include "wmap/util/log.h"
 #include "wmap/util/progress.h"
 
 int main(int argc, char** argv) {
+  wmap::cli::reexec_with_huge_pages(argv);
   CLI::App app{"wmap: map Hugging Face safetensors checkpoints onto inference-engine parameters"};
   app.require_subcommand(1);
   bool quiet = false;

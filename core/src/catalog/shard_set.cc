@@ -32,49 +32,116 @@ void check_shard_name(const std::string& name, const std::string& file) {
 }  // namespace
 
 namespace {
-ShardIndex parse_index_impl(std::string_view json, bool padded, const std::string& file, std::vector<std::string>& shard_names);
+// The index owns `text`: its bytes followed by SIMDJSON_PADDING readable bytes.
+ShardIndex parse_index_impl(std::shared_ptr<const std::string> text, const std::string& file, std::vector<std::string>& shard_names);
 }
 
 ShardIndex parse_shard_index(std::string_view json, const std::string& file, std::vector<std::string>& shard_names) {
-  return parse_index_impl(json, false, file, shard_names);
+  std::string text(json.size() + simdjson::SIMDJSON_PADDING, '\0');
+  std::copy(json.begin(), json.end(), text.begin());
+  return parse_index_impl(std::make_shared<const std::string>(std::move(text)), file, shard_names);
 }
 
 namespace {
-// `padded`: json is followed by SIMDJSON_PADDING readable bytes, so it is parsed in place.
-ShardIndex parse_index_impl(std::string_view json, bool padded, const std::string& file, std::vector<std::string>& shard_names) {
+
+// The slow, thorough path, taken only when the fast one met something it does not accept: a DOM
+// parse of the whole text that names what is wrong. Returns normally only when it finds nothing.
+void explain_index_error(std::string_view json, const std::string& file) {
   simdjson::dom::parser parser;
   simdjson::dom::element root;
-  if (auto err = parser.parse(json.data(), json.size(), !padded).get(root)) {
+  if (auto err = parser.parse(json.data(), json.size(), true).get(root)) {
     throw Error(ErrorCode::kMalformedInput, file + ": not valid JSON: " + simdjson::error_message(err));
   }
-  simdjson::dom::object weight_map;
   if (root.type() != simdjson::dom::element_type::OBJECT) {
     throw Error(ErrorCode::kMalformedInput, file + ": not a JSON object");
   }
+  simdjson::dom::object weight_map;
   if (root["weight_map"].get_object().get(weight_map)) {
     throw Error(ErrorCode::kMalformedInput, file + ": missing \"weight_map\" object");
   }
+  for (auto field : weight_map) {
+    if (!field.value.is_string()) {
+      throw Error(ErrorCode::kMalformedInput, file + ": weight_map entry '" + std::string(field.key) + "' is " +
+                                                  simdjson::minify(field.value) + ", not a file name");
+    }
+  }
+}
+
+// A JSON string's bytes as written (between the quotes, escapes not decoded); `escaped` says
+// whether it holds a backslash. `raw` points just past the opening quote; simdjson's structural
+// pass has already checked that the closing quote exists.
+std::string_view raw_string(const char* raw, bool& escaped) {
+  escaped = false;
+  const char* q = raw;
+  for (;; ++q) {
+    if (*q == '\\') {
+      escaped = true;
+      ++q;
+    } else if (*q == '"') {
+      break;
+    }
+  }
+  return {raw, static_cast<size_t>(q - raw)};
+}
+
+// simdjson's on-demand API: one structural pass over the text and no DOM; keys stay in the text
+// (a DeepSeek-V3 layout with 1,152 experts writes 410k keys in 40 MB of index: a string per key
+// and a DOM were the catalog's largest cost there, docs/performance.md).
+ShardIndex parse_index_impl(std::shared_ptr<const std::string> text, const std::string& file, std::vector<std::string>& shard_names) {
+  const size_t size = text->size() - simdjson::SIMDJSON_PADDING;
   ShardIndex index;
   index.file = file;
+  index.unescaped = std::make_shared<std::deque<std::string>>();
   std::map<std::string, uint32_t, std::less<>> shard_ids;
-  index.weight_map.reserve(weight_map.size());
-  // Neighbouring keys usually live in the same shard: remember the last one looked up.
-  auto last = shard_ids.end();
-  for (auto field : weight_map) {
-    std::string_view shard;
-    if (field.value.get_string().get(shard)) {
-      throw Error(ErrorCode::kMalformedInput, file + ": weight_map entry '" + std::string(field.key) +
-                                                  "' is " + simdjson::minify(field.value) + ", not a file name");
+  auto fail_fast_path = [&](simdjson::error_code err) {
+    explain_index_error(std::string_view(text->data(), size), file);
+    throw Error(ErrorCode::kMalformedInput, file + ": not valid JSON: " + simdjson::error_message(err));
+  };
+  {
+    simdjson::ondemand::parser parser;
+    simdjson::ondemand::document doc;
+    simdjson::ondemand::object root, weight_map;
+    if (auto err = parser.iterate(simdjson::padded_string_view(text->data(), size, text->size())).get(doc)) fail_fast_path(err);
+    if (auto err = doc.get_object().get(root)) fail_fast_path(err);
+    if (auto err = root.find_field_unordered("weight_map").get_object().get(weight_map)) fail_fast_path(err);
+    // Neighbouring keys usually live in the same shard: remember the last one (as written).
+    std::string_view last_raw;
+    uint32_t last_id = 0;
+    for (auto field_result : weight_map) {
+      simdjson::ondemand::field field;
+      if (auto err = std::move(field_result).get(field)) fail_fast_path(err);
+      bool escaped = false;
+      std::string_view key = raw_string(field.key().raw(), escaped);
+      if (escaped) {
+        std::string_view decoded;
+        if (auto err = field.unescaped_key().get(decoded)) fail_fast_path(err);
+        key = index.unescaped->emplace_back(decoded);
+      }
+      simdjson::ondemand::raw_json_string raw_shard;
+      if (auto err = field.value().get_raw_json_string().get(raw_shard)) fail_fast_path(err);
+      const std::string_view shard_raw = raw_string(raw_shard.raw(), escaped);
+      if (last_raw.data() == nullptr || shard_raw != last_raw || escaped) {
+        std::string shard(shard_raw);
+        if (escaped) {
+          // Rare: decode through a one-string DOM parse of the value as written.
+          simdjson::dom::parser one;
+          std::string_view decoded;
+          if (auto err = one.parse("\"" + shard + "\"").get_string().get(decoded)) fail_fast_path(err);
+          shard = std::string(decoded);
+        }
+        auto it = shard_ids.find(shard);
+        if (it == shard_ids.end()) {
+          check_shard_name(shard, file);
+          it = shard_ids.emplace(shard, static_cast<uint32_t>(shard_names.size())).first;
+          shard_names.push_back(shard);
+        }
+        last_raw = shard_raw;
+        last_id = it->second;
+      }
+      index.weight_map.emplace_back(key, last_id);
     }
-    auto it = (last != shard_ids.end() && last->first == shard) ? last : shard_ids.find(shard);
-    if (it == shard_ids.end()) {
-      check_shard_name(std::string(shard), file);
-      it = shard_ids.emplace(std::string(shard), static_cast<uint32_t>(shard_names.size())).first;
-      shard_names.emplace_back(shard);
-    }
-    last = it;
-    index.weight_map.emplace_back(std::string(field.key), it->second);
   }
+  index.text = std::move(text);
   // Shards in name order, whatever order the weight_map lists them in.
   const size_t first_new = shard_names.size() - shard_ids.size();
   std::vector<std::string> sorted(shard_names.begin() + static_cast<ptrdiff_t>(first_new), shard_names.end());
@@ -82,14 +149,14 @@ ShardIndex parse_index_impl(std::string_view json, bool padded, const std::strin
   std::vector<uint32_t> remap(shard_names.size());
   for (size_t i = 0; i < sorted.size(); ++i) remap[shard_ids[sorted[i]]] = static_cast<uint32_t>(first_new + i);
   std::copy(sorted.begin(), sorted.end(), shard_names.begin() + static_cast<ptrdiff_t>(first_new));
-  for (auto& [name, shard] : index.weight_map) shard = remap[shard];
+  for (auto& entry : index.weight_map) entry.second = remap[entry.second];
   // Index files are usually written sorted by key already; sorting 100k strings is not free.
   if (!std::is_sorted(index.weight_map.begin(), index.weight_map.end())) {
     std::sort(index.weight_map.begin(), index.weight_map.end());
   }
   for (size_t i = 1; i < index.weight_map.size(); ++i) {
     if (index.weight_map[i].first == index.weight_map[i - 1].first) {
-      throw Error(ErrorCode::kMalformedInput, file + ": weight_map names tensor '" + index.weight_map[i].first + "' twice");
+      throw Error(ErrorCode::kMalformedInput, file + ": weight_map names tensor '" + std::string(index.weight_map[i].first) + "' twice");
     }
   }
   return index;
@@ -145,8 +212,7 @@ ShardSet discover_shards(const fs::path& path, const ShardSetOptions& options) {
     // No safetensors at all: a PyTorch checkpoint, if there is one.
     set.format = ShardFormat::kTorch;
     if (fs::exists(torch_index_path)) {
-      const std::string text = fsys.read_whole_file(torch_index_path, simdjson::SIMDJSON_PADDING);
-      set.index = parse_index_impl(std::string_view(text.data(), text.size() - simdjson::SIMDJSON_PADDING), true,
+      set.index = parse_index_impl(std::make_shared<const std::string>(fsys.read_whole_file(torch_index_path, simdjson::SIMDJSON_PADDING)),
                                    torch_index_path.string(), set.files);
       for (const auto& f : set.files) {
         if (!fs::is_regular_file(path / f, ec)) {
@@ -187,8 +253,7 @@ ShardSet discover_shards(const fs::path& path, const ShardSetOptions& options) {
     return set;
   }
   if (fs::exists(index_path)) {
-    const std::string text = fsys.read_whole_file(index_path, simdjson::SIMDJSON_PADDING);
-    set.index = parse_index_impl(std::string_view(text.data(), text.size() - simdjson::SIMDJSON_PADDING), true,
+    set.index = parse_index_impl(std::make_shared<const std::string>(fsys.read_whole_file(index_path, simdjson::SIMDJSON_PADDING)),
                                  index_path.string(), set.files);
     for (const auto& f : set.files) {
       if (!fs::is_regular_file(path / f, ec)) {

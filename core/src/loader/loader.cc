@@ -134,13 +134,18 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
       throw Error(ErrorCode::kUnsupported, msg);
     }
   }
+  const double setup_seconds = seconds_since(t0);
   const RenamedCatalog renamed = out->renames.apply(out->catalog);
+  const double rename_seconds = seconds_since(t0) - setup_seconds;
   RenamedProbe probe(renamed);
   out->spec = plugins_.build_spec(*out->plugin, out->config, options_.layout, probe);
   if (out->spec.plugin.empty()) out->spec.plugin = out->plugin->name;
   if (out->spec.architecture.empty()) out->spec.architecture = out->architecture;
+  const double spec_seconds = seconds_since(t0) - setup_seconds - rename_seconds;
   out->plan = std::make_unique<LoadPlan>(LoadPlan::build(out->spec, out->catalog, renamed, options_.plan));
   out->plan_seconds = seconds_since(t0);
+  log().debug("plan phase: config and mapping {:.3f}s, renames {:.3f}s, plugin spec {:.3f}s, plan and validation {:.3f}s",
+              setup_seconds, rename_seconds, spec_seconds, out->plan_seconds - setup_seconds - rename_seconds - spec_seconds);
   return out;
 }
 

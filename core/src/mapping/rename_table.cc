@@ -162,6 +162,7 @@ bool RenameTable::ignored(std::string_view key) const {
 RenamedCatalog RenameTable::apply(const Catalog& catalog) const {
   const Impl& impl = *impl_;
   RenamedCatalog out;
+  out.rewritten_ = std::make_shared<std::deque<std::string>>();
   const auto records = catalog.tensors();
   // Sorting ~100k long, prefix-sharing names dominates the cost, so avoid a global sort: keys that
   // pass through keep the catalog's (sorted, unique) order, and each rule's outputs are bucketed by
@@ -180,9 +181,9 @@ RenamedCatalog RenameTable::apply(const Catalog& catalog) const {
     } else if (v.rule < 0) {
       passed.push_back({rec.name, &rec, -1});
     } else {
-      RenamedTensor t{{}, &rec, v.rule};
-      impl.rewrite(rec.name, v.rule, t.name);
-      runs[v.rule].push_back(std::move(t));
+      std::string& name = out.rewritten_->emplace_back();
+      impl.rewrite(rec.name, v.rule, name);
+      runs[v.rule].push_back({name, &rec, v.rule});
     }
   }
   auto by_name = [](const RenamedTensor& a, const RenamedTensor& b) { return a.name < b.name; };
@@ -219,7 +220,7 @@ RenamedCatalog RenameTable::apply(const Catalog& catalog) const {
     const auto& b = out.tensors_[i];
     if (a.name != b.name) continue;
     if (collisions++ < kShown) {
-      message += (message.empty() ? "" : "; ") + std::string("canonical key '") + a.name + "' comes from both " +
+      message += (message.empty() ? "" : "; ") + std::string("canonical key '") + std::string(a.name) + "' comes from both " +
                  origin(a) + " and " + origin(b);
     }
   }

@@ -49,7 +49,7 @@ TensorDim largest_dim(const RenamedCatalog& catalog) {
     for (uint64_t d : t.source->shape) {
       if (out.tensor.empty() || d > out.size) {
         out.size = d;
-        out.tensor = t.name + " " + shape_text(t.source->shape);
+        out.tensor = std::string(t.name) + " " + shape_text(t.source->shape);
       }
     }
   }

@@ -80,7 +80,7 @@ class Catalog {
   std::vector<std::string> changed_shards(const std::filesystem::path& root) const;
 
  private:
-  void finish();  // sorts, checks duplicates, computes the content id
+  void finish(bool sorted = false);  // sorts (unless `sorted`), checks duplicates, resets the content id
 
   std::filesystem::path root_;
   std::vector<ShardRecord> shards_;

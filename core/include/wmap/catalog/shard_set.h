@@ -13,7 +13,9 @@
 // A single file ending in .bin, .pth or .pt is a PyTorch checkpoint.
 
 #include <cstdint>
+#include <deque>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -29,8 +31,13 @@ struct ShardSetOptions {
 };
 
 struct ShardIndex {
-  std::filesystem::path file;                              // the index.json read
-  std::vector<std::pair<std::string, uint32_t>> weight_map;  // tensor -> shard, sorted by tensor
+  std::filesystem::path file;  // the index.json read
+  // tensor -> shard, sorted by tensor. The names are views into `text` (the index's own bytes:
+  // 40 MB and 400k keys for the largest MoE checkpoints, so no string per key), or into
+  // `unescaped` for the rare key written with JSON escapes. Copies share both.
+  std::vector<std::pair<std::string_view, uint32_t>> weight_map;
+  std::shared_ptr<const std::string> text;
+  std::shared_ptr<std::deque<std::string>> unescaped;
 };
 
 enum class ShardFormat : uint8_t {
@@ -50,7 +57,7 @@ struct ShardSet {
 
 ShardSet discover_shards(const std::filesystem::path& path, const ShardSetOptions& options = {});
 
-// Parses an index.json text (exposed for tests and fuzzing). `shard_names` receives the distinct
+// Parses an index.json text (exposed for tests and fuzzing; the text is copied). `shard_names` receives the distinct
 // shard file names in order of first appearance. Throws kMalformedInput naming `file`.
 ShardIndex parse_shard_index(std::string_view json, const std::string& file,
                              std::vector<std::string>& shard_names);

@@ -18,6 +18,7 @@
 // compiled regexes. A default-constructed table has no rules (identity, nothing ignored).
 // RenamedCatalog points into the Catalog it was built from, which must outlive it.
 
+#include <deque>
 #include <memory>
 #include <span>
 #include <string>
@@ -30,7 +31,9 @@
 namespace wmap {
 
 struct RenamedTensor {
-  std::string name;                      // canonical name
+  // Canonical name: a view of source->name when no rule renamed it, else of a string the
+  // RenamedCatalog owns (no copy per key: a 410k-tensor catalog passes most keys through).
+  std::string_view name;
   const TensorRecord* source = nullptr;  // the checkpoint tensor (source->name is the original key)
   int rule = -1;                         // index into the table's rules, -1 when passed through
 };
@@ -50,6 +53,7 @@ class RenamedCatalog {
  private:
   friend class RenameTable;
   std::vector<RenamedTensor> tensors_;
+  std::shared_ptr<std::deque<std::string>> rewritten_;  // shared by copies: the views stay valid
   std::vector<const TensorRecord*> ignored_;
 };
 
