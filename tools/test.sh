@@ -72,13 +72,13 @@ if ! skipped tsan; then
 fi
 
 if ! skipped fuzz; then
-  stage "libFuzzer targets, ${WMAP_FUZZ_SECONDS:-20}s each"
+  stage "libFuzzer targets, ${WMAP_FUZZ_SECONDS:-10}s each"
   FUZZ_BUILD="$BUILD-fuzz"
   rm -rf "$FUZZ_BUILD"
   CC=clang CXX=clang++ cmake -S . -B "$FUZZ_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DWMAP_BUILD_FUZZERS=ON -DWMAP_BUILD_TESTS=OFF -DWMAP_BUILD_PYTHON=OFF -DWMAP_WERROR=ON >/dev/null
   cmake --build "$FUZZ_BUILD" -j "$JOBS" --target wmap_fuzzers wmap_cli
-  fuzz/run_fuzzers.sh "$FUZZ_BUILD" "${WMAP_FUZZ_SECONDS:-20}"
+  fuzz/run_fuzzers.sh "$FUZZ_BUILD" "${WMAP_FUZZ_SECONDS:-10}"
 fi
 
 stage "done"
