@@ -14,6 +14,13 @@ included, output to /dev/null):
 
 Each command runs once to warm the page cache, then --runs times; the table shows the median and
 minimum wall time, the median CPU time (user + sys, all threads) and the ratios python / wmap.
+
+Then the scale curve (issue 17; --curve-experts '' skips it): the same DeepSeek-V3 architecture
+with 256 (R1's real layout), 576 and 1,152 routed experts (~92k, ~207k, ~409k tensors; the larger
+ones in 200 and 400 equal sparse shards), timing `wmap plan --tp-size 8 --tp-rank 3 --ep-size 8`
+interleaved with the Python header parse, medians of --runs, with each process's peak RSS
+(wait4). The plan's cost per tensor shows whether it grows linearly. Goal: plan faster than
+Python's parse at ~410k tensors, peak RSS <= 400 MB.
 Stdlib only.
 """
 
@@ -45,6 +52,67 @@ print(n)
 """
 
 
+def run_once(argv):
+    """(wall s, cpu s, peak RSS bytes) of one run of argv, its output discarded."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    t = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        sys.exit(f"catalog_bench: {' '.join(argv)} failed ({proc.returncode}): {err.decode().strip()}")
+    return t, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
+
+
+def scaled_layout(base, experts, shard_count, out):
+    """A layout folder: `base`'s config with `experts` routed experts and `shard_count` equal shards."""
+    import json
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(base, "config.json")) as f:
+        cfg = json.load(f)
+    cfg["n_routed_experts"] = experts
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    with open(os.path.join(out, "shard_sizes.tsv"), "w") as f:
+        f.write("file\tlfs_size_bytes\tlfs_sha256\n")
+        for i in range(shard_count):
+            f.write(f"model-{i + 1:05d}-of-{shard_count:06d}.safetensors\t1000000000\t-\n")
+
+
+def build_sparse(layout, ckpt):
+    built = subprocess.run([PYTHON, SPARSE, layout, ckpt], capture_output=True, text=True)
+    if built.returncode != 0:
+        sys.exit(f"catalog_bench: sparse_layout.py failed: {built.stderr.strip()}")
+    return dict(line.split(" ", 1) for line in built.stdout.split("\n") if line)
+
+
+def scale_curve(wmap, layout, experts_list, runs, tmp):
+    """Rows (experts, shards, tensors, plan median s, python median s, plan peak RSS, python peak RSS)."""
+    rows = []
+    for experts in experts_list:
+        if experts == 256:
+            lay, shard_count = layout, None
+        else:
+            shard_count = round(400 * experts / 1152)
+            lay = os.path.join(tmp, f"layout-{experts}")
+            scaled_layout(layout, experts, shard_count, lay)
+        ckpt = os.path.join(tmp, f"ckpt-{experts}")
+        info = build_sparse(lay, ckpt)
+        plan = [wmap, "-q", "plan", ckpt, "--tp-size", "8", "--tp-rank", "3", "--ep-size", "8"]
+        py = [PYTHON, "-c", PY_READER, ckpt]
+        run_once(plan), run_once(py)  # warm the page cache
+        p, q = [], []
+        for _ in range(runs):
+            p.append(run_once(plan))
+            q.append(run_once(py))
+        rows.append((experts, int(info["shards"]), int(info["tensors"]), statistics.median(w for w, _, _ in p),
+                     statistics.median(w for w, _, _ in q), max(r for _, _, r in p), max(r for _, _, r in q)))
+        print(f"  {experts} experts: {info['tensors']} tensors in {info['shards']} shards, plan {rows[-1][3] * 1e3:.0f} ms, "
+              f"python {rows[-1][4] * 1e3:.0f} ms", flush=True)
+    return rows
+
+
 def time_command(argv, runs):
     """Warm-up once, then `runs` timed runs; returns [(wall s, cpu s)], cpu = user + sys of the
     child (all its threads), which a busy machine disturbs far less than the wall time."""
@@ -67,6 +135,8 @@ def main():
     ap.add_argument("--runs", type=int, default=7, help="timed runs per command after one warm-up (default 7, at least 5)")
     ap.add_argument("--dir", help="build the sparse checkpoint here (kept) instead of a temporary folder")
     ap.add_argument("--layout", default=LAYOUT, help="layout folder (default tests/data/layouts/deepseek-r1)")
+    ap.add_argument("--curve-experts", default="256,576,1152",
+                    help="routed-expert counts of the scale curve (default 256,576,1152; '' skips it)")
     args = ap.parse_args()
     if args.runs < 5:
         ap.error("--runs must be at least 5")
@@ -89,6 +159,8 @@ def main():
         plans = [(f"wmap plan {' '.join(flags) or '(tp1)'}", time_command([args.wmap, "-q", "plan", ckpt, *flags], args.runs))
                  for flags in (["--tp-size", "8", "--ep-size", "8", "--tp-rank", "0"],
                                ["--tp-size", "8", "--ep-size", "2", "--tp-rank", "0", "--mtp-layers", "3"], [])]
+        experts = [int(e) for e in args.curve_experts.split(",") if e.strip()]
+        curve = scale_curve(args.wmap, args.layout, experts, args.runs, tmp) if experts else []
 
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
     print(f"{'command':<60} {'median ms':>10} {'min ms':>8} {'cpu ms':>8} {'runs':>5}")
@@ -106,6 +178,17 @@ def main():
     for name, _ in plans:
         r = med[name][0] / p_wall
         print(f"{name}: {r:.2f}x python's parse time (goal <= 2x: {'met' if r <= 2 else 'MISSED'})")
+    if curve:
+        print()
+        print("scale curve: `wmap plan --tp-size 8 --tp-rank 3 --ep-size 8` vs python's header parse, "
+              f"medians of {args.runs} interleaved runs, whole processes")
+        print("| routed experts | shards | tensors | plan ms | python ms | python / plan | plan us per tensor | plan peak RSS MB | python peak RSS MB |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for e, sh, n, p, q, rp, rq in curve:
+            print(f"| {e} | {sh} | {n} | {p * 1e3:.0f} | {q * 1e3:.0f} | {q / p:.2f} | {p / n * 1e6:.2f} | {rp / 1e6:.0f} | {rq / 1e6:.0f} |")
+        e, sh, n, p, q, rp, rq = curve[-1]
+        print(f"{n} tensors: plan {q / p:.2f}x python's parse speed (goal >= 1: {'met' if q >= p else 'MISSED'}), "
+              f"peak RSS {rp / 1e6:.0f} MB (goal <= 400: {'met' if rp <= 400e6 else 'MISSED'})")
     return 0
 
 

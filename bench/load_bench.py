@@ -11,6 +11,12 @@ measured in the same run, --runs times, medians reported:
   wmap     `wmap load --json` at TP=1 (defaults), in-process seconds incl. catalog and plan
   TP=4     after eviction, one rank's load: the fraction of the checkpoint's pages it brought
            into the page cache (fincore), and its peak RSS next to the rank's parameter bytes
+  fresh    the fresh-memory read limit (bench/pread_limit.c, built here with cc): every shard read
+           with pread on every core into one freshly mapped buffer, nothing else, as a whole
+           process; interleaved with whole-process `wmap -q load` at TP=1 (process start, catalog,
+           plan and load), best of --runs (at least 5) each, page cache warm. Three ways to get the
+           pages are timed: faulted inside pread (the limit as issue 17 states it), populated first
+           (MADV_POPULATE_WRITE) and populated huge pages; the table gives wmap's ratio to each.
 
 Usage: bench/load_bench.py --wmap build/bin/wmap [--presets 1g,4g] [--runs 3] [--keep DIR]
 Stdlib + numpy (/usr/bin/python3 with python3-numpy). Not part of ctest.
@@ -101,6 +107,41 @@ def cat_gbps(d):
     return total / (time.perf_counter() - t0) / 1e9
 
 
+def build_pread_limit(tmp):
+    exe = os.path.join(tmp, "pread_limit")
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pread_limit.c")
+    r = subprocess.run(["cc", "-O2", "-pthread", "-o", exe, src], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"load_bench: building {src} failed: {r.stderr}")
+    return exe
+
+
+def wall(argv):
+    t0 = time.perf_counter()
+    r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    t = time.perf_counter() - t0
+    if r.returncode != 0:
+        sys.exit(f"load_bench: {' '.join(argv)} failed ({r.returncode}): {r.stderr}")
+    return t
+
+
+FRESH_VARIANTS = (("pread", []), ("populate+pread", ["--populate"]), ("huge pages+populate+pread", ["--huge", "--populate"]))
+
+
+def fresh_memory_limit(limit_exe, wmap, d, runs, extra):
+    """Best-of-`runs` whole-process seconds of each pread_limit variant and of `wmap -q load`,
+    interleaved so that a noisy neighbour hits all of them alike."""
+    files = shards(d)
+    best = {name: float("inf") for name, _ in FRESH_VARIANTS}
+    best["wmap"] = float("inf")
+    warm(d)
+    for _ in range(runs):
+        for name, flags in FRESH_VARIANTS:
+            best[name] = min(best[name], wall([limit_exe, *flags, *files]))
+        best["wmap"] = min(best["wmap"], wall([wmap, "-q", "load", d, *extra]))
+    return best
+
+
 def run_wmap(wmap, d, extra=()):
     r = subprocess.run([wmap, "-q", "load", d, "--json", *extra], capture_output=True, text=True)
     if r.returncode != 0:
@@ -128,11 +169,15 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--keep", help="write checkpoints here and keep them (default: a /tmp folder, deleted)")
     ap.add_argument("--extra", default="", help="extra flags for every wmap load (e.g. '--io mmap')")
+    ap.add_argument("--fresh-runs", type=int, default=7, help="best-of runs for the fresh-memory limit (default 7, at least 5)")
     args = ap.parse_args()
+    if args.fresh_runs < 5:
+        ap.error("--fresh-runs must be at least 5")
     extra = args.extra.split()
     root = args.keep or tempfile.mkdtemp(prefix="wmap-bench-", dir="/tmp")
-    rows, goals = [], []
+    rows, goals, fresh = [], [], []
     try:
+        limit_exe = build_pread_limit(root)
         mc1 = med([memcpy_gbps(1) for _ in range(3)])
         mc2 = med([memcpy_gbps(2) for _ in range(3)])
         print(f"machine: {os.cpu_count()} cores, {os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE') / 2**30:.0f} GiB RAM, "
@@ -163,6 +208,11 @@ def main():
                 goals.append((f"{preset} TP=1 {state}: peak RSS <= 1.5 x (params + 150 MB)", rss / (params + 150e6),
                               rss <= 1.5 * (params + 150e6)))
                 print(f"  {preset} {state}: wmap {wg:.2f} GB/s, numpy {ng:.2f} GB/s", flush=True)
+            best = fresh_memory_limit(limit_exe, args.wmap, d, args.fresh_runs, extra)
+            fresh.append((preset, size, best))
+            goals.append((f"{preset} TP=1 whole process vs the fresh-memory pread limit >= 0.9",
+                          best["pread"] / best["wmap"], best["pread"] / best["wmap"] >= 0.9))
+            print(f"  {preset} fresh memory: " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in best.items()), flush=True)
             # TP=4: one rank after eviction.
             fr, rs, gb = [], [], []
             for _ in range(args.runs):
@@ -192,6 +242,15 @@ def main():
     for r in rows:
         print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.2f} | {f(r[4], '.2f')} | {f(r[5], '.2f')} | {f(r[6], '.2f')} | {f(r[7], '.2f')} | "
               f"{f(r[8], '.2f')} | {r[9]:.0f} | {r[10]:.0f} | {r[11]:.2f} | {r[12]} | {f(r[13], '.0f')} |")
+    print()
+    print(f"fresh-memory limit, whole processes, best of {args.fresh_runs} interleaved, page cache warm "
+          f"(ratio = limit seconds / wmap seconds; > 1: wmap is faster)")
+    print("| ckpt | GB | " + " | ".join(f"{n} ms" for n, _ in FRESH_VARIANTS) + " | wmap ms | " +
+          " | ".join(f"vs {n}" for n, _ in FRESH_VARIANTS) + " |")
+    print("|---|---|" + "---|" * (2 * len(FRESH_VARIANTS) + 1))
+    for preset, size, best in fresh:
+        print(f"| {preset} | {size / 1e9:.2f} | " + " | ".join(f"{best[n] * 1e3:.0f}" for n, _ in FRESH_VARIANTS) +
+              f" | {best['wmap'] * 1e3:.0f} | " + " | ".join(f"{best[n] / best['wmap']:.2f}" for n, _ in FRESH_VARIANTS) + " |")
     print()
     ok = True
     for name, value, passed in goals:

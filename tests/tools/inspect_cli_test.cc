@@ -1,6 +1,8 @@
 // The CLI contract of `wmap inspect` and `wmap synth` (DESIGN.md, CLI contract): exit codes,
 // the --json fields, --save-catalog, and synthetic checkpoints that are valid and family-correct.
 #include <gtest/gtest.h>
+
+#include <fstream>
 #include <simdjson.h>
 
 #include <algorithm>
@@ -40,6 +42,33 @@ class InspectCliTest : public ::testing::Test {
   static TempDir* dir_;
 };
 TempDir* InspectCliTest::dir_ = nullptr;
+
+// inspect and plan re-execute once with glibc's huge-page malloc tunable (tools/wmap/huge_pages.h);
+// load does not (its parameter buffers are huge-page mappings), and WMAP_HUGE_PAGES=0 turns it off.
+// The debug log says which, and the command's result is the same either way.
+TEST_F(InspectCliTest, HugePagesForMetadataCommandsOnlyAndOffOnRequest) {
+  const std::string cli = shell_quote(WMAP_CLI_PATH);
+  const std::string path = shell_quote(ckpt().string());
+  const CommandResult on = run_command("env -u GLIBC_TUNABLES -u WMAP_HUGE_PAGES " + cli + " -v inspect " + path);
+  const CommandResult off = run_command("env -u GLIBC_TUNABLES WMAP_HUGE_PAGES=0 " + cli + " -v inspect " + path);
+  const CommandResult load = run_command("env -u GLIBC_TUNABLES -u WMAP_HUGE_PAGES " + cli + " -v load " + path);
+  ASSERT_EQ(on.exit_code, 0) << on.err;
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  ASSERT_EQ(load.exit_code, 0) << load.err;
+  EXPECT_EQ(on.out, off.out);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  EXPECT_NE(on.err.find("malloc huge pages: off (sanitizer build"), std::string::npos) << on.err;
+#else
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode;
+  const bool never = !std::getline(thp, mode) || mode.find("[never]") != std::string::npos;
+  EXPECT_NE(on.err.find(never ? "malloc huge pages: off (glibc older than 2.35 or transparent huge pages [never])"
+                              : "malloc huge pages: as GLIBC_TUNABLES says (glibc.malloc.hugetlb=1)"),
+            std::string::npos) << on.err;
+  EXPECT_NE(off.err.find("malloc huge pages: off (WMAP_HUGE_PAGES=0)"), std::string::npos) << off.err;
+  EXPECT_NE(load.err.find("malloc huge pages: off (only inspect and plan use them"), std::string::npos) << load.err;
+#endif
+}
 
 TEST_F(InspectCliTest, HumanOutput) {
   const CommandResult r = run_wmap("inspect " + shell_quote(ckpt().string()));

@@ -10,7 +10,7 @@
 #include "wmap/util/progress.h"
 
 int main(int argc, char** argv) {
-  wmap::cli::reexec_with_huge_pages(argv);
+  wmap::cli::reexec_with_huge_pages(argc, argv);
   CLI::App app{"wmap: map Hugging Face safetensors checkpoints onto inference-engine parameters"};
   app.require_subcommand(1);
   bool quiet = false;
@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   }
   wmap::Progress::set_quiet(quiet);
   wmap::log().set_level(verbose ? spdlog::level::debug : spdlog::level::info);
+  wmap::log().debug("malloc huge pages: {}", wmap::cli::huge_pages_decision());
   try {
     for (auto& [sub, run] : runners) {
       if (!sub->parsed()) continue;

@@ -104,6 +104,9 @@ ShardIndex parse_index_impl(std::shared_ptr<const std::string> text, const std::
     if (auto err = parser.iterate(simdjson::padded_string_view(text->data(), size, text->size())).get(doc)) fail_fast_path(err);
     if (auto err = doc.get_object().get(root)) fail_fast_path(err);
     if (auto err = root.find_field_unordered("weight_map").get_object().get(weight_map)) fail_fast_path(err);
+    // An entry takes at least 8 bytes (`"k":"v",`): an upper bound, reserved once. Pages past
+    // the entries written are never touched, so the slack costs address space, not memory.
+    index.weight_map.reserve(size / 8 + 1);
     // Neighbouring keys usually live in the same shard: remember the last one (as written).
     std::string_view last_raw;
     uint32_t last_id = 0;

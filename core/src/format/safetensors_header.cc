@@ -116,6 +116,7 @@ SafetensorsHeader parse_header_impl(std::string_view json, bool padded, uint64_t
   if (root.get_object().get(obj)) fail(ErrorCode::kInvalidHeaderJson, file, "header is not a JSON object");
 
   bool seen_metadata = false;
+  header.tensors.reserve(obj.size());  // one allocation: growth by doubling faulted in 3x the pages
   for (auto field : obj) {
     const std::string_view key = field.key;
     if (key == "__metadata__") {
