@@ -130,6 +130,13 @@ TEST(ShardSetTest, MalformedIndexRefused) {
       {R"({"weight_map": {"a": 3}})", "'a'"},
       {R"({"weight_map": {"a": "s.safetensors", "a": "s.safetensors"}})", "'a'"},
       {R"({"weight_map": {}})", "no shard"},
+      // Fields beside weight_map are read through (the fast path would skip them), and nothing may follow the object.
+      {R"({"metadata": {1 2}, "weight_map": {"a": "s.safetensors"}})", "not valid JSON"},
+      {R"({"metadata": {"total_size": 12x}, "weight_map": {"a": "s.safetensors"}})", "not valid JSON"},
+      {R"({"weight_map": {"a": "s.safetensors"}, "metadata": {"note": "\q"}})", "not valid JSON"},
+      {R"({"weight_map": {"a": "s.safetensors"}, "metadata": [tru]})", "not valid JSON"},
+      {R"({"weight_map": {"a": "s.safetensors"}} {})", "not valid JSON"},
+      {R"({"weight_map": {"a": "s.safetensors"}} x)", "not valid JSON"},
   };
   for (const auto& [text, needle] : cases) {
     TempDir dir;
@@ -163,6 +170,11 @@ TEST(ShardSetTest, ParseShardIndexEscapesAndFieldOrder) {
   EXPECT_EQ(copy.weight_map, want);
   std::vector<std::string> names2;
   EXPECT_EQ(parse_shard_index(R"({"metadata": {"x": [1, {"y": "}"}]}, "weight_map": {"k": "s.st"}})", "i", names2).weight_map.size(), 1u);
+  // Whitespace after the object, nulls, booleans and nested arrays in metadata are fine.
+  std::vector<std::string> names3;
+  EXPECT_EQ(parse_shard_index("{\"metadata\": {\"a\": [null, true, false, -1.5e3, [[]]]}, \"weight_map\": {\"k\": \"s.st\"}} \n\t ", "i", names3)
+                .weight_map.size(),
+            1u);
 }
 
 TEST(ShardSetTest, SortedDiscoveryWithoutIndex) {

@@ -84,6 +84,56 @@ std::string_view raw_string(const char* raw, bool& escaped) {
   return {raw, static_cast<size_t>(q - raw)};
 }
 
+// Reads a value through to its end, checking what on-demand parsing would otherwise skip
+// unchecked: every key, string, number and literal inside it.
+simdjson::error_code read_through(simdjson::ondemand::value value, int depth) {
+  if (depth > 1024) return simdjson::DEPTH_ERROR;  // the DOM parser's default depth
+  simdjson::ondemand::json_type type;
+  if (auto err = value.type().get(type)) return err;
+  switch (type) {
+    case simdjson::ondemand::json_type::object: {
+      simdjson::ondemand::object object;
+      if (auto err = value.get_object().get(object)) return err;
+      for (auto field_result : object) {
+        simdjson::ondemand::field field;
+        std::string_view key;
+        if (auto err = std::move(field_result).get(field)) return err;
+        if (auto err = field.unescaped_key().get(key)) return err;
+        if (auto err = read_through(field.value(), depth + 1)) return err;
+      }
+      return simdjson::SUCCESS;
+    }
+    case simdjson::ondemand::json_type::array: {
+      simdjson::ondemand::array array;
+      if (auto err = value.get_array().get(array)) return err;
+      for (auto element_result : array) {
+        simdjson::ondemand::value element;
+        if (auto err = std::move(element_result).get(element)) return err;
+        if (auto err = read_through(element, depth + 1)) return err;
+      }
+      return simdjson::SUCCESS;
+    }
+    case simdjson::ondemand::json_type::number: {
+      simdjson::ondemand::number number;
+      return value.get_number().get(number);
+    }
+    case simdjson::ondemand::json_type::string: {
+      std::string_view text;
+      return value.get_string().get(text);
+    }
+    case simdjson::ondemand::json_type::boolean: {
+      bool b = false;
+      return value.get_bool().get(b);
+    }
+    case simdjson::ondemand::json_type::null: {
+      bool null = false;
+      if (auto err = value.is_null().get(null)) return err;
+      return null ? simdjson::SUCCESS : simdjson::N_ATOM_ERROR;
+    }
+  }
+  return simdjson::INCORRECT_TYPE;
+}
+
 // simdjson's on-demand API: one structural pass over the text and no DOM; keys stay in the text
 // (a DeepSeek-V3 layout with 1,152 experts writes 410k keys in 40 MB of index: a string per key
 // and a DOM were the catalog's largest cost there, docs/performance.md).
@@ -103,7 +153,21 @@ ShardIndex parse_index_impl(std::shared_ptr<const std::string> text, const std::
     simdjson::ondemand::object root, weight_map;
     if (auto err = parser.iterate(simdjson::padded_string_view(text->data(), size, text->size())).get(doc)) fail_fast_path(err);
     if (auto err = doc.get_object().get(root)) fail_fast_path(err);
-    if (auto err = root.find_field_unordered("weight_map").get_object().get(weight_map)) fail_fast_path(err);
+    // Root fields in order: weight_map is read; everything else (metadata; a second weight_map,
+    // which the DOM path ignores as well) is read through, so an index that is not valid JSON is
+    // refused here as a DOM parse would refuse it.
+    bool seen_weight_map = false;
+    for (auto root_field_result : root) {
+      simdjson::ondemand::field root_field;
+      if (auto err = std::move(root_field_result).get(root_field)) fail_fast_path(err);
+      std::string_view root_key;
+      if (auto err = root_field.unescaped_key().get(root_key)) fail_fast_path(err);
+      if (root_key != "weight_map" || seen_weight_map) {
+        if (auto err = read_through(root_field.value(), 0)) fail_fast_path(err);
+        continue;
+      }
+      seen_weight_map = true;
+      if (auto err = root_field.value().get_object().get(weight_map)) fail_fast_path(err);
     // An entry takes at least 8 bytes (`"k":"v",`): an upper bound, reserved once. Pages past
     // the entries written are never touched, so the slack costs address space, not memory.
     index.weight_map.reserve(size / 8 + 1);
@@ -143,6 +207,10 @@ ShardIndex parse_index_impl(std::shared_ptr<const std::string> text, const std::
       }
       index.weight_map.emplace_back(key, last_id);
     }
+    }
+    if (!seen_weight_map) fail_fast_path(simdjson::NO_SUCH_FIELD);
+    // A token after the root object (current_location fails only at the end of the text).
+    if (const char* rest = nullptr; doc.current_location().get(rest) == simdjson::SUCCESS) fail_fast_path(simdjson::TRAILING_CONTENT);
   }
   index.text = std::move(text);
   // Shards in name order, whatever order the weight_map lists them in.
