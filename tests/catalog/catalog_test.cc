@@ -105,6 +105,22 @@ TEST_F(CatalogTest, PrefixIsExactlyTheDottedSubtree) {
   EXPECT_EQ(cat_.prefix("model.layers").size(), 9u);
 }
 
+// A one-byte U8 record named `name`, and a catalog of such records in one shard.
+TensorRecord one_byte_record(std::string name) {
+  TensorRecord r;
+  r.name = std::move(name);
+  r.dtype = DType::kU8;
+  r.shape = {1};
+  r.nbytes = 1;
+  return r;
+}
+
+Catalog one_shard_catalog(std::vector<TensorRecord> recs) {
+  ShardRecord shard;
+  shard.file = "x.safetensors";
+  return Catalog::from_parts("/nowhere", {shard}, std::move(recs));
+}
+
 TEST(CatalogPrefix, MatchesBruteForceOnRandomNames) {
   std::mt19937 rng(1234);
   const std::string alphabet = "ab.1-/";
@@ -115,16 +131,9 @@ TEST(CatalogPrefix, MatchesBruteForceOnRandomNames) {
     const int len = 1 + static_cast<int>(rng() % 8);
     for (int i = 0; i < len; ++i) n += alphabet[rng() % alphabet.size()];
     if (!seen.insert(n).second) continue;
-    TensorRecord r;
-    r.name = n;
-    r.dtype = DType::kU8;
-    r.shape = {1};
-    r.nbytes = 1;
-    recs.push_back(r);
+    recs.push_back(one_byte_record(n));
   }
-  ShardRecord shard;
-  shard.file = "x.safetensors";
-  const Catalog cat = Catalog::from_parts("/nowhere", {shard}, recs);
+  const Catalog cat = one_shard_catalog(recs);
   std::vector<std::string> probes(seen.begin(), seen.end());
   probes.push_back("");
   probes.push_back("a.");
@@ -155,18 +164,9 @@ TEST(CatalogFromParts, MergesInterleavedSortedRunsLikeASort) {
   auto check = [&](const std::vector<std::vector<std::string>>& runs, const std::string& what) {
     std::vector<TensorRecord> recs;
     for (const auto& run : runs) {
-      for (const auto& n : run) {
-        TensorRecord r;
-        r.name = n;
-        r.dtype = DType::kU8;
-        r.shape = {1};
-        r.nbytes = 1;
-        recs.push_back(r);
-      }
+      for (const auto& n : run) recs.push_back(one_byte_record(n));
     }
-    ShardRecord shard;
-    shard.file = "x.safetensors";
-    const Catalog cat = Catalog::from_parts("/nowhere", {shard}, recs);
+    const Catalog cat = one_shard_catalog(recs);
     std::vector<std::string> want;
     for (const auto& run : runs) want.insert(want.end(), run.begin(), run.end());
     std::sort(want.begin(), want.end());
@@ -191,20 +191,11 @@ TEST(CatalogFromParts, MergesInterleavedSortedRunsLikeASort) {
   std::sort(descending.rbegin(), descending.rend());
   check({descending}, "descending: every name its own run");
 
-  std::vector<TensorRecord> dup(2);
-  for (auto& r : dup) {
-    r.name = "model.layers.0.b";
-    r.dtype = DType::kU8;
-    r.shape = {1};
-    r.nbytes = 1;
-  }
-  TensorRecord a = dup[0];
-  a.name = "model.layers.0.a";
-  dup.insert(dup.begin() + 1, a);  // runs [b], [a, b]: the duplicate sits in two runs
-  ShardRecord shard;
-  shard.file = "x.safetensors";
+  // Runs [b] and [a, b]: the duplicate sits in two runs.
+  const std::vector<TensorRecord> dup = {one_byte_record("model.layers.0.b"), one_byte_record("model.layers.0.a"),
+                                         one_byte_record("model.layers.0.b")};
   try {
-    Catalog::from_parts("/nowhere", {shard}, dup);
+    one_shard_catalog(dup);
     FAIL() << "a name in two runs was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kDuplicateTensor);
