@@ -135,10 +135,14 @@ def fresh_memory_limit(limit_exe, wmap, d, runs, extra):
     best = {name: float("inf") for name, _ in FRESH_VARIANTS}
     best["wmap"] = float("inf")
     warm(d)
-    for _ in range(runs):
-        for name, flags in FRESH_VARIANTS:
-            best[name] = min(best[name], wall([limit_exe, *flags, *files]))
-        best["wmap"] = min(best["wmap"], wall([wmap, "-q", "load", d, *extra]))
+    commands = [(name, [limit_exe, *flags, *files]) for name, flags in FRESH_VARIANTS]
+    commands.append(("wmap", [wmap, "-q", "load", d, *extra]))
+    # The order rotates run by run: what a process finds depends on what the one before it freed
+    # (pages still backed by the hypervisor, or already returned), so no command always follows
+    # the same one.
+    for r in range(runs):
+        for name, argv in commands[r % len(commands):] + commands[:r % len(commands)]:
+            best[name] = min(best[name], wall(argv))
     return best
 
 
