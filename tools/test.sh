@@ -76,7 +76,7 @@ if ! skipped fuzz; then
   FUZZ_BUILD="$BUILD-fuzz"
   rm -rf "$FUZZ_BUILD"
   CC=clang CXX=clang++ cmake -S . -B "$FUZZ_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DWMAP_BUILD_FUZZERS=ON -DWMAP_BUILD_TESTS=OFF -DWMAP_BUILD_PYTHON=OFF -DWMAP_WERROR=ON >/dev/null
+    -DWMAP_BUILD_FUZZERS=ON -DWMAP_BUILD_TESTS=OFF -DWMAP_BUILD_PYTHON=OFF -DWMAP_CUDA=OFF -DWMAP_WERROR=ON >/dev/null
   cmake --build "$FUZZ_BUILD" -j "$JOBS" --target wmap_fuzzers wmap_cli
   fuzz/run_fuzzers.sh "$FUZZ_BUILD" "${WMAP_FUZZ_SECONDS:-10}"
 fi

@@ -11,9 +11,10 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-${WMAP_TSAN_BUILD_DIR:-build-tsan}}
 JOBS=${WMAP_JOBS:-$(nproc)}
 FILTER=${WMAP_TSAN_FILTER:-'Executor*:PlanSchedule*:FamilyLoad.IoPathsAndWorkerCountsGiveTheSameBytes:StagingRing.*:Destinations.*:WeightCacheTest.*:FakeCuda.*'}
+# -O1 -g1 as in tools/sanitize.sh (line tables suffice for reports, and build faster).
 # No CUDA: TSan cannot see the synchronisation inside the (uninstrumented) CUDA driver and runtime.
 # The CUDA device's staging ring is CUDA-free and runs here with fake fences (StagingRing.*).
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DCMAKE_C_FLAGS_DEBUG="-O1 -g" \
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DCMAKE_C_FLAGS_DEBUG="-O1 -g1" \
   -DWMAP_SANITIZE=thread -DWMAP_BUILD_PYTHON=OFF -DWMAP_CUDA=OFF >/dev/null
 cmake --build "$BUILD" -j "$JOBS" --target wmap_tests wmap_cli wmap_plugin_llama wmap_plugin_deepseek_v3
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}

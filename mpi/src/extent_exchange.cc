@@ -75,6 +75,7 @@ class Exchange {
       int got = 0;
       MPI_Get_count(&s, MPI_BYTE, &got);
       stats_.received_bytes += static_cast<uint64_t>(got);
+      if (!world_.same_node(s.MPI_SOURCE, me_)) stats_.received_off_node_bytes += static_cast<uint64_t>(got);
     }
     return stats_;
   }
@@ -201,6 +202,7 @@ class Exchange {
           count = static_cast<int>(bytes);
           src = parts.size() == 1 ? slot.buf.data() + parts.front().first : pack(slot.packs[static_cast<size_t>(d)], slot.buf, parts, bytes);
           stats_.sent_bytes += bytes;
+          if (!world_.same_node(d, me_)) stats_.sent_off_node_bytes += bytes;
         }
         slot.requests.emplace_back();
         check(MPI_Isend(src, count, MPI_BYTE, d, kDataTag, world_.world(), &slot.requests.back()), world_, "MPI_Isend");

@@ -30,6 +30,10 @@ MpiWorld::MpiWorld() {
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_);
   MPI_Comm_rank(node_, &node_rank_);
   MPI_Comm_size(node_, &node_size_);
+  int leader = rank_;  // the node's first world rank names the node
+  MPI_Bcast(&leader, 1, MPI_INT, 0, node_);
+  node_of_.assign(static_cast<size_t>(size_), 0);
+  MPI_Allgather(&leader, 1, MPI_INT, node_of_.data(), 1, MPI_INT, MPI_COMM_WORLD);
   uncaught_at_start_ = std::uncaught_exceptions();
 }
 

@@ -9,19 +9,21 @@ namespace {
 
 double gib(uint64_t bytes) { return static_cast<double>(bytes) / (1 << 30); }
 
+// "rank R on host H": which node's copy of the files a fact is about.
+std::string who(const std::vector<RankFacts>& facts, int r) { return "rank " + std::to_string(r) + " on host " + facts[r].host; }
+
 // Why the ranks in `group` cannot share reads of their files ("" when they can).
 std::string files_differ(const std::vector<RankFacts>& facts, const std::vector<int>& group) {
   const RankFacts& a = facts[group.front()];
   for (int r : group) {
     const RankFacts& b = facts[r];
     if (b.shards.size() != a.shards.size()) {
-      return "rank " + std::to_string(r) + " has " + std::to_string(b.shards.size()) + " shard files, rank " +
-             std::to_string(group.front()) + " has " + std::to_string(a.shards.size());
+      return who(facts, r) + " has " + std::to_string(b.shards.size()) + " shard files, " + who(facts, group.front()) + " has " +
+             std::to_string(a.shards.size());
     }
     for (size_t i = 0; i < a.shards.size(); ++i) {
       if (a.shards[i] != b.shards[i]) {
-        return "rank " + std::to_string(r) + "'s shard '" + b.shards[i] + "' differs from rank " + std::to_string(group.front()) +
-               "'s '" + a.shards[i] + "'";
+        return who(facts, r) + ": shard '" + b.shards[i] + "' differs from " + who(facts, group.front()) + ": '" + a.shards[i] + "'";
       }
     }
   }

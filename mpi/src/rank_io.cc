@@ -98,6 +98,8 @@ RankIo::RankIo(MpiWorld& world, IoPolicy requested, const PreparedLoad& prepared
         report_.storage_bytes = x.storage_bytes;
         report_.received_bytes = x.received_bytes;
         report_.sent_bytes = x.sent_bytes;
+        report_.received_off_node_bytes = x.received_off_node_bytes;
+        report_.sent_off_node_bytes = x.sent_off_node_bytes;
         report_.union_bytes = x.union_bytes;
         report_.seconds = x.seconds;
       } catch (...) {

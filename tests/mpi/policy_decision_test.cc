@@ -46,6 +46,29 @@ TEST(PolicyDecision, EveryRankCanFollow) {
   EXPECT_EQ(reason, "a single rank has nothing to share");
 }
 
+// Two nodes, each with its own copy of the files: a copy that differs on one node names that
+// node's rank and host and the file. Under rank-striped only a node's own ranks must agree, so a
+// node whose copies agree among themselves is fine even when the other node's differ.
+TEST(PolicyDecision, ACopyThatDiffersOnOneNodeNamesTheNodeAndTheFile) {
+  auto facts = job("exchange", 4);
+  facts[2].host = facts[3].host = "nodeB";
+  for (int r : {0, 1}) facts[static_cast<size_t>(r)].host = "nodeA";
+  facts[2].shards[1] = "model-00002-of-00002.safetensors size 20 mtime_ns 7";
+  std::string reason;
+  EXPECT_EQ(decide(facts, reason), IoPolicy::kNative);
+  EXPECT_EQ(reason,
+            "rank 2 on host nodeB: shard 'model-00002-of-00002.safetensors size 20 mtime_ns 7' differs from rank 0 on host nodeA: "
+            "'model-00002-of-00002.safetensors size 20 mtime_ns 2'");
+  for (auto& f : facts) f.policy = "rank-striped";
+  EXPECT_EQ(decide(facts, reason), IoPolicy::kNative);  // rank 3 on nodeB still has the other copy
+  EXPECT_EQ(reason,
+            "rank 3 on host nodeB: shard 'model-00002-of-00002.safetensors size 20 mtime_ns 2' differs from rank 2 on host nodeB: "
+            "'model-00002-of-00002.safetensors size 20 mtime_ns 7'");
+  facts[3].shards = facts[2].shards;  // nodeB's ranks agree: each node warms its own page cache
+  EXPECT_EQ(decide(facts, reason), IoPolicy::kRankStriped);
+  EXPECT_EQ(reason, "");
+}
+
 TEST(PolicyDecision, AThreadLevelBelowFunneledKeepsTheExchangeOnly) {
   auto facts = job("exchange", 4);
   facts[2].threads_ok = false;

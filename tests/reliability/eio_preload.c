@@ -1,5 +1,7 @@
 // LD_PRELOAD shim for the CLI reliability tests: pread()/pread64() of a file whose path contains
 // $WMAP_EIO_FILE (and preadv()/preadv64()/preadv2()) fails with EIO (or $WMAP_EIO_ERRNO) when the read covers byte $WMAP_EIO_OFFSET.
+// With WMAP_EIO_TRUNCATE=1 the file is instead truncated to $WMAP_EIO_OFFSET bytes right before
+// that read, which then runs (short): a shard that shrinks in the middle of a load.
 
 // Everything else goes to the real functions.
 #define _GNU_SOURCE
@@ -31,6 +33,20 @@ static int faults(int fd, size_t count, off_t offset) {
   return bad >= (unsigned long long)offset && bad - (unsigned long long)offset < count;
 }
 
+// Truncate mode: shrinks the file behind `fd` and says the read should go ahead.
+static int truncated(int fd) {
+  const char* t = getenv("WMAP_EIO_TRUNCATE");
+  if (t == NULL || strcmp(t, "1") != 0) return 0;
+  char link[64], path[PATH_MAX];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  const ssize_t n = readlink(link, path, sizeof path - 1);
+  if (n > 0) {
+    path[n] = '\0';
+    if (truncate(path, (off_t)strtoull(getenv("WMAP_EIO_OFFSET"), NULL, 10)) != 0) perror("eio_preload: truncate");
+  }
+  return 1;
+}
+
 static int fault_errno(void) {
   const char* e = getenv("WMAP_EIO_ERRNO");
   return e ? atoi(e) : EIO;
@@ -39,7 +55,7 @@ static int fault_errno(void) {
 ssize_t pread(int fd, void* buf, size_t count, off_t offset) {
   static ssize_t (*real)(int, void*, size_t, off_t);
   if (!real) real = (ssize_t(*)(int, void*, size_t, off_t))dlsym(RTLD_NEXT, "pread");
-  if (faults(fd, count, offset)) {
+  if (faults(fd, count, offset) && !truncated(fd)) {
     errno = fault_errno();
     return -1;
   }
@@ -49,7 +65,7 @@ ssize_t pread(int fd, void* buf, size_t count, off_t offset) {
 ssize_t pread64(int fd, void* buf, size_t count, off_t offset) {
   static ssize_t (*real)(int, void*, size_t, off_t);
   if (!real) real = (ssize_t(*)(int, void*, size_t, off_t))dlsym(RTLD_NEXT, "pread64");
-  if (faults(fd, count, offset)) {
+  if (faults(fd, count, offset) && !truncated(fd)) {
     errno = fault_errno();
     return -1;
   }
@@ -65,7 +81,7 @@ static size_t iov_len(const struct iovec* iov, int n) {
 ssize_t preadv(int fd, const struct iovec* iov, int n, off_t offset) {
   static ssize_t (*real)(int, const struct iovec*, int, off_t);
   if (!real) real = (ssize_t(*)(int, const struct iovec*, int, off_t))dlsym(RTLD_NEXT, "preadv");
-  if (faults(fd, iov_len(iov, n), offset)) {
+  if (faults(fd, iov_len(iov, n), offset) && !truncated(fd)) {
     errno = fault_errno();
     return -1;
   }
@@ -75,7 +91,7 @@ ssize_t preadv(int fd, const struct iovec* iov, int n, off_t offset) {
 ssize_t preadv64(int fd, const struct iovec* iov, int n, off_t offset) {
   static ssize_t (*real)(int, const struct iovec*, int, off_t);
   if (!real) real = (ssize_t(*)(int, const struct iovec*, int, off_t))dlsym(RTLD_NEXT, "preadv64");
-  if (faults(fd, iov_len(iov, n), offset)) {
+  if (faults(fd, iov_len(iov, n), offset) && !truncated(fd)) {
     errno = fault_errno();
     return -1;
   }
@@ -85,7 +101,7 @@ ssize_t preadv64(int fd, const struct iovec* iov, int n, off_t offset) {
 ssize_t preadv2(int fd, const struct iovec* iov, int n, off_t offset, int flags) {
   static ssize_t (*real)(int, const struct iovec*, int, off_t, int);
   if (!real) real = (ssize_t(*)(int, const struct iovec*, int, off_t, int))dlsym(RTLD_NEXT, "preadv2");
-  if (offset >= 0 && faults(fd, iov_len(iov, n), offset)) {
+  if (offset >= 0 && faults(fd, iov_len(iov, n), offset) && !truncated(fd)) {
     errno = fault_errno();
     return -1;
   }

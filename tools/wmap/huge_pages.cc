@@ -21,13 +21,13 @@
 namespace wmap::cli {
 namespace {
 
-bool glibc_has_hugetlb_tunable() {
+[[maybe_unused]] bool glibc_has_hugetlb_tunable() {
   int major = 0, minor = 0;
   if (std::sscanf(gnu_get_libc_version(), "%d.%d", &major, &minor) != 2) return false;
   return major > 2 || (major == 2 && minor >= 35);
 }
 
-bool kernel_allows_thp() {
+[[maybe_unused]] bool kernel_allows_thp() {
   std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
   std::string mode;
   return std::getline(in, mode) && mode.find("[never]") == std::string::npos;
@@ -35,7 +35,7 @@ bool kernel_allows_thp() {
 
 // The subcommand is the first argument that is not an option (the CLI's global options are
 // flags without values).
-bool metadata_command(int argc, char** argv) {
+[[maybe_unused]] bool metadata_command(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (argv[i][0] == '-') continue;
     return std::strcmp(argv[i], "inspect") == 0 || std::strcmp(argv[i], "plan") == 0;

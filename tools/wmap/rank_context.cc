@@ -1,5 +1,7 @@
 #include "rank_context.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "commands.h"
@@ -21,7 +23,12 @@ struct RankContext::Impl {
   std::string effective = "native", reason;
   Layout layout;  // the layout this process loads
   uint32_t rank = 0, world_size = 1;
+  // Where the rank runs: its host name, its node (the world rank of the node's first rank) and
+  // its place among the node's ranks (the GPU index `--device cuda` picks).
+  std::string host;
+  uint32_t node = 0, node_rank = 0, node_size = 1;
   uint64_t storage_bytes = 0, received_bytes = 0, sent_bytes = 0, needed_bytes = 0, needed_extents = 0, union_bytes = 0;
+  uint64_t received_off_node_bytes = 0, sent_off_node_bytes = 0;
   double policy_seconds = 0;
 #ifdef WMAP_HAVE_MPI
   std::unique_ptr<mpi::MpiWorld> world;  // null: not launched under MPI
@@ -34,12 +41,18 @@ RankContext::RankContext(const std::string& io_policy, const Layout& requested, 
   impl_->requested = mpi::parse_io_policy(io_policy);
   impl_->layout = requested;
   impl_->rank = requested.tp_rank;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  impl_->host = host;
 #ifdef WMAP_HAVE_MPI
   if (mpi::launched_under_mpi()) {
     impl_->world = std::make_unique<mpi::MpiWorld>();
     mpi::MpiWorld& w = *impl_->world;
     impl_->rank = static_cast<uint32_t>(w.rank());
     impl_->world_size = static_cast<uint32_t>(w.size());
+    impl_->node = static_cast<uint32_t>(w.node_of()[static_cast<size_t>(w.rank())]);
+    impl_->node_rank = static_cast<uint32_t>(w.node_rank());
+    impl_->node_size = static_cast<uint32_t>(w.node_size());
     std::exception_ptr error;
     try {
       if (requested.tp_size != impl_->world_size) {
@@ -129,6 +142,8 @@ void RankContext::before_load(const PreparedLoad& prepared, const Device& device
   impl_->storage_bytes = r.storage_bytes;
   impl_->received_bytes = r.received_bytes;
   impl_->sent_bytes = r.sent_bytes;
+  impl_->received_off_node_bytes = r.received_off_node_bytes;
+  impl_->sent_off_node_bytes = r.sent_off_node_bytes;
   impl_->needed_bytes = r.needed_bytes;
   impl_->needed_extents = r.extents;
   impl_->union_bytes = r.union_bytes;
@@ -156,13 +171,20 @@ void RankContext::add_json_fields(nlohmann::ordered_json& out, const LoadStats& 
   const double gbps = seconds > 0 ? static_cast<double>(stats.bytes_loaded) / seconds / 1e9 : 0;
   out["rank"] = m.rank;
   out["world_size"] = m.world_size;
+  out["host"] = m.host;
+  out["node"] = m.node;
+  out["node_rank"] = m.node_rank;
+  out["node_size"] = m.node_size;
   out["io_policy_requested"] = std::string(mpi::io_policy_name(m.requested));
   out["io_policy"] = m.effective;
   out["io_policy_reason"] = m.reason;
   out["storage_bytes"] = m.storage_bytes;
   out["received_bytes"] = m.received_bytes;
   out["sent_bytes"] = m.sent_bytes;
+  out["received_off_node_bytes"] = m.received_off_node_bytes;
+  out["sent_off_node_bytes"] = m.sent_off_node_bytes;
   out["needed_bytes"] = m.needed_bytes;
+  out["needed_extents"] = m.needed_extents;
   out["union_bytes"] = m.union_bytes;
   out["os_read_bytes"] = os_storage_read_bytes();
   out["io_policy_seconds"] = m.policy_seconds;
@@ -176,14 +198,23 @@ void RankContext::print_summary(const LoadStats& stats) const {
   const double seconds = m.policy_seconds + stats.seconds;
   const double gbps = seconds > 0 ? static_cast<double>(stats.bytes_loaded) / seconds / 1e9 : 0;
   const std::string tag = multi_rank() ? "wmap[rank " + std::to_string(m.rank) + "/" + std::to_string(m.world_size) + "]" : "wmap";
+  const std::string where = multi_rank() ? "on " + m.host + " as node rank " + std::to_string(m.node_rank) + "/" +
+                                               std::to_string(m.node_size) + ", "
+                                         : "";
+  char across[128] = "";
+  if (m.effective == "exchange") {
+    std::snprintf(across, sizeof across, " (%.1f MiB across nodes in, %.1f MiB out)", static_cast<double>(m.received_off_node_bytes) / mib,
+                  static_cast<double>(m.sent_off_node_bytes) / mib);
+  }
   std::fprintf(stderr,
-               "%s: io-policy %s (requested %s%s%s): needed %.1f MiB in %llu extents, read from storage %.1f MiB, received %.1f MiB, "
-               "sent %.1f MiB; %s %.3fs + load %.3fs: %.2f GB/s\n",
-               tag.c_str(), m.effective.c_str(), std::string(mpi::io_policy_name(m.requested)).c_str(),
+               "%s: %sio-policy %s (requested %s%s%s): needed %.1f MiB in %llu extents, read from storage %.1f MiB, received %.1f MiB, "
+               "sent %.1f MiB%s; %s %.3fs + load %.3fs: %.2f GB/s\n",
+               tag.c_str(), where.c_str(), m.effective.c_str(), std::string(mpi::io_policy_name(m.requested)).c_str(),
                m.reason.empty() ? "" : "; fell back: ", m.reason.c_str(), static_cast<double>(m.needed_bytes) / mib,
                static_cast<unsigned long long>(m.needed_extents),
                static_cast<double>(m.storage_bytes) / mib, static_cast<double>(m.received_bytes) / mib,
-               static_cast<double>(m.sent_bytes) / mib, m.effective == "exchange" ? "exchange" : m.effective == "rank-striped" ? "read-ahead" : "pre-load", m.policy_seconds,
+               static_cast<double>(m.sent_bytes) / mib, across,
+               m.effective == "exchange" ? "exchange" : m.effective == "rank-striped" ? "read-ahead" : "pre-load", m.policy_seconds,
                stats.seconds, gbps);
 }
 

@@ -27,6 +27,8 @@ struct ExchangeStats {
   uint64_t storage_bytes = 0;   // read from the shard files by this rank (its chunks)
   uint64_t received_bytes = 0;  // sent to this rank by the others
   uint64_t sent_bytes = 0;      // sent by this rank to the others
+  uint64_t received_off_node_bytes = 0;  // of received_bytes: from ranks on other nodes
+  uint64_t sent_off_node_bytes = 0;      // of sent_bytes: to ranks on other nodes (the network)
   uint64_t chunks_owned = 0;
   uint64_t union_bytes = 0;     // read from storage by all ranks together
   double seconds = 0;

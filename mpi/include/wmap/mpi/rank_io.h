@@ -31,6 +31,8 @@ struct RankIoReport {
   uint64_t storage_bytes = 0;   // read from the shard files by this rank before the load
   uint64_t received_bytes = 0;  // exchange: from the other ranks
   uint64_t sent_bytes = 0;
+  uint64_t received_off_node_bytes = 0;  // exchange: of received_bytes, from other nodes
+  uint64_t sent_off_node_bytes = 0;      // exchange: of sent_bytes, to other nodes
   double seconds = 0;           // warm-up or exchange
 };
 
