@@ -152,8 +152,11 @@ void expect_storage_traffic(const std::map<std::string, std::map<int, RankJson>>
       EXPECT_LT(received, needed_sum) << "a rank reads its own share instead of receiving it";
       EXPECT_EQ(received_off, sent_off) << "what leaves one node arrives at another";
       EXPECT_LE(sent_off, sent);
-      if (node.size() == 1) EXPECT_EQ(sent_off, 0u) << "one node: nothing crosses between nodes";
-      if (node.size() > 1) EXPECT_GT(sent_off, 0u) << "ranks on different nodes need each other's chunks";
+      if (node.size() == 1) {
+        EXPECT_EQ(sent_off, 0u) << "one node: nothing crosses between nodes";
+      } else {
+        EXPECT_GT(sent_off, 0u) << "ranks on different nodes need each other's chunks";
+      }
     } else {
       EXPECT_EQ(sent_off, 0u) << policy;
     }
