@@ -1,13 +1,12 @@
 #include "wmap/mpi/rank_io.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 
 #include "wmap/util/error.h"
 #include "wmap/mpi/extent_exchange.h"
 #include "wmap/mpi/file_extents.h"
+#include "wmap/mpi/launch_env.h"
 #include "wmap/mpi/policy_decision.h"
 #include "wmap/mpi/striped_warmup.h"
 
@@ -18,9 +17,7 @@ RankFacts local_facts(IoPolicy requested, const MpiWorld& world, const PreparedL
                       bool params_on_host) {
   RankFacts f;
   f.policy = std::string(io_policy_name(requested));
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  f.host = host;
+  f.host = host_name();
   f.params_on_host = params_on_host;
   f.exchange_bytes = held + kExchangeBufferBytes + (params_on_host ? prepared.plan->bytes_to_load() : 0);
   f.available = available_memory_bytes();

@@ -1,7 +1,5 @@
 #include "rank_context.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 
 #include "commands.h"
@@ -41,9 +39,7 @@ RankContext::RankContext(const std::string& io_policy, const Layout& requested, 
   impl_->requested = mpi::parse_io_policy(io_policy);
   impl_->layout = requested;
   impl_->rank = requested.tp_rank;
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  impl_->host = host;
+  impl_->host = mpi::host_name();
 #ifdef WMAP_HAVE_MPI
   if (mpi::launched_under_mpi()) {
     impl_->world = std::make_unique<mpi::MpiWorld>();
