@@ -15,14 +15,20 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-static int matches(int fd) {
-  const char* want = getenv("WMAP_EIO_FILE");
-  if (want == NULL || *want == '\0') return 0;
-  char link[64], path[PATH_MAX];
+// The path of the file behind `fd` into `path` (PATH_MAX bytes); 0 when it cannot be read.
+static int fd_path(int fd, char* path) {
+  char link[64];
   snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-  const ssize_t n = readlink(link, path, sizeof path - 1);
+  const ssize_t n = readlink(link, path, PATH_MAX - 1);
   if (n <= 0) return 0;
   path[n] = '\0';
+  return 1;
+}
+
+static int matches(int fd) {
+  const char* want = getenv("WMAP_EIO_FILE");
+  char path[PATH_MAX];
+  if (want == NULL || *want == '\0' || !fd_path(fd, path)) return 0;
   return strstr(path, want) != NULL;
 }
 
@@ -37,13 +43,8 @@ static int faults(int fd, size_t count, off_t offset) {
 static int truncated(int fd) {
   const char* t = getenv("WMAP_EIO_TRUNCATE");
   if (t == NULL || strcmp(t, "1") != 0) return 0;
-  char link[64], path[PATH_MAX];
-  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-  const ssize_t n = readlink(link, path, sizeof path - 1);
-  if (n > 0) {
-    path[n] = '\0';
-    if (truncate(path, (off_t)strtoull(getenv("WMAP_EIO_OFFSET"), NULL, 10)) != 0) perror("eio_preload: truncate");
-  }
+  char path[PATH_MAX];
+  if (fd_path(fd, path) && truncate(path, (off_t)strtoull(getenv("WMAP_EIO_OFFSET"), NULL, 10)) != 0) perror("eio_preload: truncate");
   return 1;
 }
 
