@@ -1,9 +1,13 @@
 #include "test_util.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -102,6 +106,35 @@ LoaderOptions rank_options(const std::filesystem::path& ckpt, uint32_t tp, uint3
   lo.layout.target = target;
   lo.progress = false;
   return lo;
+}
+
+uint64_t resident_bytes(const std::filesystem::path& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct stat st {};
+  uint64_t resident = 0;
+  const auto size = ::fstat(fd, &st) == 0 ? static_cast<size_t>(st.st_size) : 0;
+  void* map = size > 0 ? ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+  if (map != MAP_FAILED) {
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    std::vector<unsigned char> in((size + page - 1) / page);
+    if (::mincore(map, size, in.data()) == 0) {
+      for (size_t i = 0; i < in.size(); ++i) {
+        if (in[i] & 1) resident += std::min(page, size - i * page);
+      }
+    }
+    ::munmap(map, size);
+  }
+  ::close(fd);
+  return resident;
+}
+
+void evict(const std::filesystem::path& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
 }
 
 }  // namespace wmap::test

@@ -28,6 +28,12 @@ class TempDir {
 void write_file(const std::filesystem::path& path, const std::string& bytes);
 std::string read_file(const std::filesystem::path& path);
 
+// The page cache, as fincore sees it: bytes of `file` resident (mincore over a read-only mapping;
+// 0 when it cannot be opened), and dropping a file's clean pages (POSIX_FADV_DONTNEED). A tmpfs
+// keeps its pages whatever we advise: callers check that evict() took before measuring.
+uint64_t resident_bytes(const std::filesystem::path& file);
+void evict(const std::filesystem::path& file);
+
 // A raw safetensors file: 8-byte little-endian length, the header text as given, then `data`.
 std::string safetensors_bytes(const std::string& header_json, const std::string& data);
 

@@ -29,7 +29,7 @@ WarmupStats striped_warmup(const MpiWorld& world, const Catalog& catalog, const 
         files[k.shard]->will_need(x.begin, x.size());
         for (uint64_t at = x.begin; at < x.end; at += kBuffer) {
           const uint64_t len = std::min(kBuffer, x.end - at);
-          files[k.shard]->read(at, std::span(buf.data(), len));
+          files[k.shard]->read_random(at, std::span(buf.data(), len));
           stats.storage_bytes += len;
         }
       }

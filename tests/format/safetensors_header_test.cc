@@ -2,6 +2,7 @@
 // its own corrupted bytes, checks the error code, and checks that the message names the file and
 // the offending tensor/values.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <limits>
@@ -482,7 +483,30 @@ TEST(FileIo, ReadsPastTheEndAreRefused) {
     }
     f->will_need(0, 10);  // advisory: never throws
     f->release(0, 10);
+    buf.assign(4, '\0');
+    f->read_random(2, std::as_writable_bytes(std::span(buf.data(), buf.size())));
+    EXPECT_EQ(buf, "2345");
+    EXPECT_WMAP_ERROR(f->read_random(8, std::as_writable_bytes(std::span(buf.data(), buf.size()))), ErrorCode::kIo,
+                      (dir / "f").string(), "offset 8");
   }
+}
+
+// A header read is a small read that says nothing about the data behind it: it must not open a
+// readahead window (and leave markers in it) that a rank's first data read then trips; under
+// rank-striped that pulled megabytes of other ranks' rows into a node's page cache. Measured with
+// mincore after evicting the file; skipped where the page cache cannot be evicted (tmpfs).
+TEST(FileIo, HeaderReadBringsOnlyTheHeaderPagesIntoThePageCache) {
+  TempDir dir;
+  const auto p = dir / "big.safetensors";
+  const uint64_t data = uint64_t{8} << 20;
+  write_file(p, safetensors_bytes("{" + entry("w", "U8", "[" + std::to_string(data) + "]", 0, data) + "}",
+                                  std::string(data, '\x11')));
+  evict(p);
+  if (resident_bytes(p) > 0) GTEST_SKIP() << "the page cache kept " << p << " after POSIX_FADV_DONTNEED (tmpfs?)";
+  const SafetensorsHeader h = read_header_file(p);
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  EXPECT_LE(resident_bytes(p), (h.data_start() + page - 1) / page * page)
+      << "the header read brought data pages in (readahead)";
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <utime.h>
 
+#include <iostream>
 #include <map>
 
 #include "mpi_harness.h"
@@ -80,6 +81,45 @@ TEST_F(TwoNodes, DeepSeekV3Fp8Tp4Ep2BitExactUnderEveryPolicy) {
   const fs::path ckpt = checkpoint("deepseek_v3", "");
   const auto by_policy = expect_every_policy_bit_exact(ckpt, 4, 2, launch(), original());
   for (const auto& [policy, ranks] : by_policy) expect_placement(ranks);
+}
+
+uint64_t resident_shard_bytes(const fs::path& ckpt, uint64_t* total = nullptr) {
+  uint64_t sum = 0;
+  for (const auto& e : fs::directory_iterator(ckpt)) {
+    if (e.path().extension() != ".safetensors") continue;
+    sum += resident_bytes(e.path());
+    if (total) *total += fs::file_size(e.path());
+  }
+  return sum;
+}
+
+void evict_shards(const fs::path& ckpt) {
+  for (const auto& e : fs::directory_iterator(ckpt)) evict(e.path());
+}
+
+// rank-striped with a copy per node: each node's ranks read the union of their needs in stripes
+// into that node's page cache, and nothing of the other node's. Measured on each copy after
+// evicting both: a node's resident bytes cover its union (what its ranks report) and stay within a
+// page per extent of it, well below the whole checkpoint.
+TEST_F(TwoNodes, RankStripedWarmsEachNodesCopyWithItsOwnRanksNeedsOnly) {
+  const fs::path ckpt = checkpoint("llama", "--preset small");
+  for (const char* node : kNodes) evict_shards(copy(node));
+  uint64_t total = 0;
+  const uint64_t before = resident_shard_bytes(copy("nodeA"), &total) + resident_shard_bytes(copy("nodeB"));
+  if (before > total / 20) GTEST_SKIP() << "the page cache kept " << before << " bytes after eviction: cannot measure here";
+  const auto ranks = load_all_ranks(ckpt, 4, 1, "rank-striped", "", original(), launch());
+  ASSERT_EQ(ranks.size(), 4u);
+  expect_placement(ranks);
+  for (const char* node : kNodes) {
+    const auto& j = ranks.at(std::string(node) == "nodeA" ? 0 : 2);
+    const uint64_t node_union = j.u64("union_bytes"), extents = j.u64("needed_extents");
+    const uint64_t resident = resident_shard_bytes(copy(node));
+    std::cout << node << ": " << resident << " bytes resident, union of its ranks' needs " << node_union << " in "
+              << extents << " extents, checkpoint " << total << "\n";
+    EXPECT_GE(resident, node_union) << node << ": its page cache holds the union its ranks read";
+    EXPECT_LE(resident, node_union + (extents + 8) * 2 * 4096) << node << ": and not much more (page rounding)";
+    EXPECT_LT(resident, total * 3 / 4) << node << ": a node reads its half of the split weights, not the other node's";
+  }
 }
 
 // A copy that differs on one node (another mtime): exchange, which sends one node's bytes to the

@@ -208,7 +208,7 @@ SafetensorsHeader read_safetensors_header(const RandomAccessFile& file) {
          "file is " + std::to_string(size) + " bytes, shorter than the 8-byte header length");
   }
   std::array<std::byte, 8> prefix;
-  file.read(0, prefix);
+  file.read_random(0, prefix);
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>(prefix[i]);
   if (n > kMaxHeaderBytes) {
@@ -229,7 +229,7 @@ SafetensorsHeader read_safetensors_header(const RandomAccessFile& file) {
     buffer.reset();
     buffer = std::make_unique_for_overwrite<char[]>(capacity);
   }
-  file.read(8, std::as_writable_bytes(std::span(buffer.get(), static_cast<size_t>(n))));
+  file.read_random(8, std::as_writable_bytes(std::span(buffer.get(), static_cast<size_t>(n))));
   std::memset(buffer.get() + n, 0, simdjson::SIMDJSON_PADDING);
   if (capacity > (64u << 20)) {
     // A pathological 100 MB header is not kept for the rest of the thread's life.

@@ -87,6 +87,10 @@ class PosixFile final : public RandomAccessFile {
     check_range("read", offset, dst.size());
     pread_all(fd_, offset, dst.data(), dst.size());
   }
+  void read_random(uint64_t offset, std::span<std::byte> dst) const override {
+    check_range("read", offset, dst.size());
+    pread_all(random_fd(), offset, dst.data(), dst.size());
+  }
 
   uint64_t read_segments(std::span<const ReadSegment> s) const override {
     if (s.empty()) return 0;

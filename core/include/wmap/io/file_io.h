@@ -32,6 +32,12 @@ class RandomAccessFile {
   virtual uint64_t size() const = 0;
   // Reads exactly dst.size() bytes at `offset`; throws kIo naming the file and offset.
   virtual void read(uint64_t offset, std::span<std::byte> dst) const = 0;
+  // read() that tells the kernel nothing about what comes next: no readahead around it and no
+  // readahead marker left in the pages it brings in (a header, a stripe another rank continues).
+  // Without this, a header read at offset 0 opens a readahead window whose markers a later
+  // sequential read trips, pulling megabytes nobody asked for (read_ahead_kb is 8 MiB on some
+  // disks). Default: read(), so fault-injecting wrappers see it.
+  virtual void read_random(uint64_t offset, std::span<std::byte> dst) const { read(offset, dst); }
   // A zero-copy view of [offset, offset + len) when the file is memory-mapped; empty otherwise.
   // Touching a view of a file that shrank raises SIGBUS: copy out of it under guard_sigbus().
   virtual std::span<const std::byte> view(uint64_t offset, uint64_t len) const = 0;
