@@ -3,17 +3,21 @@
 
 Builds the 163-shard, 91,991-tensor DeepSeek-R1 checkpoint as sparse files (real headers, holes
 for data; tests/python/sparse_layout.py), then times, end to end as subprocesses (process start
-included, output to /dev/null):
+included, output to /dev/null), one warm-up each and then --runs interleaved rounds:
 
-  wmap     `wmap inspect DIR`: discovery, every header parsed and validated, the sorted catalog,
-           its content id (SHA-256 of the canonical form) and the summary.
+  wmap     `wmap inspect DIR`: discovery, the index and every header parsed and validated, the
+           sorted catalog and the summary. Goal (issue 17): >= 4x faster than python.
+  python   `python3 -c ...`: for each shard read the 8-byte length and the header and json.loads
+           it. No index, no validation, no sorting: a floor for what any Python loader pays.
+  start    `wmap --help`: wmap's process start alone (its shared libraries, the CLI's set-up).
+  floor    bench/catalog_floor.cc (built here with c++ and the system's simdjson): every header,
+           then also the index, read and parsed on all cores and nothing kept, with glibc's
+           huge-page malloc. What any C++ reader of the same bytes pays on this machine.
   plan     `wmap plan DIR` at TP8/EP8 (rank 0), TP8/EP2 with 3 MTP layers, and TP1: the whole
            run (catalog, plugin, renames, spec, plan, validation). Goal (issue 4): <= 2x python.
-  python   `python3 -c ...`: for each shard read the 8-byte length and the header and json.loads
-           it. No validation, no sorting, no hashing: a floor for what any Python loader pays.
 
-Each command runs once to warm the page cache, then --runs times; the table shows the median and
-minimum wall time, the median CPU time (user + sys, all threads) and the ratios python / wmap.
+The table shows the median and minimum wall time and the median CPU time (user + sys, all
+threads), then the ratios.
 
 Then the scale curve (issue 17; --curve-experts '' skips it): the same DeepSeek-V3 architecture
 with 256 (R1's real layout), 576 and 1,152 routed experts (~92k, ~207k, ~409k tensors; the larger
@@ -26,7 +30,6 @@ Stdlib only.
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -37,6 +40,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAYOUT = os.path.join(ROOT, "tests", "data", "layouts", "deepseek-r1")
 SPARSE = os.path.join(ROOT, "tests", "python", "sparse_layout.py")
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+PY_NAME = "python3 -c (json.loads headers)"
+FLOOR_HEADERS = "floor: headers only, simdjson, all cores (huge-page malloc)"
+FLOOR_INDEX = "floor: headers + index.json, simdjson, all cores (huge-page malloc)"
 
 PY_READER = r"""
 import json, os, struct, sys
@@ -52,10 +59,12 @@ print(n)
 """
 
 
-def run_once(argv):
-    """(wall s, cpu s, peak RSS bytes) of one run of argv, its output discarded."""
+def run_once(argv, env=None):
+    """(wall s, cpu s, peak RSS bytes) of one run of argv (with `env` added to the environment),
+    its output discarded."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, **env} if env else None)
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     t = time.perf_counter() - t0
@@ -113,20 +122,27 @@ def scale_curve(wmap, layout, experts_list, runs, tmp):
     return rows
 
 
-def time_command(argv, runs):
-    """Warm-up once, then `runs` timed runs; returns [(wall s, cpu s)], cpu = user + sys of the
-    child (all its threads), which a busy machine disturbs far less than the wall time."""
-    def once():
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        t = time.perf_counter() - t0
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if r.returncode != 0:
-            sys.exit(f"catalog_bench: {' '.join(argv)} failed ({r.returncode}): {r.stderr.decode().strip()}")
-        return t, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    once()
-    return [once() for _ in range(runs)]
+def build_floor(tmp):
+    """bench/catalog_floor.cc, built with the system's simdjson; None (with a note) when it cannot be."""
+    exe = os.path.join(tmp, "catalog_floor")
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "catalog_floor.cc")
+    r = subprocess.run(["c++", "-O2", "-std=c++20", "-pthread", "-o", exe, src, "-lsimdjson"], capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"catalog_bench: building {src} failed, no floor rows: {r.stderr.strip()}")
+        return None
+    return exe
+
+
+def interleaved(commands, runs):
+    """{name: [(wall s, cpu s, peak RSS)]}: each command once to warm up, then `runs` rounds, each
+    round running every command once in turn (so drift on a shared machine hits all alike)."""
+    for _, argv, env in commands:
+        run_once(argv, env)
+    out = {name: [] for name, _, _ in commands}
+    for _ in range(runs):
+        for name, argv, env in commands:
+            out[name].append(run_once(argv, env))
+    return out
 
 
 def main():
@@ -154,29 +170,38 @@ def main():
               f"{int(info['apparent_bytes']) / 1e9:.1f} GB apparent, {int(info['disk_bytes']) / 1e6:.1f} MB on disk "
               f"(built in {time.perf_counter() - t0:.1f} s)")
 
-        wmap = time_command([args.wmap, "-q", "inspect", ckpt], args.runs)
-        py = time_command([PYTHON, "-c", PY_READER, ckpt], args.runs)
-        plans = [(f"wmap plan {' '.join(flags) or '(tp1)'}", time_command([args.wmap, "-q", "plan", ckpt, *flags], args.runs))
-                 for flags in (["--tp-size", "8", "--ep-size", "8", "--tp-rank", "0"],
-                               ["--tp-size", "8", "--ep-size", "2", "--tp-rank", "0", "--mtp-layers", "3"], [])]
+        floor = build_floor(tmp)
+        huge = {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
+        commands = [("wmap inspect DIR", [args.wmap, "-q", "inspect", ckpt], None),
+                    (PY_NAME, [PYTHON, "-c", PY_READER, ckpt], None),
+                    ("wmap --help (process start only)", [args.wmap, "--help"], None)]
+        if floor:
+            commands += [(FLOOR_HEADERS, [floor, ckpt], huge), (FLOOR_INDEX, [floor, ckpt, "--index"], huge)]
+        commands += [(f"wmap plan {' '.join(flags) or '(tp1)'}", [args.wmap, "-q", "plan", ckpt, *flags], None)
+                     for flags in (["--tp-size", "8", "--ep-size", "8", "--tp-rank", "0"],
+                                   ["--tp-size", "8", "--ep-size", "2", "--tp-rank", "0", "--mtp-layers", "3"], [])]
+        times = interleaved(commands, args.runs)
         experts = [int(e) for e in args.curve_experts.split(",") if e.strip()]
         curve = scale_curve(args.wmap, args.layout, experts, args.runs, tmp) if experts else []
 
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
-    print(f"{'command':<60} {'median ms':>10} {'min ms':>8} {'cpu ms':>8} {'runs':>5}")
-    rows = (("wmap inspect DIR", wmap), ("python3 -c (json.loads headers)", py), *plans)
+    print(f"R1 layout, whole processes, {args.runs} interleaved rounds:")
+    print(f"{'command':<64} {'median ms':>10} {'min ms':>8} {'cpu ms':>8} {'runs':>5}")
     med = {}
-    for name, times in rows:
-        wall = [w for w, _ in times]
-        cpu = statistics.median(c for _, c in times)
-        med[name] = (statistics.median(wall), cpu)
-        print(f"{name:<60} {med[name][0] * 1e3:>10.1f} {min(wall) * 1e3:>8.1f} {cpu * 1e3:>8.1f} {len(times):>5}")
-    (w_wall, w_cpu), (p_wall, p_cpu) = med[rows[0][0]], med[rows[1][0]]
-    ratio = p_wall / w_wall
-    print(f"ratio python / wmap: {ratio:.2f}x wall (medians), {p_cpu / w_cpu:.2f}x cpu  "
-          f"(goal >= 4x wall: {'met' if ratio >= 4 else 'MISSED'})")
-    for name, _ in plans:
-        r = med[name][0] / p_wall
+    for name, _, _ in commands:
+        wall = [w for w, _, _ in times[name]]
+        cpu = statistics.median(c for _, c, _ in times[name])
+        med[name] = statistics.median(wall)
+        print(f"{name:<64} {med[name] * 1e3:>10.1f} {min(wall) * 1e3:>8.1f} {cpu * 1e3:>8.1f} {len(wall):>5}")
+    w, p = med["wmap inspect DIR"], med[PY_NAME]
+    print(f"ratio python / wmap inspect: {p / w:.2f}x wall (medians)  (goal >= 4x: {'met' if p / w >= 4 else 'MISSED'})")
+    if floor:
+        f = med[FLOOR_INDEX]
+        print(f"4x python is {p / 4 * 1e3:.1f} ms; the bare parse of what inspect reads (headers + index) takes "
+              f"{f * 1e3:.1f} ms, plus wmap's own process start {med['wmap --help (process start only)'] * 1e3:.1f} ms; "
+              f"wmap inspect / that floor: {w / f:.2f}x")
+    for name, _, _ in commands[-3:]:
+        r = med[name] / p
         print(f"{name}: {r:.2f}x python's parse time (goal <= 2x: {'met' if r <= 2 else 'MISSED'})")
     if curve:
         print()

@@ -170,6 +170,14 @@ TEST(ShardSetTest, ParseShardIndexEscapesAndFieldOrder) {
   EXPECT_EQ(copy.weight_map, want);
   std::vector<std::string> names2;
   EXPECT_EQ(parse_shard_index(R"({"metadata": {"x": [1, {"y": "}"}]}, "weight_map": {"k": "s.st"}})", "i", names2).weight_map.size(), 1u);
+  // Keys and values are found from the structural positions around the colon: any whitespace
+  // there, and structural characters inside the strings, are fine.
+  std::vector<std::string> names4;
+  const ShardIndex spaced = parse_shard_index(
+      "{\"weight_map\" : { \"k1\"\n :\t\"s.st\" ,\r\n \"k:}2\"\t:\n\"t\\u002est\"  , \"\": \"s.st\"\n}\n}", "i", names4);
+  EXPECT_EQ(names4, (std::vector<std::string>{"s.st", "t.st"}));
+  const std::vector<std::pair<std::string_view, uint32_t>> want4 = {{"", 0}, {"k1", 0}, {"k:}2", 1}};
+  EXPECT_EQ(spaced.weight_map, want4);
   // Whitespace after the object, nulls, booleans and nested arrays in metadata are fine.
   std::vector<std::string> names3;
   EXPECT_EQ(parse_shard_index("{\"metadata\": {\"a\": [null, true, false, -1.5e3, [[]]]}, \"weight_map\": {\"k\": \"s.st\"}} \n\t ", "i", names3)

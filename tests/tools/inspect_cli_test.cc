@@ -43,30 +43,42 @@ class InspectCliTest : public ::testing::Test {
 };
 TempDir* InspectCliTest::dir_ = nullptr;
 
-// inspect and plan re-execute once with glibc's huge-page malloc tunable (tools/wmap/huge_pages.h);
-// load does not (its parameter buffers are huge-page mappings), and WMAP_HUGE_PAGES=0 turns it off.
-// The debug log says which, and the command's result is the same either way.
+// inspect and plan put malloc's main heap on transparent huge pages (tools/wmap/huge_pages.h);
+// load does not (its parameter buffers are huge-page mappings), WMAP_HUGE_PAGES=0 turns it off,
+// and a GLIBC_TUNABLES that names glibc.malloc.hugetlb is left to glibc. The debug log says
+// which, and the command's result is the same every way.
 TEST_F(InspectCliTest, HugePagesForMetadataCommandsOnlyAndOffOnRequest) {
   const std::string cli = shell_quote(WMAP_CLI_PATH);
   const std::string path = shell_quote(ckpt().string());
   const CommandResult on = run_command("env -u GLIBC_TUNABLES -u WMAP_HUGE_PAGES " + cli + " -v inspect " + path);
   const CommandResult off = run_command("env -u GLIBC_TUNABLES WMAP_HUGE_PAGES=0 " + cli + " -v inspect " + path);
+  const CommandResult glibc = run_command("env -u WMAP_HUGE_PAGES GLIBC_TUNABLES=glibc.malloc.hugetlb=1 " + cli + " -v inspect " + path);
   const CommandResult load = run_command("env -u GLIBC_TUNABLES -u WMAP_HUGE_PAGES " + cli + " -v load " + path);
-  ASSERT_EQ(on.exit_code, 0) << on.err;
-  ASSERT_EQ(off.exit_code, 0) << off.err;
-  ASSERT_EQ(load.exit_code, 0) << load.err;
+  for (const auto* r : {&on, &off, &glibc, &load}) ASSERT_EQ(r->exit_code, 0) << r->err;
   EXPECT_EQ(on.out, off.out);
+  EXPECT_EQ(on.out, glibc.out);
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   EXPECT_NE(on.err.find("malloc huge pages: off (sanitizer build"), std::string::npos) << on.err;
 #else
   std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
   std::string mode;
   const bool never = !std::getline(thp, mode) || mode.find("[never]") != std::string::npos;
-  EXPECT_NE(on.err.find(never ? "malloc huge pages: off (glibc older than 2.35 or transparent huge pages [never])"
-                              : "malloc huge pages: as GLIBC_TUNABLES says (glibc.malloc.hugetlb=1)"),
+  EXPECT_NE(on.err.find(never ? "malloc huge pages: off (transparent huge pages [never])"
+                              : "MiB of malloc's main heap advised MADV_HUGEPAGE)"),
             std::string::npos) << on.err;
   EXPECT_NE(off.err.find("malloc huge pages: off (WMAP_HUGE_PAGES=0)"), std::string::npos) << off.err;
+  EXPECT_NE(glibc.err.find("malloc huge pages: as GLIBC_TUNABLES says (glibc.malloc.hugetlb=1)"), std::string::npos)
+      << glibc.err;
   EXPECT_NE(load.err.find("malloc huge pages: off (only inspect and plan use them"), std::string::npos) << load.err;
+  if (!never) {
+    // A data limit below the reserve: the heap cannot grow by it, and malloc carries on as usual.
+    const CommandResult limited =
+        run_command("ulimit -d 300000 && env -u GLIBC_TUNABLES -u WMAP_HUGE_PAGES " + cli + " -v inspect " + path);
+    ASSERT_EQ(limited.exit_code, 0) << limited.err;
+    EXPECT_EQ(limited.out, on.out);
+    EXPECT_NE(limited.err.find("malloc huge pages: off (the heap could not grow by the reserve"), std::string::npos)
+        << limited.err;
+  }
 #endif
 }
 

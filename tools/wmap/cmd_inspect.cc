@@ -1,4 +1,5 @@
 // `wmap inspect PATH [--json] [--save-catalog FILE]`
+#include <array>
 #include <cstdio>
 #include <map>
 
@@ -43,11 +44,17 @@ int run_inspect(const InspectOptions& o) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
   }
-  std::map<std::string_view, std::pair<uint64_t, uint64_t>> by_dtype;  // dtype -> (tensors, bytes)
+  // (tensors, bytes) per dtype: counted by enum value (a map lookup per tensor was 2% of the
+  // run at 92k tensors), printed by name.
+  std::array<std::pair<uint64_t, uint64_t>, 256> counts{};
   for (const auto& t : cat.tensors()) {
-    auto& e = by_dtype[dtype_name(t.dtype)];
+    auto& e = counts[static_cast<uint8_t>(t.dtype)];
     e.first++;
     e.second += t.nbytes;
+  }
+  std::map<std::string_view, std::pair<uint64_t, uint64_t>> by_dtype;
+  for (size_t d = 0; d < counts.size(); ++d) {
+    if (counts[d].first) by_dtype[dtype_name(static_cast<DType>(d))] = counts[d];
   }
   std::printf("checkpoint: %s\n", cat.root().c_str());
   std::printf("shards: %zu\n", cat.shards().size());

@@ -1,9 +1,12 @@
 #include "huge_pages.h"
 
-#include <gnu/libc-version.h>
+#include <malloc.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
-#include <cstdio>
+#include <cerrno>
+#include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -21,11 +24,10 @@
 namespace wmap::cli {
 namespace {
 
-[[maybe_unused]] bool glibc_has_hugetlb_tunable() {
-  int major = 0, minor = 0;
-  if (std::sscanf(gnu_get_libc_version(), "%d.%d", &major, &minor) != 2) return false;
-  return major > 2 || (major == 2 && minor >= 35);
-}
+// Address space the main heap grows by at once; only the pages touched are ever backed.
+// The 409k-tensor plan peaks at ~200 MB.
+[[maybe_unused]] constexpr size_t kHugeHeapBytes = size_t{1} << 30;
+[[maybe_unused]] constexpr int kDefaultMmapMax = 65536;  // glibc's DEFAULT_MMAP_MAX
 
 [[maybe_unused]] bool kernel_allows_thp() {
   std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
@@ -49,7 +51,7 @@ std::string decision = "off (sanitizer build: not glibc's allocator)";
 
 const char* huge_pages_decision() { return decision.c_str(); }
 
-void reexec_with_huge_pages(int argc, char** argv) {
+void use_huge_pages_for_metadata(int argc, char** argv) {
 #ifndef WMAP_FOREIGN_ALLOCATOR
   decision = "off (only inspect and plan use them; load maps its parameter buffers huge itself)";
   if (!metadata_command(argc, argv)) return;
@@ -61,24 +63,37 @@ void reexec_with_huge_pages(int argc, char** argv) {
     decision = std::string("as GLIBC_TUNABLES says (") + tunables + ")";
     return;
   }
-  decision = "off (glibc older than 2.35 or transparent huge pages [never])";
-  if (!glibc_has_hugetlb_tunable() || !kernel_allows_thp()) return;
-  decision = "off (could not re-execute /proc/self/exe)";
-  std::string value = tunables != nullptr && *tunables ? std::string(tunables) + ":" : std::string();
-  value += "glibc.malloc.hugetlb=1";
-  // The resolved path, not /proc/self/exe, so that the process keeps its name (ps, top, perf).
-  char self[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0 || static_cast<size_t>(n) >= sizeof self - 1) return;
-  self[n] = '\0';
-  if (::setenv("GLIBC_TUNABLES", value.c_str(), 1) != 0) return;
-  ::execv(self, argv);
-  // exec failed (no /proc, a noexec mount): carry on with 4 KiB pages, as before.
-  if (tunables != nullptr) {
-    ::setenv("GLIBC_TUNABLES", tunables, 1);
-  } else {
-    ::unsetenv("GLIBC_TUNABLES");
+  decision = "off (transparent huge pages [never])";
+  if (!kernel_allows_thp()) return;
+  // Grow the heap once by the whole reserve: one block just over the top chunk's free space
+  // makes sbrk extend by it plus M_TOP_PAD. Freed at once, it stays as the top chunk.
+  if (::mallopt(M_TOP_PAD, static_cast<int>(kHugeHeapBytes)) == 0 || ::mallopt(M_TRIM_THRESHOLD, INT_MAX) == 0 ||
+      ::mallopt(M_MMAP_MAX, 0) == 0) {
+    decision = "off (mallopt refused)";
+    return;
   }
+  void* probe = std::malloc(size_t{1} << 20);
+  char* const top = static_cast<char*>(::sbrk(0));
+  ::mallopt(M_TOP_PAD, 128 << 10);  // glibc's default again: later growth (past the reserve) as usual
+  char* const start = static_cast<char*>(probe);
+  const uintptr_t huge = uintptr_t{2} << 20;
+  char* const first = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(start) + huge - 1) / huge * huge);
+  if (probe == nullptr || top == reinterpret_cast<char*>(-1) || top < first + huge) {
+    // sbrk could not grow (RLIMIT_DATA, strict overcommit): malloc went on without it, and
+    // carries on with its usual settings.
+    std::free(probe);
+    ::mallopt(M_MMAP_MAX, kDefaultMmapMax);
+    decision = "off (the heap could not grow by the reserve; malloc carries on with 4 KiB pages)";
+    return;
+  }
+  const size_t len = static_cast<size_t>(top - first) / huge * huge;
+  if (::madvise(first, len, MADV_HUGEPAGE) != 0) {
+    std::free(probe);
+    decision = std::string("off (madvise(MADV_HUGEPAGE) failed: ") + std::strerror(errno) + ")";
+    return;
+  }
+  std::free(probe);
+  decision = "on (" + std::to_string(len >> 20) + " MiB of malloc's main heap advised MADV_HUGEPAGE)";
 #else
   (void)argc;
   (void)argv;

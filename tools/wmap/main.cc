@@ -10,7 +10,7 @@
 #include "wmap/util/progress.h"
 
 int main(int argc, char** argv) {
-  wmap::cli::reexec_with_huge_pages(argc, argv);
+  wmap::cli::use_huge_pages_for_metadata(argc, argv);
   CLI::App app{"wmap: map Hugging Face safetensors checkpoints onto inference-engine parameters"};
   app.require_subcommand(1);
   bool quiet = false;
