@@ -89,6 +89,7 @@ void use_huge_pages_for_metadata(int argc, char** argv) {
   const size_t len = static_cast<size_t>(top - first) / huge * huge;
   if (::madvise(first, len, MADV_HUGEPAGE) != 0) {
     std::free(probe);
+    ::mallopt(M_MMAP_MAX, kDefaultMmapMax);
     decision = std::string("off (madvise(MADV_HUGEPAGE) failed: ") + std::strerror(errno) + ")";
     return;
   }
