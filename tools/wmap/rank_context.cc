@@ -46,7 +46,7 @@ RankContext::RankContext(const std::string& io_policy, const Layout& requested, 
     mpi::MpiWorld& w = *impl_->world;
     impl_->rank = static_cast<uint32_t>(w.rank());
     impl_->world_size = static_cast<uint32_t>(w.size());
-    impl_->node = static_cast<uint32_t>(w.node_of()[static_cast<size_t>(w.rank())]);
+    impl_->node = static_cast<uint32_t>(w.node_id());
     impl_->node_rank = static_cast<uint32_t>(w.node_rank());
     impl_->node_size = static_cast<uint32_t>(w.node_size());
     std::exception_ptr error;

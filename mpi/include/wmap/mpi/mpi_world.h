@@ -43,8 +43,9 @@ class MpiWorld {
   MPI_Comm node() const { return node_; }
   int node_rank() const { return node_rank_; }
   int node_size() const { return node_size_; }
-  // Every rank's node, as the world rank of that node's first rank (equal ids: same node).
-  const std::vector<int>& node_of() const { return node_of_; }
+  // This rank's node, named by the world rank of that node's first rank, and whether two world
+  // ranks share a node.
+  int node_id() const { return node_of_[static_cast<size_t>(rank_)]; }
   bool same_node(int a, int b) const { return node_of_[static_cast<size_t>(a)] == node_of_[static_cast<size_t>(b)]; }
 
   // Every rank's string, in rank order.
@@ -62,7 +63,7 @@ class MpiWorld {
  private:
   int rank_ = 0, size_ = 1, node_rank_ = 0, node_size_ = 1, thread_level_ = MPI_THREAD_SINGLE;
   MPI_Comm node_ = MPI_COMM_NULL;
-  std::vector<int> node_of_;
+  std::vector<int> node_of_;  // every world rank's node id
   int uncaught_at_start_ = 0;
   bool agreed_failure_ = false;
 };
