@@ -15,6 +15,7 @@
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -25,6 +26,7 @@
 
 #include "wmap/catalog/catalog.h"
 #include "wmap/device/device.h"
+#include "wmap/device/device_spec.h"
 #include "wmap/format/dtype.h"
 #include "wmap/util/error.h"
 #include "wmap/exec/executor.h"
@@ -33,6 +35,7 @@
 #include "wmap/loader/loader.h"
 #include "wmap/loader/weight_cache.h"
 #include "wmap/util/log.h"
+#include "wmap/spec/layout.h"
 #include "wmap/util/progress.h"
 #include "wmap/catalog/shard_set.h"
 
@@ -126,17 +129,23 @@ void translate_exception(std::exception_ptr p) {
 // ---------------------------------------------------------------------------------------------
 // What a load's tensors share: the session (its plugins' library handles) and the device. Each
 // Tensor and each DLPack capsule holds it, so the device outlives every buffer it allocated.
+// The DLPack device is the device object's own answer (review F1: a second parser of the user's
+// string exported `device="cuda"` memory as CPU memory). `read_only`: the buffers are shared
+// with the weight cache, so views say they may not be written where the framework can.
 struct LoadState {
-  std::unique_ptr<wmap::LoaderSession> session;
+  std::shared_ptr<const wmap::LoaderSession> session;
   std::unique_ptr<wmap::Device> device;
   std::string device_name;
   dl::Device dl_device{dl::kDLCPU, 0};
+  bool read_only = false;
 };
 
-dl::Device dl_device_of(const std::string& name) {
-  if (name.rfind("cuda:", 0) == 0) return {dl::kDLCUDA, static_cast<int32_t>(std::stoi(name.substr(5)))};
+dl::Device dl_device_of(const wmap::DeviceSpec& spec) {
+  if (spec.is_cuda()) return {dl::kDLCUDA, static_cast<int32_t>(spec.index)};
   return {dl::kDLCPU, 0};
 }
+
+constexpr uint64_t kDlpackFlagReadOnly = uint64_t{1} << 0;  // DLPACK_FLAG_BITMASK_READ_ONLY (DLPack 1.0)
 
 // How a dtype goes out: numpy type string and DLPack type; sub-byte dtypes go out as raw bytes.
 struct Export {
@@ -182,7 +191,8 @@ Export export_of(wmap::DType t) {
 alignas(64) std::byte g_empty[64];  // the address of zero-byte tensors (never read or written)
 
 // ---------------------------------------------------------------------------------------------
-// wmap.Tensor: one loaded parameter. Immutable metadata; the bytes are writable in place.
+// wmap.Tensor: one loaded parameter. Immutable metadata; the bytes are writable in place, except
+// a cached load's (read_only).
 class Tensor {
  public:
   Tensor(const wmap::LoadedParam& p, std::shared_ptr<const LoadState> state)
@@ -198,6 +208,7 @@ class Tensor {
   uint64_t nbytes() const { return buffer_ ? buffer_->size() : 0; }
   const std::string& device() const { return state_->device_name; }
   bool on_host() const { return state_->dl_device.device_type == dl::kDLCPU; }
+  bool read_only() const { return state_->read_only; }
 
   // The address of the first byte: host memory, or device memory for a CUDA tensor.
   void* address() const {
@@ -235,7 +246,9 @@ class Tensor {
       stride *= dims[i];
     }
     // `self` is the array's base: the Tensor (and its buffer) lives as long as the array.
-    return py::array(dt, dims, strides, address(), self);
+    py::array a(dt, dims, strides, address(), self);
+    if (read_only()) a.attr("setflags")(py::arg("write") = false);
+    return a;
   }
 
   py::tuple dlpack_device() const { return py::make_tuple(state_->dl_device.device_type, state_->dl_device.device_id); }
@@ -272,7 +285,7 @@ class Tensor {
       ctx->versioned.version = {1, v11 ? 1u : 0u};
       ctx->versioned.manager_ctx = ctx.get();
       ctx->versioned.deleter = [](dl::ManagedTensorVersioned* m) { delete static_cast<Context*>(m->manager_ctx); };
-      ctx->versioned.flags = 0;
+      ctx->versioned.flags = read_only() ? kDlpackFlagReadOnly : 0;  // legacy capsules cannot say it
       ctx->versioned.dl_tensor = t;
       PyObject* cap = PyCapsule_New(&ctx->versioned, "dltensor_versioned", &destroy_versioned_capsule);
       if (cap == nullptr) throw py::error_already_set();
@@ -327,80 +340,189 @@ class Tensor {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Options shared by load() and plan().
-struct Common {
+// The keyword arguments of load(), load_into() and plan(), parsed in one place (review F4): the
+// layout into the core's LayoutOptions, whose defaults are written there once; an unknown keyword
+// is a TypeError listing the known ones; a negative or absurd count names its keyword.
+enum class Entry { kLoad, kLoadInto, kPlan };
+
+std::string entry_name(Entry e) {
+  return e == Entry::kLoad ? "wmap.load()" : e == Entry::kLoadInto ? "wmap.load_into()" : "wmap.plan()";
+}
+
+struct Request {
   std::optional<std::filesystem::path> path, catalog, config, plugin_dir, mappings;
   wmap::LayoutOptions layout;
+  std::vector<std::string> given;  // the keywords the caller gave
+  wmap::DeviceSpec device;
+  bool quiet = false, cache = false;
+  std::vector<std::string> ignore;
 };
 
-// The layout keyword arguments every entry takes, as the CLI's layout options.
-wmap::LayoutOptions layout_options(uint32_t tp_size, uint32_t tp_rank, uint32_t ep_size, std::optional<uint32_t> mtp_layers,
-                                   const std::string& target, bool attention_dp, uint32_t gpus_per_node) {
-  wmap::LayoutOptions o;
-  o.tp_size = tp_size, o.tp_rank = tp_rank, o.ep_size = ep_size, o.mtp_layers = mtp_layers;
-  o.target = target, o.attention_dp = attention_dp, o.gpus_per_node = gpus_per_node;
-  return o;
+// What every entry takes (plan() and load() the same), then each one's own.
+std::vector<std::string> keywords(Entry e) {
+  std::vector<std::string> k = wmap::LayoutOptions::names();
+  for (const char* n : {"catalog", "config", "plugin_dir", "mappings", "quiet"}) k.push_back(n);
+  if (e == Entry::kLoad) k.insert(k.end(), {"device", "cache"});
+  if (e == Entry::kLoadInto) k.push_back("ignore");
+  return k;
 }
 
-wmap::LoaderOptions loader_options(const Common& c, bool progress) {
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+uint32_t count_arg(const std::string& name, py::handle v) {
+  if (PyBool_Check(v.ptr()) || !PyLong_Check(v.ptr())) {
+    throw py::type_error(name + " must be an int, not " + std::string(py::str(py::type::of(v).attr("__name__"))));
+  }
+  int overflow = 0;
+  const long long n = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+  if (overflow != 0 || n < 0 || n > static_cast<long long>(UINT32_MAX)) {
+    throw_error(wmap::ErrorCode::kInvalidArgument,
+                name + " " + std::string(py::str(v)) + ": expected a non-negative integer (at most 4294967295)");
+  }
+  return static_cast<uint32_t>(n);
+}
+
+std::optional<uint32_t> optional_count_arg(const std::string& name, py::handle v) {
+  if (v.is_none()) return std::nullopt;
+  return count_arg(name, v);
+}
+
+std::optional<std::filesystem::path> optional_path_arg(py::handle v) {
+  if (v.is_none()) return std::nullopt;
+  return v.cast<std::filesystem::path>();
+}
+
+Request parse_request(Entry e, const py::kwargs& kw) {
+  const std::vector<std::string> known = keywords(e);
+  Request r;
+  for (const auto& item : kw) {
+    const std::string key = py::str(item.first);
+    const py::handle v = item.second;
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      throw py::type_error(entry_name(e) + " got an unexpected keyword argument '" + key + "' (known: " + joined(known) + ")");
+    }
+    r.given.push_back(key);
+    if (key == "tp_size") r.layout.tp_size = count_arg(key, v);
+    else if (key == "tp_rank") r.layout.tp_rank = optional_count_arg(key, v);
+    else if (key == "ep_size") r.layout.ep_size = count_arg(key, v);
+    else if (key == "mtp_layers") r.layout.mtp_layers = optional_count_arg(key, v);
+    else if (key == "target") r.layout.target = v.cast<std::string>();
+    else if (key == "attention_dp") r.layout.attention_dp = v.cast<bool>();
+    else if (key == "gpus_per_node") r.layout.gpus_per_node = optional_count_arg(key, v);
+    else if (key == "catalog") r.catalog = optional_path_arg(v);
+    else if (key == "config") r.config = optional_path_arg(v);
+    else if (key == "plugin_dir") r.plugin_dir = optional_path_arg(v);
+    else if (key == "mappings") r.mappings = optional_path_arg(v);
+    else if (key == "quiet") r.quiet = v.cast<bool>();
+    else if (key == "cache") r.cache = v.cast<bool>();
+    else if (key == "device") r.device = wmap::DeviceSpec::parse(v.cast<std::string>());
+    else if (key == "ignore") r.ignore = v.cast<std::vector<std::string>>();
+  }
+  return r;
+}
+
+// A session and its prepared plan, shared by a wmap.Plan, the loads made from it and (the
+// session: its plugins' library handles) every tensor they return.
+struct Prepared {
+  std::shared_ptr<const wmap::LoaderSession> session;
+  std::shared_ptr<const wmap::PreparedLoad> prepared;
+};
+
+// wmap.Plan: a validated plan with everything it was made from; wmap.load(plan) and
+// wmap.load_into(plan, ...) run exactly it (no second planning, no gap between check and use).
+class Plan {
+ public:
+  explicit Plan(Prepared p) : p_(std::move(p)) {}
+  const wmap::LoadPlan& plan() const { return *p_.prepared->plan; }
+  const wmap::PreparedLoad& prepared() const { return *p_.prepared; }
+  const Prepared& shared() const { return p_; }
+
+ private:
+  Prepared p_;
+};
+
+// Plans from the request's checkpoint (or saved catalog and config), the GIL released.
+Prepared prepare(const Request& r) {
+  py::gil_scoped_release nogil;
   wmap::LoaderOptions l;
-  l.checkpoint = c.path;
-  l.catalog_file = c.catalog;
-  l.config_file = c.config;
-  l.plugin_dir = c.plugin_dir;
-  l.mappings_dir = c.mappings;
-  l.layout = wmap::layout_from_options(c.layout);  // as the CLI's
-  l.progress = progress;
-  return l;
+  l.checkpoint = r.path;
+  l.catalog_file = r.catalog;
+  l.config_file = r.config;
+  l.plugin_dir = r.plugin_dir;
+  l.mappings_dir = r.mappings;
+  l.layout = wmap::layout_from_options(r.layout);  // as the CLI's
+  l.progress = !r.quiet;
+  auto session = std::make_shared<wmap::LoaderSession>(l);
+  std::shared_ptr<const wmap::PreparedLoad> prepared = session->prepare();
+  return {std::move(session), std::move(prepared)};
 }
 
-// The CLI's plan report (tools/wmap/loader_options.cc): problems, warnings, verdict on stderr.
+// `source`: a checkpoint path (str or os.PathLike; None with catalog=), or a wmap.Plan, which
+// already fixes the checkpoint and the layout.
+Prepared resolve(Entry e, py::handle source, Request& r) {
+  if (py::isinstance<Plan>(source)) {
+    for (const auto& k : r.given) {
+      if (k != "quiet" && k != "device" && k != "cache" && k != "ignore") {
+        throw py::type_error(entry_name(e) + ": a wmap.Plan already fixes the checkpoint and the layout; '" + k +
+                             "' belongs to wmap.plan()");
+      }
+    }
+    return source.cast<const Plan&>().shared();
+  }
+  r.path = optional_path_arg(source);
+  return prepare(r);
+}
+
+// The one JSON form of a layout (Layout::to_json) as a dict.
+py::object layout_dict(const wmap::Layout& l) { return py::module_::import("json").attr("loads")(l.to_json()); }
+
+// The CLI's plan report (LoadPlan::report): problems, warnings, verdict on stderr.
+void report_plan(const wmap::LoadPlan& plan) {
+  const std::string text = plan.report(false);
+  std::fwrite(text.data(), 1, text.size(), stderr);
+  std::fflush(stderr);
+}
+
 std::string problem_line(const wmap::PlanProblem& p) {
   return std::string(wmap::problem_kind_name(p.kind)) + ": " + p.message;
 }
 
-void report_plan(const wmap::LoadPlan& plan) {
-  for (const auto& p : plan.problems()) std::fprintf(stderr, "wmap: %s\n", problem_line(p).c_str());
-  for (const auto& w : plan.warnings()) std::fprintf(stderr, "wmap: warning: %s\n", w.c_str());
-  if (!plan.ok()) std::fprintf(stderr, "wmap: plan %s\n", plan.coverage().c_str());
-  std::fflush(stderr);
+wmap::ExecOptions front_end_exec() {
+  wmap::ExecOptions exec;  // I/O path chosen per checkpoint, as the CLI's default `--io auto`
+  exec.read_workers = wmap::worker_count_from_env("WMAP_READ_WORKERS");
+  exec.workers = wmap::worker_count_from_env("WMAP_LOAD_WORKERS");
+  return exec;
 }
 
 // wmap.load: the CLI's `wmap load`, returning the rank's parameters in plan order.
-py::dict load(const std::filesystem::path& path, uint32_t tp_size, uint32_t tp_rank, uint32_t ep_size,
-              std::optional<uint32_t> mtp_layers, const std::string& target, bool attention_dp, uint32_t gpus_per_node,
-              const std::string& device, std::optional<std::filesystem::path> plugin_dir,
-              std::optional<std::filesystem::path> mappings, bool quiet, bool cache) {
-  Common c;
-  c.path = path;
-  c.plugin_dir = std::move(plugin_dir);
-  c.mappings = std::move(mappings);
-  c.layout = layout_options(tp_size, tp_rank, ep_size, mtp_layers, target, attention_dp, gpus_per_node);
+py::dict load(py::object source, py::kwargs kw) {
+  Request r = parse_request(Entry::kLoad, kw);
+  const Prepared p = resolve(Entry::kLoad, source, r);
   auto state = std::make_shared<LoadState>();
+  state->session = p.session;
   wmap::LoadedModel model;
   {
     py::gil_scoped_release nogil;
-    wmap::LoaderOptions lo = loader_options(c, !quiet);
-    lo.cache = cache;
-    state->session = std::make_unique<wmap::LoaderSession>(lo);
-    auto prepared = state->session->prepare();
-    if (!quiet) report_plan(*prepared->plan);
-    state->device = wmap::make_device(device);
+    if (!r.quiet) report_plan(*p.prepared->plan);
+    state->device = wmap::make_device(r.device);
     state->device_name = state->device->name();
-    state->dl_device = dl_device_of(device);
-    wmap::ExecOptions exec;  // I/O path chosen per checkpoint, as the CLI's default `--io auto`
-    exec.read_workers = wmap::worker_count_from_env("WMAP_READ_WORKERS");
-    exec.workers = wmap::worker_count_from_env("WMAP_LOAD_WORKERS");
-    wmap::Progress bar("load", prepared->plan->bytes_to_load(), !quiet, wmap::Progress::kBytes);
+    state->dl_device = dl_device_of(state->device->spec());
+    wmap::ExecOptions exec = front_end_exec();
+    wmap::Progress bar("load", p.prepared->plan->bytes_to_load(), !r.quiet, wmap::Progress::kBytes);
     exec.progress = [&bar](uint64_t done, uint64_t) { bar.update(done); };
     // As `wmap load`: an I/O error while reading tensor data is a load failure, not unusable input.
-    model = wmap::run_as_load_failure([&] { return state->session->load(*prepared, *state->device, exec); });
+    model = wmap::run_as_load_failure([&] { return p.session->load(*p.prepared, *state->device, exec, r.cache); });
     state->device->synchronize();
     bar.finish();
+    state->read_only = model.stats.cache == "hit" || model.stats.cache == "miss";  // shared with the cache
   }
   std::shared_ptr<const LoadState> shared = state;
   py::dict out;
-  for (const auto& p : model.params) out[py::str(p.name)] = py::cast(Tensor(p, shared));
+  for (const auto& param : model.params) out[py::str(param.name)] = py::cast(Tensor(param, shared));
   return out;
 }
 
@@ -477,11 +599,9 @@ ImportedDestination import_destination(const std::string& name, const py::handle
 
 // wmap.load_into: the plan's parameters written into the caller's tensors (DESIGN.md "Loading
 // into an engine's own buffers"); again with the same tensors: a reload in place (refit).
-py::dict load_into(const std::filesystem::path& path, py::object params, uint32_t tp_size, uint32_t tp_rank, uint32_t ep_size,
-                   std::optional<uint32_t> mtp_layers, const std::string& target, bool attention_dp, uint32_t gpus_per_node,
-                   std::vector<std::string> ignore, std::optional<std::filesystem::path> plugin_dir,
-                   std::optional<std::filesystem::path> mappings, bool quiet) {
+py::dict load_into(py::object source, py::object params, py::kwargs kw) {
   if (!py::hasattr(params, "items")) throw py::type_error("wmap.load_into: params must be a mapping name -> tensor (e.g. dict(model.named_parameters()))");
+  Request r = parse_request(Entry::kLoadInto, kw);
   std::vector<ImportedDestination> imported;
   for (const auto& item : params.attr("items")()) {
     const auto kv = item.cast<py::tuple>();
@@ -489,19 +609,13 @@ py::dict load_into(const std::filesystem::path& path, py::object params, uint32_
   }
   std::vector<wmap::Destination> dests;
   for (const auto& i : imported) dests.push_back(i.dest);
-  Common c;
-  c.path = path;
-  c.plugin_dir = std::move(plugin_dir);
-  c.mappings = std::move(mappings);
-  c.layout = layout_options(tp_size, tp_rank, ep_size, mtp_layers, target, attention_dp, gpus_per_node);
+  const Prepared p = resolve(Entry::kLoadInto, source, r);
   wmap::DestinationOptions opts;
-  opts.ignore = std::move(ignore);
-  wmap::LoadIntoReport r;
+  opts.ignore = r.ignore;
+  wmap::LoadIntoReport report;
   {
     py::gil_scoped_release nogil;
-    wmap::LoaderSession session(loader_options(c, !quiet));
-    auto prepared = session.prepare();
-    if (!quiet) report_plan(*prepared->plan);
+    if (!r.quiet) report_plan(*p.prepared->plan);
     std::unique_ptr<wmap::Device> device;
     const std::string dev = dests.empty() ? "host" : dests.front().device;
     try {
@@ -509,51 +623,30 @@ py::dict load_into(const std::filesystem::path& path, py::object params, uint32_
     } catch (const wmap::Error& e) {
       throw wmap::Error(e.code(), "wmap.load_into: params['" + dests.front().name + "'] is on " + dev + ", which this process cannot write: " + e.what());
     }
-    wmap::ExecOptions exec;
-    exec.read_workers = wmap::worker_count_from_env("WMAP_READ_WORKERS");
-    exec.workers = wmap::worker_count_from_env("WMAP_LOAD_WORKERS");
-    r = wmap::run_as_load_failure([&] { return session.load_into(*prepared, *device, dests, exec, opts); });
+    report = wmap::run_as_load_failure([&] { return p.session->load_into(*p.prepared, *device, dests, front_end_exec(), opts); });
   }
   py::dict out;
-  out["params"] = r.params;
-  out["bytes"] = r.stats.bytes_loaded;
-  out["bytes_read"] = r.stats.bytes_read;
-  out["reads"] = r.stats.reads;
-  out["seconds"] = r.stats.seconds;
-  out["gbps"] = r.stats.seconds > 0 ? static_cast<double>(r.stats.bytes_loaded) / r.stats.seconds / 1e9 : 0.0;
-  out["device"] = r.device;
-  out["io_path"] = r.stats.io_path;
-  out["engine_owned"] = r.engine_owned;
-  out["ignored"] = r.ignored;
-  out["unfilled"] = r.unfilled;
+  out["params"] = report.params;
+  out["bytes"] = report.stats.bytes_loaded;
+  out["bytes_read"] = report.stats.bytes_read;
+  out["reads"] = report.stats.reads;
+  out["seconds"] = report.stats.seconds;
+  out["gbps"] = report.stats.seconds > 0 ? static_cast<double>(report.stats.bytes_loaded) / report.stats.seconds / 1e9 : 0.0;
+  out["device"] = report.device;
+  out["io_path"] = report.stats.io_path;
+  out["layout"] = layout_dict(p.prepared->plan->layout());
+  out["plan_id"] = p.prepared->plan->plan_id();
+  out["engine_owned"] = report.engine_owned;
+  out["ignored"] = report.ignored;
+  out["unfilled"] = report.unfilled;
   return out;
 }
 
-// wmap.Plan: a validated plan with everything it points into.
-class Plan {
- public:
-  Plan(std::unique_ptr<wmap::LoaderSession> session, std::unique_ptr<wmap::PreparedLoad> prepared)
-      : session_(std::move(session)), prepared_(std::move(prepared)) {}
-  const wmap::LoadPlan& plan() const { return *prepared_->plan; }
-  const wmap::PreparedLoad& prepared() const { return *prepared_; }
-
- private:
-  std::unique_ptr<wmap::LoaderSession> session_;  // declared first: destroyed last
-  std::unique_ptr<wmap::PreparedLoad> prepared_;
-};
-
-Plan make_plan(std::optional<std::filesystem::path> path, std::optional<std::filesystem::path> catalog,
-               std::optional<std::filesystem::path> config, uint32_t tp_size, uint32_t tp_rank, uint32_t ep_size,
-               std::optional<uint32_t> mtp_layers, const std::string& target, bool attention_dp, uint32_t gpus_per_node,
-               std::optional<std::filesystem::path> plugin_dir, std::optional<std::filesystem::path> mappings) {
-  Common c;
-  c.path = std::move(path), c.catalog = std::move(catalog), c.config = std::move(config);
-  c.plugin_dir = std::move(plugin_dir), c.mappings = std::move(mappings);
-  c.layout = layout_options(tp_size, tp_rank, ep_size, mtp_layers, target, attention_dp, gpus_per_node);
-  py::gil_scoped_release nogil;
-  auto session = std::make_unique<wmap::LoaderSession>(loader_options(c, false));
-  auto prepared = session->prepare();
-  return Plan(std::move(session), std::move(prepared));
+// wmap.plan: a rank's validated plan from headers only.
+Plan make_plan(py::object source, py::kwargs kw) {
+  Request r = parse_request(Entry::kPlan, kw);
+  if (py::isinstance<Plan>(source)) throw py::type_error("wmap.plan(): already a wmap.Plan");
+  return Plan(resolve(Entry::kPlan, source, r));
 }
 
 // wmap.inspect: the text of `wmap inspect --json`.
@@ -593,6 +686,9 @@ PYBIND11_MODULE(_wmap, m) {
       .def_property_readonly("ndim", [](const Tensor& t) { return py::len(t.shape()); })
       .def_property_readonly("nbytes", &Tensor::nbytes)
       .def_property_readonly("device", &Tensor::device, "'host' or 'cuda:N'")
+      .def_property_readonly("read_only", &Tensor::read_only,
+                             "True for a cached load's tensors (shared with the weight cache): numpy views are not\n"
+                             "writeable and DLPack 1.x capsules carry the read-only flag")
       .def_property_readonly("data_ptr", &Tensor::data_ptr, "The address of the first byte")
       .def("numpy", [](py::object self) { return self.cast<const Tensor&>().numpy(self); },
            "A zero-copy numpy view (BF16 as uint16 bit patterns, F8 as uint8, F4/F6 as flat bytes)")
@@ -622,6 +718,8 @@ PYBIND11_MODULE(_wmap, m) {
       .def_property_readonly("warnings", [](const Plan& p) { return p.plan().warnings(); })
       .def_property_readonly("unconsumed", [](const Plan& p) { return p.plan().unconsumed(); })
       .def_property_readonly("coverage", [](const Plan& p) { return p.plan().coverage(); })
+      .def_property_readonly("layout", [](const Plan& p) { return layout_dict(p.plan().layout()); },
+                             "The plan's layout as `wmap plan --json` writes it")
       .def_property_readonly("plan_id", [](const Plan& p) { return p.plan().plan_id(); })
       .def_property_readonly("catalog_id", [](const Plan& p) { return p.plan().catalog_id(); })
       .def_property_readonly("architecture", [](const Plan& p) { return p.prepared().architecture; })
@@ -657,34 +755,40 @@ PYBIND11_MODULE(_wmap, m) {
                (p.plan().ok() ? "ok" : std::to_string(p.plan().problems().size()) + " problem(s)") + ")";
       });
 
+  const std::string common_doc =
+      "Keywords (every entry): tp_size=1, tp_rank=0, ep_size=1, mtp_layers=None, target='trtllm' (or 'vllm'),\n"
+      "attention_dp=False, gpus_per_node=8; catalog=None, config=None (plan offline from a saved catalog),\n"
+      "plugin_dir=None, mappings=None, quiet=False. `source` is a checkpoint path, or a wmap.Plan (which fixes\n"
+      "the checkpoint and the layout: it is loaded exactly as planned).";
   m.def("load", &load,
-        "Loads one rank's parameters, as `wmap load`: validates the plan (an incomplete one raises\n"
-        "ValidationError, its problems printed on stderr unless quiet), then loads. Returns\n"
-        "{name: wmap.Tensor} in plan order. The GIL is released while loading.",
-        py::arg("path"), py::kw_only(), py::arg("tp_size") = 1, py::arg("tp_rank") = 0,
-        py::arg("ep_size") = 1, py::arg("mtp_layers") = py::none(), py::arg("target") = "trtllm",
-        py::arg("attention_dp") = false, py::arg("gpus_per_node") = 8, py::arg("device") = "host",
-        py::arg("plugin_dir") = py::none(), py::arg("mappings") = py::none(), py::arg("quiet") = false,
-        py::arg("cache") = false);
+        ("Loads one rank's parameters, as `wmap load`: validates the plan (an incomplete one raises\n"
+         "ValidationError, its problems printed on stderr unless quiet), then loads. Returns\n"
+         "{name: wmap.Tensor} in plan order. The GIL is released while loading.\n"
+         "load(source, *, device='host' (or 'cuda', 'cuda:N'), cache=False, ...)\n" + common_doc).c_str(),
+        py::arg("source"));
   m.def("cache_info", [] {
     const auto i = wmap::WeightCache::process().info();
+    const auto limits = wmap::WeightCache::limits_from_env();
     py::dict d;
     d["entries"] = i.entries, d["hits"] = i.hits, d["misses"] = i.misses, d["healed"] = i.healed, d["evicted"] = i.evicted;
-    d["max_entries"] = wmap::WeightCache::max_entries_from_env();
+    d["bytes"] = i.bytes, d["last_healed"] = i.last_healed;
+    d["max_entries"] = limits.max_entries;
+    d["max_bytes"] = limits.max_bytes == UINT64_MAX ? py::object(py::none()) : py::object(py::int_(limits.max_bytes));
     return d;
-  }, "The weight cache's counters: entries, hits, misses, healed (dropped after an in-place change), evicted, max_entries");
+  }, "The weight cache's counters: entries, hits, misses, healed (dropped after an in-place change), evicted,\n"
+     "bytes held, last_healed (the parameters the last heal found changed), max_entries, max_bytes (None: no limit)");
   m.def("cache_clear", [] { wmap::WeightCache::process().clear(); }, "Drops every weight-cache entry");
   m.def("load_into", &load_into,
-        "Writes one rank's parameters into the caller's tensors (a mapping name -> tensor exporting DLPack:\n"
-        "torch, numpy; host or CUDA), as the engine's load_weights would: the tensors are checked against the\n"
-        "plan first (every mismatch raised at once as ValidationError, nothing written), never reallocated;\n"
-        "calling it again reloads them in place. Returns a report dict. The GIL is released while loading.",
-        py::arg("path"), py::arg("params"), py::kw_only(), py::arg("tp_size") = 1, py::arg("tp_rank") = 0,
-        py::arg("ep_size") = 1, py::arg("mtp_layers") = py::none(), py::arg("target") = "trtllm",
-        py::arg("attention_dp") = false, py::arg("gpus_per_node") = 8, py::arg("ignore") = std::vector<std::string>{},
-        py::arg("plugin_dir") = py::none(), py::arg("mappings") = py::none(), py::arg("quiet") = false);
-  m.def("_plan", &make_plan, py::arg("path"), py::arg("catalog"), py::arg("config"), py::arg("tp_size"),
-        py::arg("tp_rank"), py::arg("ep_size"), py::arg("mtp_layers"), py::arg("target"), py::arg("attention_dp"),
-        py::arg("gpus_per_node"), py::arg("plugin_dir"), py::arg("mappings"));
+        ("Writes one rank's parameters into the caller's tensors (a mapping name -> tensor exporting DLPack:\n"
+         "torch, numpy; host or CUDA), as the engine's load_weights would: the tensors are checked against the\n"
+         "plan first (every mismatch raised at once as ValidationError, nothing written), never reallocated;\n"
+         "calling it again reloads them in place. Returns a report dict. The GIL is released while loading.\n"
+         "load_into(source, params, *, ignore=[], ...)\n" + common_doc).c_str(),
+        py::arg("source"), py::arg("params"));
+  m.def("plan", &make_plan,
+        ("Builds and validates one rank's load plan from headers only (no tensor data is read). Plan problems\n"
+         "are reported in Plan.problems (not raised); unusable input raises wmap.Error. plan(source=None, ...)\n" +
+         common_doc).c_str(),
+        py::arg("source") = py::none());
   m.def("_inspect_json", &inspect_json, py::arg("path"));
 }

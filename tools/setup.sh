@@ -4,7 +4,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libboost-dev libboost-filesystem-dev libyaml-cpp-dev libre2-dev libspdlog-dev libfmt-dev
-  libsimdjson-dev libcli11-dev nlohmann-json3-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libsimdjson-dev libcli11-dev libxxhash-dev clang-format nlohmann-json3-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy clang libclang-rt-14-dev util-linux pybind11-dev python3-pybind11 python3-torch
   libopenmpi-dev openmpi-bin
 )

@@ -24,7 +24,7 @@ RankFacts local_facts(IoPolicy requested, const MpiWorld& world, const PreparedL
   f.extents_bytes = extents_bytes;
   f.threads_ok = world.thread_level() >= MPI_THREAD_FUNNELED;
   f.thread_level = world.thread_level_name();
-  const Catalog& c = prepared.catalog;
+  const Catalog& c = *prepared.catalog;
   for (uint32_t s = 0; s < c.shards().size(); ++s) {
     const FileSignature sig = stat_signature(c.shard_path(s));
     f.shards.push_back(c.shards()[s].file + " size " + std::to_string(sig.size) + " mtime_ns " + std::to_string(sig.mtime_ns));
@@ -60,7 +60,7 @@ RankIo::RankIo(MpiWorld& world, IoPolicy requested, const PreparedLoad& prepared
   IoPolicy effective = decide_io_policy(facts, report_.reason);
 
   if (effective == IoPolicy::kRankStriped) {
-    const WarmupStats w = striped_warmup(world, prepared.catalog, gather_extents(world, encoded, world.node()));
+    const WarmupStats w = striped_warmup(world, *prepared.catalog, gather_extents(world, encoded, world.node()));
     report_.storage_bytes = w.storage_bytes;
     report_.union_bytes = w.node_union_bytes;
     report_.seconds = w.seconds;
@@ -71,7 +71,7 @@ RankIo::RankIo(MpiWorld& world, IoPolicy requested, const PreparedLoad& prepared
     // rank load natively (agreed like the decision, so nobody enters the exchange alone).
     std::string failed;
     try {
-      store_ = std::make_unique<ExtentStoreFileSystem>(prepared.catalog, std::move(mine));
+      store_ = std::make_unique<ExtentStoreFileSystem>(*prepared.catalog, std::move(mine));
     } catch (const std::bad_alloc&) {
       failed = "out of memory";
     } catch (const std::exception& e) {
@@ -91,7 +91,7 @@ RankIo::RankIo(MpiWorld& world, IoPolicy requested, const PreparedLoad& prepared
     if (store_) {
       error = nullptr;
       try {
-        const ExchangeStats x = exchange_extents(world, prepared.catalog, needed, *store_);
+        const ExchangeStats x = exchange_extents(world, *prepared.catalog, needed, *store_);
         report_.storage_bytes = x.storage_bytes;
         report_.received_bytes = x.received_bytes;
         report_.sent_bytes = x.sent_bytes;

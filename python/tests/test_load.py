@@ -63,6 +63,14 @@ def test_targets():
         check("target vllm" in repr(p), "the plan's repr names the target: %r" % p)
 
 
+def capsule_flags(cap, name):
+    """The `flags` field of a DLManagedTensorVersioned capsule (after version, manager_ctx, deleter)."""
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    ptr = get(cap, name.encode())
+    return ctypes.c_uint64.from_address(ptr + 8 + 8 + 8).value
+
+
 def test_weight_cache():
     with TempDir() as d:
         ck = synth(os.path.join(d, "llama"), "llama")
@@ -77,13 +85,53 @@ def test_weight_cache():
         del second["model.norm.weight"]  # the consumer's dict, not the cache's
         third = wmap.load(ck, tp_size=2, tp_rank=1, cache=True, quiet=True)
         check("model.norm.weight" in third, "dropping an entry from a returned dict leaves the cache's own")
-        # Modified in place through a view: detected on the next hit, healed from the files.
+        # Cached tensors are shared with the cache: numpy views are read-only, versioned DLPack
+        # capsules say so (legacy ones, which numpy 1.24 and torch 1.13 ask for, cannot).
         name = "model.layers.0.self_attn.qkv_proj.weight"
-        a = third[name].numpy()
-        a.flat[0] ^= 0x4000
-        healed = wmap.load(ck, tp_size=2, tp_rank=1, cache=True, quiet=True)
-        eq(wmap.cache_info()["healed"], 1, "the change was detected")
-        compare_numpy(healed, ref.expected_summary(ck, 2, 1), "healed from the files")
+        check(third[name].read_only and not third[name].numpy().flags.writeable, "a cached tensor's numpy view is read-only")
+        try:
+            third[name].numpy().flat[0] = 1
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("wrote through a read-only numpy view")
+        cap = third[name].__dlpack__(max_version=(1, 0))
+        check(capsule_flags(cap, "dltensor_versioned") & 1, "the versioned capsule carries DLPACK_FLAG_BITMASK_READ_ONLY")
+        plain = wmap.load(ck, tp_size=2, tp_rank=1, quiet=True)
+        check(not plain[name].read_only and plain[name].numpy().flags.writeable, "an uncached load stays writeable")
+        # One byte changed through a raw pointer (data_ptr, as a C extension or torch would write):
+        # the first, a random middle and the last byte of random parameters: every change is
+        # detected on the next hit, named, and healed from the files.
+        rng = np.random.default_rng(20261201)
+        names = sorted(third)
+        picked = [names[i] for i in rng.choice(len(names), 3, replace=False)] + [name]
+        healed_before = wmap.cache_info()["healed"]
+        for pname in picked:
+            for which in ("first", "middle", "last"):
+                held = wmap.load(ck, tp_size=2, tp_rank=1, cache=True, quiet=True)
+                t = held[pname]
+                at = {"first": 0, "middle": int(rng.integers(1, max(2, t.nbytes - 1))), "last": t.nbytes - 1}[which]
+                byte = ctypes.c_uint8.from_address(t.data_ptr + at)
+                byte.value ^= 0x01
+                healed = wmap.load(ck, tp_size=2, tp_rank=1, cache=True, quiet=True)
+                info = wmap.cache_info()
+                eq(info["last_healed"], [pname], "%s byte %s: the heal names it" % (pname, which))
+                compare_numpy({pname: healed[pname]}, {pname: ref.expected_summary(ck, 2, 1)[pname]},
+                              "%s healed from the files" % pname)
+        eq(wmap.cache_info()["healed"] - healed_before, 3 * len(picked), "every change detected")
+        # A scale tensor (FP8 block scales) likewise.
+        ds = synth(os.path.join(d, "ds"), "deepseek_v3", "--fp8")
+        held = wmap.load(ds, cache=True, quiet=True)
+        scale = next(n for n in sorted(held) if n.endswith("_scale") and held[n].nbytes > 4)
+        ctypes.c_uint8.from_address(held[scale].data_ptr + held[scale].nbytes // 2).value ^= 0x80
+        wmap.load(ds, cache=True, quiet=True)
+        eq(wmap.cache_info()["last_healed"], [scale], "a changed scale tensor is named")
+        os.environ["WMAP_WEIGHT_CACHE_MAX_BYTES"] = "1K"
+        eq(wmap.cache_info()["max_bytes"], 1024, "the byte limit is reported")
+        wmap.cache_clear()
+        wmap.load(ck, cache=True, quiet=True)
+        eq(wmap.cache_info()["entries"], 0, "a load over WMAP_WEIGHT_CACHE_MAX_BYTES is not kept")
+        del os.environ["WMAP_WEIGHT_CACHE_MAX_BYTES"]
         os.environ["WMAP_WEIGHT_CACHE_MAX_ENTRIES"] = "x"
         try:
             wmap.load(ck, cache=True, quiet=True)

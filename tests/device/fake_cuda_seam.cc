@@ -58,6 +58,11 @@ void FakeCudaRuntime::fail_pinned_after(int n) {
   pinned_left_ = n;
 }
 
+void FakeCudaRuntime::fail_async_copy_after(int n) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  async_copy_left_ = n;
+}
+
 std::vector<std::string> FakeCudaRuntime::violations() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return violations_;
@@ -255,6 +260,8 @@ int FakeCudaRuntime::memcpy_to_device_async(void* dst, const void* src, uint64_t
   touch();
   Stream* st = stream_of(s, "cudaMemcpyAsync");
   if (!st) return kErrorInvalidResourceHandle;
+  if (async_copy_left_ == 0) return kErrorInvalidValue;
+  if (async_copy_left_ > 0) --async_copy_left_;
   Allocation* a = device_allocation(dst, bytes);
   if (!a) {
     violation("cudaMemcpyAsync to [" + hex(dst) + ", +" + std::to_string(bytes) + "): outside any device allocation");

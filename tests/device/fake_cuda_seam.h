@@ -50,6 +50,8 @@ class FakeCudaRuntime final : public cuda::Runtime {
   // one after it; -1: none fails.
   void fail_device_malloc_after(int n);
   void fail_pinned_after(int n);
+  // The (n+1)-th next cudaMemcpyAsync fails with kErrorInvalidValue, and every one after it.
+  void fail_async_copy_after(int n);
 
   std::vector<std::string> violations() const;
   // Whether any thread made a context on `device` (cudaSetDevice to it, or a call that needs a
@@ -133,7 +135,7 @@ class FakeCudaRuntime final : public cuda::Runtime {
   int next_handle_ = 1;
   std::vector<uint64_t> used_;  // device bytes per device
   std::vector<bool> contexts_;  // per device: made by some thread
-  int device_malloc_left_ = -1, pinned_left_ = -1;
+  int device_malloc_left_ = -1, pinned_left_ = -1, async_copy_left_ = -1;
   Counts counts_;
   std::vector<std::string> violations_;
   std::mt19937 rng_;

@@ -221,6 +221,33 @@ TEST(FakeCuda, AFailedDeviceAllocationNamesTheCallAndTheNeed) {
   EXPECT_EQ(load_mismatches(ckpt, *device, {}), "");  // the device is still usable
 }
 
+// Review F5: a copy that fails inside a staged (transposed) copy unit. DeepSeek FP8's
+// k_b_proj_trans pieces are read whole into staging buffers (pread) and copied out under a CUDA
+// region; failing each of the first copies in turn runs that error path at every point of the
+// load. The staging buffer goes back once (a second give-back let two read workers fill it at
+// once); the load fails naming the runtime's error, the fake sees no misuse, and the device loads
+// bit-exact afterwards.
+TEST(FakeCuda, AFailedCopyInAStagedUnitFailsTheLoadAndLeavesTheDeviceUsable) {
+  TempDir dir;
+  const auto ckpt = synth(dir, "deepseek_v3", "--fp8");
+  auto fake = std::make_shared<FakeCudaRuntime>();
+  auto device = make_cuda_device(0, fake, kSetups[0].tuning);
+  for (int after : {0, 3, 17, 60}) {
+    fake->fail_async_copy_after(after);
+    try {
+      load(ckpt, *device, {2, 0, 2}, IoMode::kPread, 64 << 10);
+      ADD_FAILURE() << "a failing cudaMemcpyAsync after " << after << " copies went unnoticed";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cudaErrorInvalidValue"), std::string::npos) << e.what();
+    }
+    fake->fail_async_copy_after(-1);
+    device->synchronize();
+  }
+  EXPECT_TRUE(fake->violations().empty()) << joined(fake->violations());
+  EXPECT_EQ(load_mismatches(ckpt, *device, {2, 0, 2}, IoMode::kPread, 64 << 10), "");
+  EXPECT_TRUE(fake->violations().empty()) << joined(fake->violations());
+}
+
 // Pinned memory short: the device opens with fewer slabs (a warning) and loads the same bytes;
 // with none at all, opening it is the error.
 TEST(FakeCuda, PinnedMemoryShortfallMeansFewerSlabsNotAFailedLoad) {

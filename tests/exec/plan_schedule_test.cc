@@ -84,7 +84,7 @@ class PlanSchedule : public ::testing::Test {
   void SetUp() override {
     write_safetensors(dir_ / "model.safetensors", {f32_tensor("big", {512, 64}, 1), f32_tensor("shared", {64, 32}, 2),
                                                    f32_tensor("t", {32, 16}, 3), f32_tensor("tail", {16}, 4)});
-    catalog_ = Catalog::build(discover_shards(dir_.path()));
+    catalog_ = std::make_shared<const Catalog>(Catalog::build(discover_shards(dir_.path())));
     ModelSpec spec;
     spec.plugin = "test";
     spec.architecture = "Test";
@@ -110,10 +110,10 @@ class PlanSchedule : public ::testing::Test {
     o.chunk_bytes = chunk_bytes;
     return LoadPlan::build(spec_, catalog_, RenameTable(), o);
   }
-  const TensorRecord& record(const std::string& name) const { return *catalog_.find(name); }
+  const TensorRecord& record(const std::string& name) const { return *catalog_->find(name); }
 
   TempDir dir_;
-  Catalog catalog_;
+  std::shared_ptr<const Catalog> catalog_;
   ModelSpec spec_;
 };
 
@@ -200,7 +200,7 @@ TEST_F(PlanSchedule, ExecutorReadsInThePlansOrderAndReleasesASharedSourceOnceAft
       exec.read_workers = workers;
       exec.workers = workers;
       exec.prefetch = ExecOptions::Prefetch::kOff;
-      const LoadedModel m = execute_plan(p, catalog_, *device, exec);
+      const LoadedModel m = execute_plan(p, *device, exec);
       const auto events = rec.events();
       std::vector<std::pair<uint64_t, uint64_t>> reads;
       size_t last_shared_read = 0, shared_releases = 0, shared_release_at = 0;
@@ -295,8 +295,8 @@ TEST(PlanScheduleMtp, SharedMtpLayerIsReleasedOnceAfterItsLastReader) {
     }
     EXPECT_FALSE(releases.empty());
     // The shared layer really is read twice.
-    const TensorRecord& shared = prepared->catalog.require("model.layers.3.eh_proj.weight");
-    const std::string shared_file = prepared->catalog.shard_path(shared.shard).string();
+    const TensorRecord& shared = prepared->catalog->require("model.layers.3.eh_proj.weight");
+    const std::string shared_file = prepared->catalog->shard_path(shared.shard).string();
     for (const auto& e : events) {
       shared_reads += e.kind == RecordingFs::Event::kRead && e.file == shared_file && e.begin < shared.offset + shared.nbytes &&
                       shared.offset < e.end;
@@ -339,7 +339,7 @@ TEST_F(PlanSchedule, OneDecisionWhetherAPlanMayRun) {
   ASSERT_FALSE(p.ok());
   auto device = make_device("host");
   try {
-    execute_plan(p, catalog_, *device, ExecOptions{});
+    execute_plan(p, *device, ExecOptions{});
     FAIL() << "an incomplete plan ran";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kValidation);
@@ -354,7 +354,7 @@ TEST_F(PlanSchedule, OneDecisionWhetherAPlanMayRun) {
   }
   ExecOptions exec;
   exec.allow_partial = true;
-  const LoadedModel m = execute_plan(p, catalog_, *device, exec);
+  const LoadedModel m = execute_plan(p, *device, exec);
   EXPECT_EQ(m.find("p_missing"), nullptr);
   EXPECT_NE(m.find("p_last"), nullptr);
 }

@@ -162,7 +162,7 @@ TEST(MappingRegistryTest, SearchPathOrder) {
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::kNotFound);
       EXPECT_TRUE(contains(e.what(), (cli / "missing").string()));
-      EXPECT_TRUE(contains(e.what(), "--mappings"));
+      EXPECT_TRUE(contains(e.what(), "mappings folder"));  // the setting, not a CLI flag
     }
   }
 }

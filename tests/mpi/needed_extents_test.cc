@@ -94,7 +94,7 @@ std::vector<FileRange> expanded(const std::vector<FileExtent>& extents) {
 // Every read the rank's schedule issues is served by a store over `extents` (the contents are
 // not what is checked here: the mpirun tests load from exchanged stores bit-exactly).
 void expect_store_serves_the_schedule(const PreparedLoad& prepared, const std::vector<FileExtent>& extents) {
-  mpi::ExtentStoreFileSystem store(prepared.catalog, extents);
+  mpi::ExtentStoreFileSystem store(*prepared.catalog, extents);
   const LoadPlan& plan = *prepared.plan;
   std::vector<UnitSegment> segs;
   size_t reads = 0;

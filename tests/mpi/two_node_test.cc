@@ -181,7 +181,7 @@ TEST_F(TwoNodes, DeviceCudaIsTheNodeLocalGpu) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.exit_code, 124) << "a rank hung:\n" << r.err;
   for (int rank = 0; rank < 4; ++rank) {
-    const std::string want = "wmap[rank " + std::to_string(rank) + "/4]: error during device: --device cuda:" + std::to_string(rank % 2);
+    const std::string want = "wmap[rank " + std::to_string(rank) + "/4]: error during device: device cuda:" + std::to_string(rank % 2);
     if (cuda_device_count(&why) == 1 && rank % 2 == 0) continue;  // cuda:0 exists: that rank opened it
     EXPECT_NE(r.err.find(want), std::string::npos) << want << "\n" << r.err;
   }

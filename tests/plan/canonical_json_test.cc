@@ -24,9 +24,9 @@ const std::string kCatalogCanonical =
     R"({"name":"m.weight","dtype":"F32","shape":[2,2],"file":"model.safetensors","offset":88,"nbytes":16}]})" "\n";
 const std::string kCatalogId = "14a8fd23af26df1930b0d02843baa9b0719c7968848d077bb17bc440773f474a";
 const std::string kPlanJson =
-    R"({"format":"wmap-plan","version":3,"plan_id":"da624ef4bea075869857497e49edd719e7f7f35339a231aca27a258)"
-    R"(17e97df7e","catalog_id":"14a8fd23af26df1930b0d02843baa9b0719c7968848d077bb17bc440773f474a","plugin":)"
-    R"("pin","architecture":"PinForCausalLM","layout":{"tp_size":1,"tp_rank":0,"ep_size":1,"target":"trtllm")"
+    R"({"format":"wmap-plan","version":3,"plan_id":"bc1d59accc50892457d0c2076220320664bf3ab32f86bc5dab71be1)"
+    R"(1d2e4ff75","catalog_id":"14a8fd23af26df1930b0d02843baa9b0719c7968848d077bb17bc440773f474a","plugin":)"
+    R"("pin","architecture":"PinForCausalLM","layout":{"tp_size":1,"tp_rank":0,"ep_size":1,"mtp_layers":null,"target":"trtllm")"
     R"(,"attention_dp":false,"gpus_per_node":8},"ok":true,"cove)"
     R"(rage":"complete: 2 parameters (24 bytes) from 2 of 2 checkpoint tensors","bytes_to_load":24,"bytes_t)"
     R"(o_read":24,"problems":[],"params":[)" "\n"
@@ -38,7 +38,7 @@ const std::string kPlanJson =
     R"(":[0,1],"schedule":{"chunk_bytes":16777216,"unit_fields":["kind","shard","begin","end","segments","p)"
     R"(aram","piece","releases"],"units":[)" "\n"
     R"(["read",0,88,112,2,null,null,[88,112]]]}})" "\n";
-const std::string kPlanId = "da624ef4bea075869857497e49edd719e7f7f35339a231aca27a25817e97df7e";
+const std::string kPlanId = "bc1d59accc50892457d0c2076220320664bf3ab32f86bc5dab71be11d2e4ff75";
 
 Catalog tiny_catalog() {
   ShardRecord shard;
@@ -61,7 +61,7 @@ TEST(CanonicalJson, CatalogTextAndContentIdArePinned) {
 }
 
 TEST(CanonicalJson, PlanTextAndPlanIdArePinned) {
-  const Catalog cat = tiny_catalog();
+  const auto cat = std::make_shared<const Catalog>(tiny_catalog());
   ModelSpec spec;
   spec.plugin = "pin";
   spec.architecture = "PinForCausalLM";

@@ -391,7 +391,7 @@ TEST(PluginSearchPath, MissingCliDirIsAnError) {
   ASSERT_TRUE(err);
   EXPECT_EQ(err->code(), ErrorCode::kNotFound);
   EXPECT_HAS(err->what(), (dir / "nope").string());
-  EXPECT_HAS(err->what(), "--plugin-dir");
+  EXPECT_HAS(err->what(), "plugin_dir folder");  // the setting, not a CLI flag
   test::write_file(dir / "file", "x");
   EXPECT_TRUE(capture([&] { plugin_search_path(dir / "file", dir.path()); }));
 }

@@ -31,12 +31,12 @@ class IoFault : public ::testing::Test {
     session_ = std::make_unique<LoaderSession>(loader_options(ckpt_));
     prepared_ = session_->prepare();
     ASSERT_TRUE(prepared_->plan->ok());
-    ASSERT_EQ(prepared_->catalog.shards().size(), 2u);
+    ASSERT_EQ(prepared_->catalog->shards().size(), 2u);
   }
   // The largest tensor of shard `s` (its data is read by every load of rank 0).
   const TensorRecord& big_tensor(uint32_t s) const {
     const TensorRecord* best = nullptr;
-    for (const auto& r : prepared_->catalog.tensors()) {
+    for (const auto& r : prepared_->catalog->tensors()) {
       if (r.shard == s && (!best || r.nbytes > best->nbytes)) best = &r;
     }
     return *best;
@@ -138,7 +138,7 @@ TEST_F(IoFault, ShortDataReadNamesShardAndOffset) {
 TEST_F(IoFault, RealShortReadOfAShardTruncatedAfterOpenUnderPread) {
   // The real PosixFile: the shard shrinks on disk after it was opened; pread returns 0 bytes.
   FaultInjectionFs faulty;
-  faulty.truncate_after_open(kShard2, prepared_->catalog.shards()[1].header_bytes + 8);
+  faulty.truncate_after_open(kShard2, prepared_->catalog->shards()[1].header_bytes + 8);
   expect_failed_load(faulty, IoMode::kPread, {kShard2, "unexpected end of file at offset"});
 }
 
@@ -244,7 +244,7 @@ TEST_F(IoFault, CliEioOnTensorDataExitsOneNamingShardAndOffset) {
       << res.err;
   const uint64_t at = std::stoull(m[1]);
   EXPECT_LE(at, r.offset + r.nbytes / 2) << res.err;
-  EXPECT_GE(at, prepared_->catalog.shards()[1].header_bytes + 8) << res.err;
+  EXPECT_GE(at, prepared_->catalog->shards()[1].header_bytes + 8) << res.err;
   EXPECT_EQ(res.out.find("loaded"), std::string::npos) << res.out;
   EXPECT_EQ(count_lines(res.err), 1) << res.err;
 }

@@ -42,7 +42,7 @@ inline void synth(const std::string& family, const std::filesystem::path& dir, c
 class CountingDevice final : public Device {
  public:
   explicit CountingDevice(std::unique_ptr<Device> base) : base_(std::move(base)) {}
-  std::string name() const override { return base_->name(); }
+  DeviceSpec spec() const override { return base_->spec(); }
   std::shared_ptr<DeviceBuffer> allocate(uint64_t bytes) override {
     auto b = base_->allocate(bytes);
     ++allocated_;

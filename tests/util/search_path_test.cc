@@ -28,11 +28,11 @@ TEST(SearchPath, ExplicitThenEnvironmentThenDefaultsWithoutEmptiesMissingOrDupli
 TEST(SearchPath, AnExplicitFolderMustExist) {
   test::TempDir a;
   try {
-    search_path({a / "nope"}, "--plugin-dir", "WMAP_TEST_SEARCH_PATH", {a.path()});
+    search_path({a / "nope"}, "plugin_dir", "WMAP_TEST_SEARCH_PATH", {a.path()});
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kNotFound);
-    EXPECT_NE(std::string(e.what()).find((a / "nope").string() + ": --plugin-dir folder"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find((a / "nope").string() + ": plugin_dir folder"), std::string::npos) << e.what();
   }
 }
 

@@ -24,7 +24,6 @@ struct LoadOptions {
   std::string prefault = "on";
   bool allow_partial = false;
   std::string io_policy = "native";
-  bool tp_rank_given = false;
 };
 
 std::string replace_rank(std::string s, uint32_t rank) {
@@ -34,20 +33,19 @@ std::string replace_rank(std::string s, uint32_t rank) {
 
 int run_load(const LoadOptions& o) {
   if (o.common.checkpoint.empty()) throw Error(ErrorCode::kInvalidArgument, "wmap load needs the checkpoint DIR");
-  LoaderOptions lo = to_loader_options(o.common);
-  lo.allow_partial = o.allow_partial;
   // Under mpirun: the rank comes from MPI and each phase below is agreed by every rank.
-  RankContext ranks(o.io_policy, lo.layout, o.tp_rank_given, o.common.gpus_per_node_given);
-  lo.layout = ranks.layout();
+  RankContext ranks(o.io_policy, o.common.layout);
+  LoaderOptions lo = to_loader_options(o.common, ranks.layout());
   auto session = ranks.phase("startup", [&] { return std::make_unique<LoaderSession>(lo); });
   // Before the catalog: a rank without its GPU stops every rank at once.
   // Opening a CUDA device pins its staging: set-up, reported apart from the load's streaming.
   const auto device_t0 = std::chrono::steady_clock::now();
-  auto device = ranks.phase("device", [&] { return make_device(ranks.device_spec(o.device)); });
+  auto device = ranks.phase("device", [&] { return make_device(ranks.device_spec(DeviceSpec::parse(o.device))); });
   const double device_open_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - device_t0).count();
   auto prepared = ranks.phase("catalog/plan", [&] { return session->prepare(); });
   report_plan(*prepared, true);
   ExecOptions exec;
+  exec.allow_partial = o.allow_partial;
   // The values were checked when parsing (CLI::IsMember on each option below).
   exec.io = o.io == "mmap" ? IoMode::kMmap : o.io == "pread" ? IoMode::kPread : IoMode::kAuto;
   exec.prefetch = o.prefetch == "on"    ? ExecOptions::Prefetch::kOn
@@ -103,10 +101,7 @@ int run_load(const LoadOptions& o) {
     j["catalog_seconds"] = prepared->catalog_seconds;
     j["plan_seconds"] = prepared->plan_seconds;
     j["plan_id"] = prepared->plan->plan_id();
-    const Layout& l = prepared->plan->layout();
-    j["layout"] = {{"tp_size", l.tp_size}, {"tp_rank", l.tp_rank}, {"ep_size", l.ep_size},
-                   {"target", std::string(target_name(l.target))}, {"attention_dp", l.attention_dp},
-                   {"gpus_per_node", l.gpus_per_node}};
+    j["layout"] = nlohmann::ordered_json::parse(prepared->plan->layout().to_json());  // as `wmap plan --json`
     ranks.add_json_fields(j, s);
     print_json_line(j);
   } else {
@@ -155,11 +150,7 @@ Runner add_load(CLI::App& app) {
                   "stripes) or exchange (each byte read once, sent over MPI)")
       ->check(CLI::IsMember({"native", "rank-striped", "exchange"}))
       ->capture_default_str();
-  return [o, sub] {
-    o->tp_rank_given = sub->get_option("--tp-rank")->count() > 0;
-    o->common.gpus_per_node_given = sub->get_option("--gpus-per-node")->count() > 0;
-    return run_load(*o);
-  };
+  return [o] { return run_load(*o); };
 }
 
 }  // namespace wmap::cli

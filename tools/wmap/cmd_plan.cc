@@ -21,7 +21,7 @@ size_t check_expected(const LoadPlan& plan, const std::string& file) {
 }
 
 int run_plan(const CommonLoadOptions& o, const std::string& expect) {
-  LoaderSession session(to_loader_options(o));
+  LoaderSession session(to_loader_options(o, layout_from_options(o.layout)));
   auto prepared = session.prepare();
   const LoadPlan& plan = *prepared->plan;
   if (o.json) {
@@ -30,8 +30,8 @@ int run_plan(const CommonLoadOptions& o, const std::string& expect) {
   } else {
     std::printf("architecture: %s (plugin %s%s)\n", prepared->architecture.c_str(), prepared->plugin->name.c_str(),
                 prepared->mapping ? (", mapping " + prepared->mapping->file.filename().string()).c_str() : "");
-    std::printf("layout: %s\n", o.tp_size ? session.options().layout.to_string().c_str() : "");
-    std::printf("catalog: %zu tensors in %zu shards\n", prepared->catalog.size(), prepared->catalog.shards().size());
+    std::printf("layout: %s\n", plan.layout().to_string().c_str());
+    std::printf("catalog: %zu tensors in %zu shards\n", prepared->catalog->size(), prepared->catalog->shards().size());
     std::printf("plan: %s\n", plan.coverage().c_str());
     std::printf("bytes: %llu to load, %llu to read; catalog %.3fs, plan %.3fs\n",
                 static_cast<unsigned long long>(plan.bytes_to_load()), static_cast<unsigned long long>(plan.bytes_to_read()),

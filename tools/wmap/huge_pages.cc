@@ -12,6 +12,8 @@
 #include <fstream>
 #include <string>
 
+#include "wmap/util/env.h"
+
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
 #define WMAP_FOREIGN_ALLOCATOR 1
@@ -55,9 +57,8 @@ void use_huge_pages_for_metadata(int argc, char** argv) {
 #ifndef WMAP_FOREIGN_ALLOCATOR
   decision = "off (only inspect and plan use them; load maps its parameter buffers huge itself)";
   if (!metadata_command(argc, argv)) return;
-  const char* opt = std::getenv("WMAP_HUGE_PAGES");
   decision = "off (WMAP_HUGE_PAGES=0)";
-  if (opt != nullptr && std::strcmp(opt, "0") == 0) return;
+  if (!env_switch_on("WMAP_HUGE_PAGES")) return;
   const char* tunables = std::getenv("GLIBC_TUNABLES");
   if (tunables != nullptr && std::strstr(tunables, "glibc.malloc.hugetlb") != nullptr) {
     decision = std::string("as GLIBC_TUNABLES says (") + tunables + ")";

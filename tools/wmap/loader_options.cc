@@ -1,24 +1,44 @@
 #include "loader_options.h"
 
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 
 namespace wmap::cli {
 
+namespace {
+// A count option: a non-negative integer that fits 32 bits, else the option's name and the value
+// (CLI11's own checks print a double range or "Could not convert").
+CLI::Validator count_value() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) return "'" + s + "' is not a non-negative integer";
+        if (s.size() > 10 || std::stoull(s) > UINT32_MAX) return "'" + s + "' is larger than 4294967295";
+        return "";
+      },
+      "UINT");
+}
+}  // namespace
+
 void add_common_load_options(CLI::App& sub, CommonLoadOptions& o) {
-  sub.add_option("--tp-size", o.tp_size, "Tensor-parallel size T")->capture_default_str();
-  sub.add_option("--tp-rank", o.tp_rank, "This rank, 0 <= R < T")->capture_default_str();
-  sub.add_option("--ep-size", o.ep_size, "Expert-parallel size P (divides T)")->capture_default_str();
-  sub.add_option("--mtp-layers", o.mtp_layers, "MTP layers K to instantiate (default: the checkpoint's; target vllm: none)");
-  sub.add_option("--target", o.target, "Whose parameters to produce: trtllm (TensorRT-LLM's PyTorch backend) or vllm")
-      ->check(CLI::IsMember({"trtllm", "vllm"}))
+  LayoutOptions& l = o.layout;
+  const Layout defaults;
+  sub.add_option("--tp-size", l.tp_size, "Tensor-parallel size T")->check(count_value())->capture_default_str();
+  sub.add_option("--tp-rank", l.tp_rank, "This rank, 0 <= R < T (default 0; under mpirun the MPI rank)")->check(count_value());
+  sub.add_option("--ep-size", l.ep_size, "Expert-parallel size P (divides T)")->check(count_value())->capture_default_str();
+  sub.add_option("--mtp-layers", l.mtp_layers, "MTP layers K to instantiate (default: the checkpoint's; target vllm: none)")
+      ->check(count_value());
+  sub.add_option("--target", l.target, "Whose parameters to produce: trtllm (TensorRT-LLM's PyTorch backend) or vllm")
+      ->check(CLI::IsMember(target_names()))
       ->capture_default_str();
-  sub.add_flag("--attention-dp", o.attention_dp,
+  sub.add_flag("--attention-dp", l.attention_dp,
                "TensorRT-LLM's attention data parallelism: attention, dense MLPs, shared experts and embeddings "
                "replicated; only routed experts split");
-  sub.add_option("--gpus-per-node", o.gpus_per_node,
-                 "GPUs per node G; caps TensorRT-LLM's gcd split of DeepSeek's dense MLP (default 8; under mpirun the "
-                 "node's rank count)");
+  sub.add_option("--gpus-per-node", l.gpus_per_node,
+                 "GPUs per node G; caps TensorRT-LLM's gcd split of DeepSeek's dense MLP (default " +
+                     std::to_string(defaults.gpus_per_node) + "; under mpirun the node's rank count)")
+      ->check(count_value());
   sub.add_option("--catalog", o.catalog, "A catalog saved by `wmap inspect --save-catalog`");
   sub.add_option("--config", o.config, "config.json (default: the checkpoint's)");
   sub.add_option("--plugin-dir", o.plugin_dir, "Folder searched first for plugins");
@@ -27,33 +47,21 @@ void add_common_load_options(CLI::App& sub, CommonLoadOptions& o) {
   sub.add_flag("--prefer-consolidated", o.prefer_consolidated, "Use consolidated*.safetensors over sharded files");
 }
 
-LoaderOptions to_loader_options(const CommonLoadOptions& o) {
+LoaderOptions to_loader_options(const CommonLoadOptions& o, const Layout& layout) {
   LoaderOptions l;
   if (!o.checkpoint.empty()) l.checkpoint = o.checkpoint;
   if (!o.catalog.empty()) l.catalog_file = o.catalog;
   if (!o.config.empty()) l.config_file = o.config;
   if (!o.plugin_dir.empty()) l.plugin_dir = o.plugin_dir;
   if (!o.mappings.empty()) l.mappings_dir = o.mappings;
-  LayoutOptions lo;
-  lo.tp_size = o.tp_size;
-  lo.tp_rank = o.tp_rank;
-  lo.ep_size = o.ep_size;
-  lo.mtp_layers = o.mtp_layers >= 0 ? std::optional<uint32_t>(o.mtp_layers) : std::nullopt;
-  lo.target = o.target;
-  lo.attention_dp = o.attention_dp;
-  lo.gpus_per_node = o.gpus_per_node;
-  l.layout = layout_from_options(lo);
+  l.layout = layout;
   l.prefer_consolidated = o.prefer_consolidated;
   return l;
 }
 
 void report_plan(const PreparedLoad& prepared, bool quiet_ok) {
-  const LoadPlan& plan = *prepared.plan;
-  for (const auto& p : plan.problems()) {
-    std::fprintf(stderr, "wmap: %s: %s\n", std::string(problem_kind_name(p.kind)).c_str(), p.message.c_str());
-  }
-  for (const auto& w : plan.warnings()) std::fprintf(stderr, "wmap: warning: %s\n", w.c_str());
-  if (!plan.ok() || !quiet_ok) std::fprintf(stderr, "wmap: plan %s\n", plan.coverage().c_str());
+  const std::string text = prepared.plan->report(!quiet_ok);
+  std::fwrite(text.data(), 1, text.size(), stderr);
 }
 
 void keep_until_exit(std::unique_ptr<PreparedLoad> prepared) {

@@ -13,21 +13,17 @@ namespace wmap::cli {
 
 struct CommonLoadOptions {
   std::string checkpoint, catalog, config, plugin_dir, mappings;
-  uint32_t tp_size = 1, tp_rank = 0, ep_size = 1;
-  int mtp_layers = -1;
-  std::string target = "trtllm";
-  bool attention_dp = false;
-  uint32_t gpus_per_node = 8;
-  bool gpus_per_node_given = false;  // set after parsing: under MPI the default is the node's rank count
+  LayoutOptions layout;  // the layout options are bound straight to the core's type
   bool json = false;
   bool prefer_consolidated = false;
 };
 
 void add_common_load_options(CLI::App& sub, CommonLoadOptions& o);
-// The loader options of `o`; the layout is validated here (layout_from_options), so a bad layout
-// is reported with the core's wording (`tp_rank 2 is not below tp_size 2`), as the Python module does.
-LoaderOptions to_loader_options(const CommonLoadOptions& o);
-// Prints the plan's problems (one line each, stderr) and its coverage verdict.
+// The loader options of `o` with `layout` (validated by the caller: layout_from_options, or the
+// RankContext under mpirun), so a bad layout is reported with the core's wording
+// (`tp_rank 2 is not below tp_size 2`), as the Python module does.
+LoaderOptions to_loader_options(const CommonLoadOptions& o, const Layout& layout);
+// Prints the plan's problems (one line each, stderr) and its coverage verdict (LoadPlan::report).
 void report_plan(const PreparedLoad& prepared, bool quiet_ok);
 // Hands a prepared load to a static owner: the CLI exits right after the command (main.cc skips
 // teardown), so a 92k-tensor catalog and plan are not freed piece by piece.

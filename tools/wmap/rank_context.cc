@@ -34,11 +34,8 @@ struct RankContext::Impl {
 #endif
 };
 
-RankContext::RankContext(const std::string& io_policy, const Layout& requested, bool tp_rank_given, bool gpus_per_node_given)
-    : impl_(std::make_unique<Impl>()) {
+RankContext::RankContext(const std::string& io_policy, const LayoutOptions& requested) : impl_(std::make_unique<Impl>()) {
   impl_->requested = mpi::parse_io_policy(io_policy);
-  impl_->layout = requested;
-  impl_->rank = requested.tp_rank;
   impl_->host = mpi::host_name();
 #ifdef WMAP_HAVE_MPI
   if (mpi::launched_under_mpi()) {
@@ -57,26 +54,28 @@ RankContext::RankContext(const std::string& io_policy, const Layout& requested, 
                                                      " MPI ranks launched: run one rank per tensor-parallel rank (mpirun -np " +
                                                      std::to_string(requested.tp_size) + ")");
       }
-      if (tp_rank_given && requested.tp_rank != impl_->rank) {
-        throw Error(ErrorCode::kInvalidArgument, "--tp-rank " + std::to_string(requested.tp_rank) + " differs from this process's MPI rank " +
+      if (requested.tp_rank && *requested.tp_rank != impl_->rank) {
+        throw Error(ErrorCode::kInvalidArgument, "--tp-rank " + std::to_string(*requested.tp_rank) + " differs from this process's MPI rank " +
                                                      std::to_string(impl_->rank) + " (under mpirun the rank comes from MPI; drop --tp-rank)");
       }
+      LayoutOptions mine = requested;
+      mine.tp_rank = impl_->rank;  // below tp_size: tp_size is the world size
+      if (!mine.gpus_per_node) mine.gpus_per_node = static_cast<uint32_t>(w.node_size());
+      impl_->layout = layout_from_options(mine);
     } catch (...) {
       error = std::current_exception();
     }
     agree("the launch", error);
-    impl_->layout.tp_rank = impl_->rank;  // below tp_size: tp_size is the world size
-    if (!gpus_per_node_given) impl_->layout.gpus_per_node = static_cast<uint32_t>(w.node_size());
     return;
   }
 #else
   if (mpi::launched_under_mpi()) {
     std::fprintf(stderr, "wmap: warning: launched by an MPI launcher, but this wmap was built without MPI (WMAP_MPI=OFF): "
-                         "loading as a single process with --tp-rank %u\n", requested.tp_rank);
+                         "loading as a single process with --tp-rank %u\n", requested.tp_rank.value_or(0));
   }
 #endif
-  (void)tp_rank_given;
-  (void)gpus_per_node_given;
+  impl_->layout = layout_from_options(requested);
+  impl_->rank = impl_->layout.tp_rank;
   if (impl_->requested != IoPolicy::kNative) impl_->reason = "not launched under MPI: a single process has nothing to share";
 }
 
@@ -99,8 +98,8 @@ bool RankContext::multi_rank() const {
 #endif
 }
 
-std::string RankContext::device_spec(const std::string& requested) const {
-  if (requested != "cuda") return requested;
+DeviceSpec RankContext::device_spec(const DeviceSpec& requested) const {
+  if (!requested.is_cuda() || requested.index_given) return requested;
   int local = 0;
 #ifdef WMAP_HAVE_MPI
   if (impl_->world) local = impl_->world->node_rank();
@@ -108,7 +107,7 @@ std::string RankContext::device_spec(const std::string& requested) const {
   // A launcher that gives each rank exactly one visible GPU (CUDA_VISIBLE_DEVICES per rank, as
   // SLURM's --gpus-per-task does) numbers it 0 in every rank.
   if (cuda_device_count() == 1) local = 0;
-  return "cuda:" + std::to_string(local);
+  return DeviceSpec::cuda(local);
 }
 
 void RankContext::agree(std::string_view phase, std::exception_ptr error) {

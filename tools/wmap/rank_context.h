@@ -22,10 +22,10 @@ namespace wmap::cli {
 
 class RankContext {
  public:
-  // `requested` is the layout from the options; under MPI this rank's layout() takes its
-  // tp_rank from MPI (an explicit --tp-rank, `tp_rank_given`, must match it).
-  // Unless `gpus_per_node_given`, a rank under MPI takes gpus_per_node from its node's rank count.
-  RankContext(const std::string& io_policy, const Layout& requested, bool tp_rank_given, bool gpus_per_node_given);
+  // `requested` is the layout the options ask for; under MPI this rank's layout() takes its
+  // tp_rank from MPI (an explicit tp_rank must match it) and, unless given, gpus_per_node from its
+  // node's rank count. The layout is validated here (under MPI, agreed by every rank).
+  RankContext(const std::string& io_policy, const LayoutOptions& requested);
   ~RankContext();
 
   // The layout this process loads: `requested` with this rank's tp_rank.
@@ -37,7 +37,7 @@ class RankContext {
   auto phase(std::string_view name, Fn&& fn) -> decltype(fn());
   // The --device spec this rank loads onto: `cuda` without an index is the GPU at this rank's
   // position on its node (cuda:<node-local rank>; cuda:0 for a single process).
-  std::string device_spec(const std::string& requested) const;
+  DeviceSpec device_spec(const DeviceSpec& requested) const;
   // The I/O policy's step before the load; points exec.fs at the exchanged bytes when needed.
   // `device`: where the parameters land (the exchange's memory check counts them on the host).
   void before_load(const PreparedLoad& prepared, const Device& device, ExecOptions& exec);

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <utility>
+#include <mutex>
 #include <vector>
 
 #include "staging_ring.h"
@@ -216,7 +217,7 @@ class CudaDevice final : public Device {
     destroy_streams();
   }
 
-  std::string name() const override { return name_; }
+  DeviceSpec spec() const override { return DeviceSpec::cuda(index_); }
   bool stages_writes() const override { return true; }
   bool can_defer(const std::string& transform) const override { return is_invert_scale(transform); }
 
@@ -452,13 +453,31 @@ class CudaDevice final : public Device {
 
 }  // namespace
 
+namespace {
+std::mutex g_runtime_mutex;
+std::shared_ptr<Runtime> g_runtime_override;  // cuda::set_process_runtime (tests)
+
+std::shared_ptr<Runtime> process_runtime(std::string* reason) {
+  {
+    std::lock_guard lock(g_runtime_mutex);
+    if (g_runtime_override) return g_runtime_override;
+  }
+  return cuda::system_runtime(reason);
+}
+}  // namespace
+
+void cuda::set_process_runtime(std::shared_ptr<Runtime> runtime) {
+  std::lock_guard lock(g_runtime_mutex);
+  g_runtime_override = std::move(runtime);
+}
+
 std::unique_ptr<Device> make_cuda_device(int index, std::shared_ptr<cuda::Runtime> runtime, const CudaTuning& tuning) {
-  const std::string flag = "--device cuda:" + std::to_string(index);
+  const std::string flag = "device cuda:" + std::to_string(index);
   int count = 0;
   const int e = runtime->device_count(&count);
   if (e != Runtime::kSuccess || count == 0) {
     const std::string reason = e != Runtime::kSuccess ? "cudaGetDeviceCount failed: " + runtime->error_text(e) : "no CUDA device is present";
-    throw Error(ErrorCode::kUnsupported, flag + ": no usable CUDA device (" + reason + "); use --device host");
+    throw Error(ErrorCode::kUnsupported, flag + ": no usable CUDA device (" + reason + "); load onto host instead");
   }
   if (index >= count) {
     throw Error(ErrorCode::kUnsupported, flag + ": device " + std::to_string(index) + " of " + std::to_string(count) +
@@ -469,15 +488,15 @@ std::unique_ptr<Device> make_cuda_device(int index, std::shared_ptr<cuda::Runtim
 
 std::unique_ptr<Device> make_cuda_device(int index) {
   std::string reason;
-  auto runtime = cuda::system_runtime(&reason);
+  auto runtime = process_runtime(&reason);
   if (!runtime) {
-    throw Error(ErrorCode::kUnsupported, "--device cuda:" + std::to_string(index) + ": " + reason + "; use --device host");
+    throw Error(ErrorCode::kUnsupported, "device cuda:" + std::to_string(index) + ": " + reason + "; load onto host instead");
   }
   return make_cuda_device(index, std::move(runtime));
 }
 
 int cuda_device_count(std::string* reason) {
-  auto runtime = cuda::system_runtime(reason);
+  auto runtime = process_runtime(reason);
   if (!runtime) return 0;
   int count = 0;
   const int e = runtime->device_count(&count);

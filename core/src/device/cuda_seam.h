@@ -64,4 +64,9 @@ class Runtime {
 // is not decided here: that is device_count()).
 std::shared_ptr<Runtime> system_runtime(std::string* reason);
 
+// Puts `runtime` behind make_device("cuda...") and cuda_device_count() for the whole process
+// instead of the system runtime (null: the system's again). For tests that drive a front end
+// (the Python module) through the checking fake; exported from libwmap, declared only here.
+void set_process_runtime(std::shared_ptr<Runtime> runtime);
+
 }  // namespace wmap::cuda

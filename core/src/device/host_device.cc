@@ -7,6 +7,7 @@
 #include "wmap/device/device.h"
 #include "wmap/io/file_io.h"
 #include "wmap/util/bytes_text.h"
+#include "wmap/util/env.h"
 #include "wmap/util/error.h"
 #include "wmap/util/log.h"
 
@@ -20,10 +21,7 @@ constexpr uint64_t kHugePage = uint64_t{2} << 20;
 // costs ~11 us to fault in, more than the copy into it, and one 2 MiB fault replaces 512 of them
 // (docs/performance.md). WMAP_HUGE_PAGES=0 turns it off.
 bool huge_pages_wanted() {
-  static const bool wanted = [] {
-    const char* v = std::getenv("WMAP_HUGE_PAGES");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool wanted = env_switch_on("WMAP_HUGE_PAGES");
   return wanted;
 }
 
@@ -78,7 +76,7 @@ class HostBuffer final : public DeviceBuffer {
 
 class HostDevice final : public Device {
  public:
-  std::string name() const override { return "host"; }
+  DeviceSpec spec() const override { return DeviceSpec::host(); }
   std::shared_ptr<DeviceBuffer> allocate(uint64_t bytes) override { return std::make_shared<HostBuffer>(bytes); }
   std::shared_ptr<DeviceBuffer> adopt(void* data, uint64_t bytes, const std::string&) override {
     return std::make_shared<HostBuffer>(data, bytes);
@@ -119,19 +117,11 @@ StagedRegion Device::begin_region(DeviceBuffer& buffer, uint64_t offset, uint64_
 
 std::unique_ptr<Device> make_cuda_device(int index);  // cuda_device.cc
 
-std::unique_ptr<Device> make_device(const std::string& spec) {
-  if (spec == "host" || spec == "cpu") return std::make_unique<HostDevice>();
-  if (spec.rfind("cuda", 0) == 0) {
-    int index = 0;
-    if (spec.size() > 4) {
-      if (spec[4] != ':' || spec.size() == 5 || spec.size() > 11 || spec.find_first_not_of("0123456789", 5) != std::string::npos) {
-        throw Error(ErrorCode::kInvalidArgument, "--device '" + spec + "': expected cuda:N");
-      }
-      index = std::stoi(spec.substr(5));
-    }
-    return make_cuda_device(index);
-  }
-  throw Error(ErrorCode::kInvalidArgument, "--device '" + spec + "': expected host or cuda:N");
+std::unique_ptr<Device> make_device(const DeviceSpec& spec) {
+  if (spec.is_host()) return std::make_unique<HostDevice>();
+  return make_cuda_device(spec.index);
 }
+
+std::unique_ptr<Device> make_device(std::string_view spec) { return make_device(DeviceSpec::parse(spec)); }
 
 }  // namespace wmap

@@ -43,7 +43,7 @@ bool is_floating(DType d) {
 class DestinationDevice final : public Device {
  public:
   DestinationDevice(Device& inner, const std::map<std::string, const Destination*>& by_name) : inner_(inner), by_name_(by_name) {}
-  std::string name() const override { return inner_.name(); }
+  DeviceSpec spec() const override { return inner_.spec(); }
   std::shared_ptr<DeviceBuffer> allocate(uint64_t bytes) override { return allocate(bytes, ""); }
   std::shared_ptr<DeviceBuffer> allocate(uint64_t bytes, const std::string& label) override {
     auto it = by_name_.find(label);
@@ -182,7 +182,7 @@ DestinationCheck check_destinations(const LoadPlan& plan, const std::vector<Dest
   return out;
 }
 
-LoadIntoReport execute_into(const LoadPlan& plan, const Catalog& catalog, Device& device,
+LoadIntoReport execute_into(const LoadPlan& plan, Device& device,
                             const std::vector<Destination>& destinations, const ExecOptions& options,
                             const DestinationOptions& dest_options) {
   plan.require_runnable(options.allow_partial);
@@ -196,7 +196,7 @@ LoadIntoReport execute_into(const LoadPlan& plan, const Catalog& catalog, Device
   for (const Destination& d : destinations) by_name.emplace(d.name, &d);
   DestinationDevice into(device, by_name);
   device.fence_external();  // the caller's queued work on its tensors comes first
-  LoadedModel model = exec_detail::PlanRunner(plan, catalog, into, options).run();
+  LoadedModel model = exec_detail::PlanRunner(plan, into, options).run();
   into.synchronize();
   LoadIntoReport r;
   r.stats = std::move(model.stats);

@@ -8,6 +8,7 @@
 #include "copy_kernels.h"
 #include "plan_runner.h"
 #include "wmap/format/safetensors_writer.h"
+#include "wmap/util/env.h"
 #include "wmap/util/error.h"
 
 namespace wmap {
@@ -33,23 +34,11 @@ unsigned default_staged_read_workers() {
 }
 
 unsigned worker_count_from_env(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr) return 0;
-  const std::string s(v);
-  unsigned long n = 0;
-  bool ok = !s.empty() && s.size() <= 6 && s.find_first_not_of("0123456789") == std::string::npos;
-  if (ok) {
-    n = std::stoul(s);
-    ok = n > 0 && n <= 4096;
-  }
-  if (!ok) {
-    throw Error(ErrorCode::kInvalidArgument,
-                std::string(name) + "='" + s + "': expected a positive integer number of workers (1..4096)");
-  }
-  return static_cast<unsigned>(n);
+  return static_cast<unsigned>(env_integer(name, 1, 4096, "a number of workers").value_or(0));
 }
 
-IoMode choose_io_mode(const LoadPlan& plan, const Catalog& catalog, std::string* reason) {
+IoMode choose_io_mode(const LoadPlan& plan, std::string* reason) {
+  const Catalog& catalog = plan.catalog();
   // Bytes of the shards this rank touches vs the bytes it needs from them.
   std::vector<bool> touched(catalog.shards().size());
   for (const auto& p : plan.params()) {
@@ -75,9 +64,9 @@ IoMode choose_io_mode(const LoadPlan& plan, const Catalog& catalog, std::string*
   return IoMode::kPread;
 }
 
-LoadedModel execute_plan(const LoadPlan& plan, const Catalog& catalog, Device& device, const ExecOptions& options) {
+LoadedModel execute_plan(const LoadPlan& plan, Device& device, const ExecOptions& options) {
   plan.require_runnable(options.allow_partial);
-  return exec_detail::PlanRunner(plan, catalog, device, options).run();
+  return exec_detail::PlanRunner(plan, device, options).run();
 }
 
 uint64_t dump_safetensors(const LoadedModel& model, Device& device, const std::filesystem::path& file) {

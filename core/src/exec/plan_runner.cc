@@ -19,17 +19,17 @@ int64_t ns_since(std::chrono::steady_clock::time_point t) {
 
 }  // namespace
 
-PlanRunner::PlanRunner(const LoadPlan& plan, const Catalog& catalog, Device& device, const ExecOptions& options)
+PlanRunner::PlanRunner(const LoadPlan& plan, Device& device, const ExecOptions& options)
     : plan_(plan),
-      catalog_(catalog),
+      catalog_(plan.catalog()),
       device_(device),
       options_(options),
       fs_(options.fs ? *options.fs : FileSystem::posix()),
       params_(plan.params()),
       schedule_(plan.schedule()),
       units_(schedule_.units()),
-      files_(catalog.shards().size()),
-      opened_(catalog.shards().size()),
+      files_(catalog_.shards().size()),
+      opened_(catalog_.shards().size()),
       state_(plan.params().size()),
       items_(plan.params().size(), 0),
       transforms_(plan.params().size()),
@@ -40,7 +40,7 @@ PlanRunner::PlanRunner(const LoadPlan& plan, const Catalog& catalog, Device& dev
 // I/O path, pool sizes, prefetch, and each parameter's count of work items.
 void PlanRunner::configure() {
   stats_.io_requested = std::string(io_mode_name(options_.io));
-  io_ = options_.io == IoMode::kAuto ? choose_io_mode(plan_, catalog_, &stats_.io_reason) : options_.io;
+  io_ = options_.io == IoMode::kAuto ? choose_io_mode(plan_, &stats_.io_reason) : options_.io;
   use_mmap_ = io_ == IoMode::kMmap;
   page_ = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   const size_t n_units = std::max<size_t>(1, units_.size());
@@ -152,11 +152,12 @@ void PlanRunner::read_worker() {
 
 void PlanRunner::load_worker() {
   Scratch scratch;
-  for (Job j; queue_->pop(j);) {
+  for (;;) {
+    Job j;  // its staging lease, if any, goes back when it leaves scope, once
+    if (!queue_->pop(j)) break;
     try {
       copy_unit(j, scratch);
     } catch (...) {
-      if (j.kind == Job::Kind::kCopyStaged) staging_->release(j.staging);
       fail();
     }
   }
@@ -183,7 +184,7 @@ void PlanRunner::read_unit(size_t ui, Scratch& scratch) {
   if (prefetch_ && u.kind != ReadUnit::Kind::kZero) admit(ui);
   switch (u.kind) {
     case ReadUnit::Kind::kZero:
-      queue_->push({Job::Kind::kZero, ui, u.param, 0});
+      queue_->push({Job::Kind::kZero, ui, u.param, {}});
       return;
     case ReadUnit::Kind::kCopy:
       return read_span(ui);
@@ -203,23 +204,18 @@ void PlanRunner::read_span(size_t ui) {
     read_bytes_ += len;
     ++read_calls_;
     read_ns_ += ns_since(t0);
-    queue_->push({Job::Kind::kCopyView, ui, u.param, 0});
+    queue_->push({Job::Kind::kCopyView, ui, u.param, {}});
     return;
   }
-  const size_t b = staging_->acquire(failed_);
-  if (b == SIZE_MAX) return;
-  auto& buf = staging_->buffer(b);
+  StagingLease lease = staging_->acquire(failed_);
+  if (!lease) return;
+  auto& buf = lease.buffer();
   if (buf.size() < len) buf.resize(len);
-  try {
-    f.read(u.begin, std::span(buf.data(), len));
-  } catch (...) {
-    staging_->release(b);
-    throw;
-  }
+  f.read(u.begin, std::span(buf.data(), len));  // a throw gives the lease back
   read_bytes_ += len;
   ++read_calls_;
   read_ns_ += ns_since(t0);
-  if (!queue_->push({Job::Kind::kCopyStaged, ui, u.param, b})) staging_->release(b);
+  queue_->push({Job::Kind::kCopyStaged, ui, u.param, std::move(lease)});  // refused: the lease goes back
 }
 
 // A read unit's runs: populated in the mapping (copied by the load pool), or read by preadv
@@ -237,7 +233,7 @@ void PlanRunner::read_runs(size_t ui, Scratch& scratch) {
       ++read_calls_;
     });
     read_ns_ += ns_since(t0);
-    queue_->push({Job::Kind::kCopyView, ui, 0, 0});
+    queue_->push({Job::Kind::kCopyView, ui, 0, {}});
     return;
   }
   scratch.reads.clear();
@@ -255,7 +251,7 @@ void PlanRunner::read_runs(size_t ui, Scratch& scratch) {
   for (const UnitSegment& s : segs) piece_done(s.param, 1, false);
 }
 
-void PlanRunner::copy_unit(const Job& job, Scratch& scratch) {
+void PlanRunner::copy_unit(Job& job, Scratch& scratch) {
   if (job.kind == Job::Kind::kFinish) return finish(job.param);
   scratch.regions.clear();
   const ReadUnit& u = units_[job.unit];
@@ -280,7 +276,7 @@ void PlanRunner::copy_unit(const Job& job, Scratch& scratch) {
 }
 
 // One piece cut (transposed, gathered) out of its span, from staging or the mapping.
-void PlanRunner::copy_piece_unit(const Job& job, Scratch& scratch) {
+void PlanRunner::copy_piece_unit(Job& job, Scratch& scratch) {
   const ReadUnit& u = units_[job.unit];
   const PlannedPiece& piece = params_[u.param].pieces[u.piece];
   std::vector<std::byte>& gathered = scratch.gathered;
@@ -296,9 +292,9 @@ void PlanRunner::copy_piece_unit(const Job& job, Scratch& scratch) {
   const TensorRecord* strided = piece.gathers_source() ? piece.record : nullptr;
   if (strided && gathered.size() < strided->nbytes) gathered.resize(strided->nbytes);
   if (job.kind == Job::Kind::kCopyStaged) {
-    CopyPieceCtx ctx{staging_->buffer(job.staging).data() - before, &g, dst, strided, gathered.data()};
+    CopyPieceCtx ctx{job.staging.buffer().data() - before, &g, dst, strided, gathered.data()};
     copy_piece_guarded(&ctx);
-    staging_->release(job.staging);
+    job.staging.release();  // free for the next read before the region closes (which may throw)
   } else {
     std::span<const std::byte> v = file_for(u.shard).view(u.begin, u.end - u.begin);
     CopyPieceCtx ctx{v.data() - before, &g, dst, strided, gathered.data()};
@@ -485,7 +481,7 @@ void PlanRunner::piece_done(uint32_t i, uint64_t items, bool in_load_pool) {
   if (in_load_pool) {
     finish(i);
   } else {
-    queue_->push({Job::Kind::kFinish, 0, i, 0});
+    queue_->push({Job::Kind::kFinish, 0, i, {}});
   }
 }
 
@@ -512,7 +508,7 @@ Error PlanRunner::sigbus_error(const ReadUnit& u, const std::byte* base, const v
   std::string where = (f >= base && f < base + (u.end - u.begin)) ? "offset " + std::to_string(u.begin + static_cast<uint64_t>(f - base))
                                                                    : "bytes [" + std::to_string(u.begin) + ", " + std::to_string(u.end) + ")";
   return Error(ErrorCode::kIo, catalog_.shard_path(u.shard).string() + ": the mapped file shrank during the load (SIGBUS at " +
-                                   where + "); load it with --io pread or keep the checkpoint unchanged while loading");
+                                   where + "); load it with the pread I/O path (io pread) or keep the checkpoint unchanged while loading");
 }
 
 }  // namespace wmap::exec_detail

@@ -26,7 +26,7 @@ namespace wmap::exec_detail {
 
 class PlanRunner {
  public:
-  PlanRunner(const LoadPlan& plan, const Catalog& catalog, Device& device, const ExecOptions& options);
+  PlanRunner(const LoadPlan& plan, Device& device, const ExecOptions& options);
   LoadedModel run();
 
  private:
@@ -66,8 +66,8 @@ class PlanRunner {
   void read_unit(size_t ui, Scratch& scratch);
   void read_span(size_t ui);
   void read_runs(size_t ui, Scratch& scratch);
-  void copy_unit(const Job& job, Scratch& scratch);
-  void copy_piece_unit(const Job& job, Scratch& scratch);
+  void copy_unit(Job& job, Scratch& scratch);
+  void copy_piece_unit(Job& job, Scratch& scratch);
   void copy_runs(size_t ui, Scratch& scratch);
   void finish(uint32_t param);  // transforms and publication once every byte is in
   void unit_consumed(size_t ui);
@@ -124,8 +124,8 @@ class PlanRunner {
   std::atomic<bool> failed_{false};
   std::exception_ptr error_;
   std::mutex error_mutex_;
-  std::unique_ptr<JobQueue> queue_;
   std::unique_ptr<StagingPool> staging_;
+  std::unique_ptr<JobQueue> queue_;  // after staging_: jobs still queued give their leases back first
 
   std::atomic<size_t> next_{0};  // the next unit a read worker claims
   std::mutex prefetch_mutex_;

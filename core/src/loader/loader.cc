@@ -61,7 +61,7 @@ std::optional<Error> as_load_failure(const Error& e) {
 
 LoaderSession::LoaderSession(const LoaderOptions& options) : options_(options) {
   if (!options_.checkpoint && !options_.catalog_file) {
-    throw Error(ErrorCode::kInvalidArgument, "give a checkpoint directory or --catalog FILE");
+    throw Error(ErrorCode::kInvalidArgument, "nothing to load: give a checkpoint (a directory or .safetensors file) or a saved catalog (catalog)");
   }
   options_.layout.validate();
   const auto plugin_folders = plugin_search_path(options_.plugin_dir);
@@ -77,19 +77,20 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
   auto out = std::make_unique<PreparedLoad>();
   auto t0 = std::chrono::steady_clock::now();
   if (options_.catalog_file) {
-    out->catalog = Catalog::load_json_file(*options_.catalog_file, file_system());
+    Catalog catalog = Catalog::load_json_file(*options_.catalog_file, file_system());
     if (options_.checkpoint) {
       // The weights are here: refuse shards that changed since the catalog was saved.
       const auto dir = std::filesystem::is_directory(*options_.checkpoint) ? *options_.checkpoint
                                                                           : options_.checkpoint->parent_path();
-      const auto changed = out->catalog.changed_shards(dir);
+      const auto changed = catalog.changed_shards(dir);
       if (!changed.empty()) {
         std::string msg = "the checkpoint changed since " + options_.catalog_file->string() + " was saved:";
         for (const auto& c : changed) msg += "\n  " + c;
         throw Error(ErrorCode::kValidation, msg);
       }
-      out->catalog.set_root(dir);
+      catalog.set_root(dir);
     }
+    out->catalog = std::make_shared<const Catalog>(std::move(catalog));
   } else {
     ShardSet set = discover_shards(*options_.checkpoint, {.prefer_consolidated = options_.prefer_consolidated, .fs = &file_system()});
     for (const auto& w : set.warnings) log().warn("{}", w);
@@ -97,7 +98,7 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
     CatalogBuildOptions build;
     build.fs = &file_system();
     build.progress = [&](size_t done, size_t) { progress.update(done); };
-    out->catalog = Catalog::build(set, build);
+    out->catalog = std::make_shared<const Catalog>(Catalog::build(set, build));
   }
   out->catalog_seconds = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
@@ -109,7 +110,7 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
     config_path = (std::filesystem::is_directory(*options_.checkpoint) ? *options_.checkpoint
                                                                        : options_.checkpoint->parent_path()) / "config.json";
   } else {
-    throw Error(ErrorCode::kInvalidArgument, "--catalog needs --config FILE (the checkpoint's config.json)");
+    throw Error(ErrorCode::kInvalidArgument, "a saved catalog needs the checkpoint's config.json (config)");
   }
   out->config = ModelConfig::load(config_path, file_system());
   out->architecture = out->config.architecture();
@@ -135,7 +136,7 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
     }
   }
   const double setup_seconds = seconds_since(t0);
-  const RenamedCatalog renamed = out->renames.apply(out->catalog);
+  const RenamedCatalog renamed = out->renames.apply(*out->catalog);
   const double rename_seconds = seconds_since(t0) - setup_seconds;
   RenamedProbe probe(renamed);
   out->spec = plugins_.build_spec(*out->plugin, out->config, options_.layout, probe);
@@ -153,32 +154,31 @@ ExecOptions LoaderSession::session_exec(ExecOptions exec) const {
   if (!exec.transforms) {
     exec.transforms = [this](std::string_view name) { return plugins_.find_transform(name); };
   }
-  exec.allow_partial = options_.allow_partial;
   if (!exec.fs) exec.fs = options_.fs;
   return exec;
 }
 
-LoadedModel LoaderSession::load(const PreparedLoad& prepared, Device& device, ExecOptions exec) const {
-  if (!options_.cache) return execute_plan(*prepared.plan, prepared.catalog, device, session_exec(std::move(exec)));
-  if (device.name() != "host") {
+LoadedModel LoaderSession::load(const PreparedLoad& prepared, Device& device, ExecOptions exec, bool cached) const {
+  if (!cached) return execute_plan(*prepared.plan, device, session_exec(std::move(exec)));
+  if (!device.spec().is_host()) {
     throw Error(ErrorCode::kInvalidArgument, "the weight cache keeps host parameter sets: load onto host, or without the cache");
   }
-  prepared.plan->require_runnable(options_.allow_partial);  // a hit must not bypass it
-  const size_t max_entries = WeightCache::max_entries_from_env();
+  prepared.plan->require_runnable(exec.allow_partial);  // a hit must not bypass it
+  const WeightCache::Limits limits = WeightCache::limits_from_env();
   WeightCache& cache = WeightCache::process();
-  const std::string key = WeightCache::key_of(*prepared.plan, prepared.catalog);
-  if (max_entries > 0) {
+  const std::string key = WeightCache::key_of(*prepared.plan);
+  if (limits.max_entries > 0) {
     if (auto hit = cache.lookup(key)) return std::move(*hit);
   }
-  LoadedModel model = execute_plan(*prepared.plan, prepared.catalog, device, session_exec(std::move(exec)));
-  model.stats.cache = max_entries > 0 ? "miss" : "off";
-  cache.insert(key, model, max_entries);
+  LoadedModel model = execute_plan(*prepared.plan, device, session_exec(std::move(exec)));
+  const bool kept = cache.insert(key, model, limits);
+  model.stats.cache = kept ? "miss" : limits.max_entries > 0 ? "too-large" : "off";
   return model;
 }
 
 LoadIntoReport LoaderSession::load_into(const PreparedLoad& prepared, Device& device, const std::vector<Destination>& destinations,
                                         ExecOptions exec, const DestinationOptions& dest_options) const {
-  return execute_into(*prepared.plan, prepared.catalog, device, destinations, session_exec(std::move(exec)), dest_options);
+  return execute_into(*prepared.plan, device, destinations, session_exec(std::move(exec)), dest_options);
 }
 
 }  // namespace wmap

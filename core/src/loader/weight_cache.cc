@@ -1,81 +1,38 @@
-// The process-wide weight cache: entries, fingerprints, eviction.
+// The process-wide weight cache: entries, full digests, eviction.
 #include "wmap/loader/weight_cache.h"
 
-#include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <list>
 #include <mutex>
+#include <unordered_map>
 
 #include "wmap/catalog/catalog.h"
 #include "wmap/plan/load_plan.h"
+#include "wmap/util/env.h"
 #include "wmap/util/error.h"
 #include "wmap/util/log.h"
+#include "wmap/util/xxh3.h"
 
 namespace wmap {
 
 namespace {
 
-constexpr size_t kSamples = 1024;
-
-// One element's value, as a double: float dtypes by value, others by their integer bits.
-double element(const std::byte* p, DType dtype) {
-  switch (dtype) {
-    case DType::kF32: {
-      float f;
-      std::memcpy(&f, p, 4);
-      return f;
-    }
-    case DType::kF64: {
-      double d;
-      std::memcpy(&d, p, 8);
-      return d;
-    }
-    case DType::kBF16: {
-      uint16_t h;
-      std::memcpy(&h, p, 2);
-      const uint32_t bits = uint32_t{h} << 16;
-      float f;
-      std::memcpy(&f, &bits, 4);
-      return f;
-    }
-    default: {
-      uint64_t v = 0;
-      std::memcpy(&v, p, std::min<size_t>(8, std::max<size_t>(1, dtype_bits(dtype) / 8)));
-      return static_cast<double>(v);
-    }
-  }
+// Every byte of a parameter (aliases hash their shared buffer again: tied embeddings only).
+uint64_t digest_of(const LoadedParam& p) {
+  if (!p.buffer || p.buffer->size() == 0) return xxh3_64({});
+  const std::byte* data = p.buffer->host_data();
+  if (data == nullptr) throw Error(ErrorCode::kInternal, "weight cache: '" + p.name + "' has no host memory");
+  return xxh3_64({data, p.buffer->size()});
 }
 
-// DESIGN.md's fingerprint (shape, dtype, the float sum of the sampled elements), plus the sum of
-// the sampled elements' bits: a float sum alone misses a change lost in rounding next to a large
-// value, or hidden by a NaN or an infinity among the samples.
-struct Fingerprint {
-  std::vector<uint64_t> shape;
-  DType dtype;
-  double sum = 0;         // finite samples only
-  uint64_t bits_sum = 0;  // every sample's bits, wrapping
-  bool operator==(const Fingerprint& o) const {
-    return shape == o.shape && dtype == o.dtype && std::memcmp(&sum, &o.sum, sizeof sum) == 0 && bits_sum == o.bits_sum;
+// Parameter bytes an entry holds, each buffer once.
+uint64_t bytes_of(const LoadedModel& model) {
+  std::unordered_map<const DeviceBuffer*, uint64_t> buffers;
+  for (const auto& p : model.params) {
+    if (p.buffer) buffers.emplace(p.buffer.get(), p.buffer->size());
   }
-};
-
-Fingerprint fingerprint(const LoadedParam& p) {
-  Fingerprint f{p.shape, p.dtype, 0, 0};
-  const std::byte* data = p.buffer ? p.buffer->host_data() : nullptr;
-  const uint64_t size = std::max<uint64_t>(1, dtype_bits(p.dtype) / 8);
-  const uint64_t n = p.buffer && data ? p.buffer->size() / size : 0;
-  if (n == 0) return f;
-  const uint64_t stride = std::max<uint64_t>(1, (n + kSamples - 1) / kSamples);  // the samples span the whole tensor
-  for (uint64_t i = 0, taken = 0; i < n && taken < kSamples; i += stride, ++taken) {
-    const std::byte* e = data + i * size;
-    const double v = element(e, p.dtype);
-    if (std::isfinite(v)) f.sum += v;
-    uint64_t bits = 0;
-    std::memcpy(&bits, e, std::min<uint64_t>(size, 8));
-    f.bits_sum += bits * (2 * taken + 1);  // position-weighted: a swap of two samples shows too
-  }
-  return f;
+  uint64_t n = 0;
+  for (const auto& [b, size] : buffers) n += size;
+  return n;
 }
 
 }  // namespace
@@ -84,11 +41,24 @@ struct WeightCache::Impl {
   struct Entry {
     std::string key;
     LoadedModel model;
-    std::vector<Fingerprint> prints;
+    std::vector<uint64_t> digests;  // per parameter, XXH3-64 of its bytes when stored
+    uint64_t bytes = 0;
   };
   mutable std::mutex mu;
   std::list<Entry> entries;  // oldest first
   Info stats;
+
+  void evict_over(const Limits& limits) {
+    auto held = [&] {
+      uint64_t n = 0;
+      for (const auto& e : entries) n += e.bytes;
+      return n;
+    };
+    while (!entries.empty() && (entries.size() > limits.max_entries || held() > limits.max_bytes)) {
+      entries.pop_front();
+      ++stats.evicted;
+    }
+  }
 };
 
 WeightCache::WeightCache() : impl_(std::make_unique<Impl>()) {}
@@ -99,7 +69,8 @@ WeightCache& WeightCache::process() {
   return *cache;
 }
 
-std::string WeightCache::key_of(const LoadPlan& plan, const Catalog& catalog) {
+std::string WeightCache::key_of(const LoadPlan& plan) {
+  const Catalog& catalog = plan.catalog();
   std::string key = catalog.content_id() + "/" + plan.plan_id();
   for (const auto& s : catalog.shards()) {
     key += "/" + s.file + ":" + std::to_string(s.signature.size) + ":" + std::to_string(s.signature.mtime_ns) + ":" +
@@ -108,16 +79,12 @@ std::string WeightCache::key_of(const LoadPlan& plan, const Catalog& catalog) {
   return key;
 }
 
-size_t WeightCache::max_entries_from_env() {
-  const char* v = std::getenv("WMAP_WEIGHT_CACHE_MAX_ENTRIES");
-  if (v == nullptr) return 1;
-  const std::string s(v);
-  const bool digits = !s.empty() && s.size() <= 4 && s.find_first_not_of("0123456789") == std::string::npos;
-  if (!digits || std::stoul(s) > 1024) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "WMAP_WEIGHT_CACHE_MAX_ENTRIES='" + s + "': expected an integer 0..1024 (entries kept; 0 disables the cache)");
-  }
-  return std::stoul(s);
+WeightCache::Limits WeightCache::limits_from_env() {
+  Limits l;
+  l.max_entries = env_integer("WMAP_WEIGHT_CACHE_MAX_ENTRIES", 0, 1024, "weight-cache entries kept; 0 disables the cache")
+                      .value_or(l.max_entries);
+  l.max_bytes = env_bytes("WMAP_WEIGHT_CACHE_MAX_BYTES", "parameter bytes the weight cache keeps").value_or(l.max_bytes);
+  return l;
 }
 
 std::optional<LoadedModel> WeightCache::lookup(const std::string& key) {
@@ -126,7 +93,7 @@ std::optional<LoadedModel> WeightCache::lookup(const std::string& key) {
     if (it->key != key) continue;
     std::vector<std::string> changed;
     for (size_t i = 0; i < it->model.params.size(); ++i) {
-      if (!(fingerprint(it->model.params[i]) == it->prints[i])) changed.push_back(it->model.params[i].name);
+      if (digest_of(it->model.params[i]) != it->digests[i]) changed.push_back(it->model.params[i].name);
     }
     if (!changed.empty()) {
       std::string names;
@@ -138,6 +105,7 @@ std::optional<LoadedModel> WeightCache::lookup(const std::string& key) {
       impl_->entries.erase(it);
       ++impl_->stats.healed;
       ++impl_->stats.misses;
+      impl_->stats.last_healed = std::move(changed);
       return std::nullopt;
     }
     ++impl_->stats.hits;
@@ -154,19 +122,18 @@ std::optional<LoadedModel> WeightCache::lookup(const std::string& key) {
   return std::nullopt;
 }
 
-void WeightCache::insert(const std::string& key, const LoadedModel& model, size_t max_entries) {
-  Impl::Entry e{key, model, {}};
-  if (max_entries > 0) {
-    for (const auto& p : model.params) e.prints.push_back(fingerprint(p));
+bool WeightCache::insert(const std::string& key, const LoadedModel& model, const Limits& limits) {
+  Impl::Entry e{key, model, {}, bytes_of(model)};
+  const bool keep = limits.max_entries > 0 && e.bytes <= limits.max_bytes;
+  if (keep) {
+    e.digests.reserve(model.params.size());
+    for (const auto& p : model.params) e.digests.push_back(digest_of(p));
   }
   std::lock_guard lock(impl_->mu);
   impl_->entries.remove_if([&](const Impl::Entry& x) { return x.key == key; });
-  if (max_entries > 0) impl_->entries.push_back(std::move(e));
-  // A lowered limit (0 included) also drops what is over it.
-  while (impl_->entries.size() > max_entries) {
-    impl_->entries.pop_front();
-    ++impl_->stats.evicted;
-  }
+  if (keep) impl_->entries.push_back(std::move(e));
+  impl_->evict_over(limits);  // a lowered limit (0 included) also drops what is over it
+  return keep;
 }
 
 void WeightCache::clear() {
@@ -179,6 +146,7 @@ WeightCache::Info WeightCache::info() const {
   std::lock_guard lock(impl_->mu);
   Info i = impl_->stats;
   i.entries = impl_->entries.size();
+  for (const auto& e : impl_->entries) i.bytes += e.bytes;
   return i;
 }
 

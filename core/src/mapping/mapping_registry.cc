@@ -107,7 +107,7 @@ std::vector<std::string> MappingRegistry::architectures() const {
 
 std::vector<std::filesystem::path> mapping_search_path(const std::optional<std::filesystem::path>& cli_dir,
                                                        const std::vector<std::filesystem::path>& defaults) {
-  return search_path(cli_dir ? std::vector<std::filesystem::path>{*cli_dir} : std::vector<std::filesystem::path>{}, "--mappings",
+  return search_path(cli_dir ? std::vector<std::filesystem::path>{*cli_dir} : std::vector<std::filesystem::path>{}, "mappings",
                      "WMAP_MAPPINGS_PATH", defaults);
 }
 

@@ -112,9 +112,11 @@ struct LoadPlan::IdCache {
   std::string id;
 };
 
-LoadPlan LoadPlan::build(const ModelSpec& spec, const Catalog& catalog, const RenameTable& renames,
+LoadPlan LoadPlan::build(const ModelSpec& spec, std::shared_ptr<const Catalog> catalog, const RenameTable& renames,
                          const PlanOptions& options) {
-  return build(spec, catalog, renames.apply(catalog), options);
+  if (!catalog) throw Error(ErrorCode::kInternal, "LoadPlan::build without a catalog");
+  const RenamedCatalog renamed = renames.apply(*catalog);
+  return build(spec, std::move(catalog), renamed, options);
 }
 
 // Builds one plan, a step per method: each parameter resolved against the catalog (aliases,
@@ -131,7 +133,6 @@ class PlanBuilder {
     plan_.plugin_ = spec_.plugin;
     plan_.architecture_ = spec_.architecture;
     plan_.layout_ = spec_.layout;
-    plan_.catalog_ = &catalog_;
     plan_.catalog_tensors_ = catalog_.size();
     plan_.readers_.assign(catalog_.size(), 0);
     plan_.ignored_ = renamed_.ignored().size();
@@ -363,10 +364,12 @@ class PlanBuilder {
   std::unordered_map<std::string, size_t> param_index_;
 };
 
-LoadPlan LoadPlan::build(const ModelSpec& spec, const Catalog& catalog, const RenamedCatalog& renamed,
+LoadPlan LoadPlan::build(const ModelSpec& spec, std::shared_ptr<const Catalog> catalog, const RenamedCatalog& renamed,
                          const PlanOptions& options) {
+  if (!catalog) throw Error(ErrorCode::kInternal, "LoadPlan::build without a catalog");
   LoadPlan plan;
-  PlanBuilder(plan, spec, catalog, renamed, options).run();
+  plan.catalog_ = std::move(catalog);
+  PlanBuilder(plan, spec, *plan.catalog_, renamed, options).run();
   return plan;
 }
 
@@ -411,6 +414,14 @@ std::string LoadPlan::coverage() const {
   return s;
 }
 
+std::string LoadPlan::report(bool verdict_when_ok) const {
+  std::string out;
+  for (const auto& p : problems_) out += "wmap: " + std::string(problem_kind_name(p.kind)) + ": " + p.message + "\n";
+  for (const auto& w : warnings_) out += "wmap: warning: " + w + "\n";
+  if (!ok() || verdict_when_ok) out += "wmap: plan " + coverage() + "\n";
+  return out;
+}
+
 std::string LoadPlan::plan_id() const {
   std::call_once(id_cache_->once, [this] { id_cache_->id = sha256_hex(json_text(false)); });
   return id_cache_->id;
@@ -423,12 +434,8 @@ std::string LoadPlan::json_text(bool with_id) const {
   if (with_id) o += ",\"plan_id\":\"" + plan_id() + "\"";
   o += ",\"catalog_id\":\"" + catalog_id() + "\",\"plugin\":" + json_string(plugin_) +
        ",\"architecture\":" + json_string(architecture_);
-  o += ",\"layout\":{\"tp_size\":" + std::to_string(layout_.tp_size) + ",\"tp_rank\":" + std::to_string(layout_.tp_rank) +
-       ",\"ep_size\":" + std::to_string(layout_.ep_size);
-  if (layout_.mtp_layers) o += ",\"mtp_layers\":" + std::to_string(*layout_.mtp_layers);
-  o += ",\"target\":\"" + std::string(target_name(layout_.target)) + "\",\"attention_dp\":" + (layout_.attention_dp ? "true" : "false") +
-       ",\"gpus_per_node\":" + std::to_string(layout_.gpus_per_node);
-  o += "},\"ok\":" + std::string(ok() ? "true" : "false") + ",\"coverage\":" + json_string(coverage());
+  o += ",\"layout\":" + layout_.to_json();
+  o += ",\"ok\":" + std::string(ok() ? "true" : "false") + ",\"coverage\":" + json_string(coverage());
   o += ",\"bytes_to_load\":" + std::to_string(bytes_to_load()) + ",\"bytes_to_read\":" + std::to_string(bytes_to_read());
   o += ",\"problems\":[";
   for (size_t i = 0; i < problems_.size(); ++i) {

@@ -489,7 +489,7 @@ const std::vector<std::string>& PluginHost::notes() const { return impl_->notes;
 const std::vector<std::string>& PluginHost::refused() const { return impl_->refused; }
 
 std::vector<fs::path> plugin_search_path(const std::optional<fs::path>& cli_dir, const fs::path& default_dir) {
-  return search_path(cli_dir ? std::vector<fs::path>{*cli_dir} : std::vector<fs::path>{}, "--plugin-dir", "WMAP_PLUGIN_PATH",
+  return search_path(cli_dir ? std::vector<fs::path>{*cli_dir} : std::vector<fs::path>{}, "plugin_dir", "WMAP_PLUGIN_PATH",
                      {default_dir});
 }
 

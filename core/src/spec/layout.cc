@@ -163,17 +163,33 @@ Range Layout::local_kv_heads(uint64_t kv_heads) const {
   return {head, head + 1};
 }
 
+std::string Layout::to_json() const {
+  return "{\"tp_size\":" + str(tp_size) + ",\"tp_rank\":" + str(tp_rank) + ",\"ep_size\":" + str(ep_size) +
+         ",\"mtp_layers\":" + (mtp_layers ? str(*mtp_layers) : std::string("null")) + ",\"target\":\"" +
+         std::string(target_name(target)) + "\",\"attention_dp\":" + (attention_dp ? "true" : "false") +
+         ",\"gpus_per_node\":" + str(gpus_per_node) + "}";
+}
+
+const std::vector<std::string>& LayoutOptions::names() {
+  static const std::vector<std::string> n = {"tp_size", "tp_rank", "ep_size", "mtp_layers", "target", "attention_dp", "gpus_per_node"};
+  return n;
+}
+
 Layout layout_from_options(const LayoutOptions& o) {
   Layout l;
   l.tp_size = o.tp_size;
-  l.tp_rank = o.tp_rank;
+  l.tp_rank = o.tp_rank.value_or(l.tp_rank);
   l.ep_size = o.ep_size;
   l.mtp_layers = o.mtp_layers;
   const auto target = parse_target(o.target);
-  if (!target) invalid("target '" + o.target + "' is not one of trtllm, vllm");
+  if (!target) {
+    std::string known;
+    for (const auto& t : target_names()) known += (known.empty() ? "" : ", ") + t;
+    invalid("target '" + o.target + "' is not one of " + known);
+  }
   l.target = *target;
   l.attention_dp = o.attention_dp;
-  l.gpus_per_node = o.gpus_per_node;
+  l.gpus_per_node = o.gpus_per_node.value_or(l.gpus_per_node);
   l.validate();
   return l;
 }

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 
+#include "wmap/device/device_spec.h"
 #include "wmap/format/dtype.h"
 
 namespace wmap {
@@ -38,7 +39,10 @@ struct StagedRegion {
 class Device {
  public:
   virtual ~Device() = default;
-  virtual std::string name() const = 0;
+  // What this device is (host, or CUDA and its ordinal): the one answer front ends export
+  // (DLPack's device) and report.
+  virtual DeviceSpec spec() const = 0;
+  std::string name() const { return spec().name(); }  // "host", "cuda:N"
   virtual std::shared_ptr<DeviceBuffer> allocate(uint64_t bytes) = 0;
   // `label` (the parameter name) only names the buffer in errors.
   virtual std::shared_ptr<DeviceBuffer> allocate(uint64_t bytes, const std::string& label) {
@@ -114,9 +118,10 @@ class Device {
   virtual void fence_external() {}
 };
 
-// "host" or "cuda:N". Throws kInvalidArgument for an unknown name, kUnsupported when CUDA is not
-// built in or no such device exists.
-std::unique_ptr<Device> make_device(const std::string& spec);
+// Opens the device. Throws kUnsupported when CUDA is not built in or no such device exists.
+std::unique_ptr<Device> make_device(const DeviceSpec& spec);
+// The same from a name (DeviceSpec::parse: kInvalidArgument for an unknown one).
+std::unique_ptr<Device> make_device(std::string_view spec);
 
 // CUDA devices usable by this process: 0 with `reason` set when none (no CUDA backend in this
 // build, no driver, no GPU). For GPU tests and front ends that choose a device.

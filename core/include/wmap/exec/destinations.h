@@ -80,7 +80,7 @@ struct LoadIntoReport {
 // Checks the table (throws kValidation with DestinationCheck::message() when it fails: nothing is
 // read or written), then runs the plan on `device` (which must be the destinations' device),
 // each parameter written into its destination.
-LoadIntoReport execute_into(const LoadPlan& plan, const Catalog& catalog, Device& device,
+LoadIntoReport execute_into(const LoadPlan& plan, Device& device,
                             const std::vector<Destination>& destinations, const ExecOptions& options,
                             const DestinationOptions& dest_options = {});
 

@@ -41,7 +41,10 @@ struct LoadStats {
   bool prefetch = false;       // asynchronous readahead ahead of the readers
   bool prefault = false;       // destination pages faulted in before the copy
   double setup_seconds = 0;    // within `seconds`: deciding and reserving device memory (Device::reserve)
-  std::string cache = "off";   // the weight cache (LoaderOptions::cache): "off", "miss" or "hit"
+  // The weight cache (LoaderSession::load's `cached`): "off"; "miss" (loaded and kept) or "hit"
+  // (answered from it): the buffers are shared with the cache; "too-large" (loaded, not kept:
+  // over WMAP_WEIGHT_CACHE_MAX_BYTES).
+  std::string cache = "off";
   // Busy seconds summed over the workers of each pool (so they can exceed `seconds`).
   double read_seconds = 0, copy_seconds = 0, transform_seconds = 0;
 };
@@ -76,7 +79,7 @@ unsigned default_staged_read_workers();
 unsigned worker_count_from_env(const char* name);
 
 // kAuto: see executor.cc; `reason` says why.
-IoMode choose_io_mode(const LoadPlan& plan, const Catalog& catalog, std::string* reason = nullptr);
+IoMode choose_io_mode(const LoadPlan& plan, std::string* reason = nullptr);
 
 struct LoadedModel {
   std::vector<LoadedParam> params;  // in plan order; absent optional params left out
@@ -84,8 +87,9 @@ struct LoadedModel {
   const LoadedParam* find(std::string_view name) const;
 };
 
-// Refuses a plan that may not run (LoadPlan::require_runnable), then runs its schedule.
-LoadedModel execute_plan(const LoadPlan& plan, const Catalog& catalog, Device& device, const ExecOptions& options);
+// Refuses a plan that may not run (LoadPlan::require_runnable), then runs its schedule over the
+// plan's own catalog.
+LoadedModel execute_plan(const LoadPlan& plan, Device& device, const ExecOptions& options);
 
 // Writes every parameter, under its name and sorted by name, as one safetensors file.
 uint64_t dump_safetensors(const LoadedModel& model, Device& device, const std::filesystem::path& file);

@@ -32,10 +32,7 @@ struct LoaderOptions {
   std::optional<std::filesystem::path> mappings_dir;  // --mappings
   Layout layout;
   bool prefer_consolidated = false;
-  bool allow_partial = false;  // load even when the plan reports problems
   bool progress = true;
-  // Keep host loads in the process's WeightCache and answer repeated ones from it (load()).
-  bool cache = false;
   PlanOptions plan;  // read chunking of the schedule; the unconsumed policy
   // Every file the session reads (mapping files, a saved catalog, index.json, shard headers,
   // config.json) and, unless ExecOptions::fs says otherwise, the tensor data. Must outlive the
@@ -43,16 +40,22 @@ struct LoaderOptions {
   const FileSystem* fs = nullptr;
 };
 
-// A plan with everything it points into.
+// A plan with everything it was made from. Neither copyable nor movable: held by the unique_ptr
+// prepare() returns, so nothing inside it can be left behind by a move (the plan shares the
+// catalog; `plugin` and `mapping` point into the session, which must outlive it).
 struct PreparedLoad {
-  Catalog catalog;
+  PreparedLoad() = default;
+  PreparedLoad(const PreparedLoad&) = delete;
+  PreparedLoad& operator=(const PreparedLoad&) = delete;
+
+  std::shared_ptr<const Catalog> catalog;  // the one the plan shares
   ModelConfig config;
   std::string architecture;
   const LoadedPlugin* plugin = nullptr;
   const MappingFile* mapping = nullptr;  // null: identity renames
   RenameTable renames;
   ModelSpec spec;
-  std::unique_ptr<LoadPlan> plan;  // points into `catalog`
+  std::unique_ptr<LoadPlan> plan;
   double catalog_seconds = 0, plan_seconds = 0;
 };
 
@@ -66,10 +69,11 @@ class LoaderSession {
   // Catalog + spec + plan; never reads tensor data. Throws for unusable input; plan problems
   // are reported through plan->problems(), not thrown.
   std::unique_ptr<PreparedLoad> prepare() const;
-  // Executes a prepared plan (execute_plan refuses an invalid one unless allow_partial). With
-  // options().cache, a host load is answered from the weight cache when it holds this plan over
-  // these shards, unmodified (stats.cache "hit", nothing read), and kept there after a miss.
-  LoadedModel load(const PreparedLoad& prepared, Device& device, ExecOptions exec) const;
+  // Executes a prepared plan (execute_plan refuses an invalid one unless exec.allow_partial).
+  // With `cached`, a host load is answered from the process's WeightCache when it holds this plan
+  // over these shards with every byte unchanged (stats.cache "hit", nothing read), and kept there
+  // after a miss; the buffers are then shared with the cache: hand them out read-only.
+  LoadedModel load(const PreparedLoad& prepared, Device& device, ExecOptions exec, bool cached = false) const;
   // Executes a prepared plan into the caller's buffers (execute_into: the table is checked first,
   // and nothing is written when it does not fit). Again with the same buffers: a reload in place.
   LoadIntoReport load_into(const PreparedLoad& prepared, Device& device, const std::vector<Destination>& destinations,
@@ -77,7 +81,7 @@ class LoaderSession {
 
  private:
   const FileSystem& file_system() const { return options_.fs ? *options_.fs : FileSystem::posix(); }
-  ExecOptions session_exec(ExecOptions exec) const;  // the session's transforms, file system, partial policy
+  ExecOptions session_exec(ExecOptions exec) const;  // the session's transforms and file system
 
   LoaderOptions options_;
   PluginHost plugins_;

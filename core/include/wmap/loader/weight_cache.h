@@ -2,12 +2,15 @@
 // The weight cache (DESIGN.md "Weight cache"): loaded host parameter sets kept process-wide for
 // repeated loads (an engine rebuilt in the same process, tests, notebooks), keyed by the catalog's
 // content id, the plan id and every shard's signature (size, mtime, inode), so a rewritten shard
-// misses. At most WMAP_WEIGHT_CACHE_MAX_ENTRIES entries (default 1: each pins a whole rank in host
-// memory), the oldest evicted first. Each entry keeps a fingerprint per parameter (shape, dtype,
-// the float sum of at most 1,024 elements sampled at a fixed stride, and the sum of their bits);
-// a hit recomputes them first,
-// and if a parameter was modified in place through a returned view, a warning names up to five,
-// the entry is dropped and the caller loads from the files again. Thread-safe.
+// misses. Bounded by WMAP_WEIGHT_CACHE_MAX_ENTRIES (default 1: each pins a whole rank in host
+// memory) and WMAP_WEIGHT_CACHE_MAX_BYTES (default: no byte limit), the oldest evicted first.
+//
+// A hit never returns bytes that differ from the checkpoint's: each entry keeps an XXH3-64 digest
+// of every parameter's bytes, taken when it was stored, and a hit hashes every byte again first
+// (review F2: a sample of 1,024 elements missed most in-place writes). When a parameter was
+// changed through a returned view, a warning names it, the entry is dropped and the caller loads
+// from the files again (healed). Front ends hand cached buffers out read-only where the framework
+// can say so (numpy, DLPack 1.x). Thread-safe.
 
 #include <cstdint>
 #include <memory>
@@ -26,23 +29,31 @@ class WeightCache {
  public:
   static WeightCache& process();  // the one cache of this process
 
-  // The cache key of a plan over a catalog (content id, plan id, shard signatures).
-  static std::string key_of(const LoadPlan& plan, const Catalog& catalog);
-  // WMAP_WEIGHT_CACHE_MAX_ENTRIES: unset -> 1; an integer 0..1024 (0 disables the cache);
-  // anything else throws kInvalidArgument naming the variable and its value.
-  static size_t max_entries_from_env();
+  struct Limits {
+    size_t max_entries = 1;
+    uint64_t max_bytes = UINT64_MAX;
+  };
+  // WMAP_WEIGHT_CACHE_MAX_ENTRIES: an integer 0..1024 (0 disables the cache), default 1.
+  // WMAP_WEIGHT_CACHE_MAX_BYTES: a byte count (digits, optional K/M/G/T), default no limit; an
+  // entry larger than it is not kept. Anything else throws kInvalidArgument naming the variable.
+  static Limits limits_from_env();
+
+  // The cache key of a plan over its catalog (content id, plan id, shard signatures).
+  static std::string key_of(const LoadPlan& plan);
 
   // A hit: the cached parameters (their buffers shared with the cache), stats of a load that
-  // read nothing (cache "hit"). nullopt on a miss, or when a parameter was modified in place
-  // (warned; the entry is dropped).
+  // read nothing (cache "hit"). nullopt on a miss, or when a parameter's bytes changed since they
+  // were cached (warned with the parameters' names; the entry is dropped).
   std::optional<LoadedModel> lookup(const std::string& key);
-  // Keeps `model` (host buffers) under `key` (not when max_entries is 0), then evicts the oldest
-  // entries beyond max_entries (a lowered limit drops what is over it).
-  void insert(const std::string& key, const LoadedModel& model, size_t max_entries);
+  // Keeps `model` (host buffers) under `key` when the limits allow (returns whether it did), then
+  // evicts the oldest entries beyond them (a lowered limit drops what is over it).
+  bool insert(const std::string& key, const LoadedModel& model, const Limits& limits);
   void clear();  // entries and counters
 
   struct Info {
     size_t entries = 0, hits = 0, misses = 0, healed = 0, evicted = 0;
+    uint64_t bytes = 0;  // parameter bytes held
+    std::vector<std::string> last_healed;  // the parameters the last heal found changed
   };
   Info info() const;
 

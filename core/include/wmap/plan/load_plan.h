@@ -5,7 +5,8 @@
 // Built from a ModelSpec and a catalog's headers alone; validated against that catalog at once
 // (missing sources, shape/dtype mismatches, unconsumed checkpoint tensors, spec errors),
 // problems sorted. Immutable after build(); thread-safe to read. Serialises to JSON with an id.
-// The plan points into the Catalog it was built from, which must outlive it.
+// The plan shares ownership of the Catalog it was built from (its pieces point at the catalog's
+// records), so moving or dropping the caller's handle cannot leave it dangling.
 
 #include <cstdint>
 #include <functional>
@@ -78,10 +79,11 @@ struct PlanOptions {
 class LoadPlan {
  public:
   // The plan is for the layout the spec was built for (spec.layout).
-  static LoadPlan build(const ModelSpec& spec, const Catalog& catalog, const RenameTable& renames,
+  static LoadPlan build(const ModelSpec& spec, std::shared_ptr<const Catalog> catalog, const RenameTable& renames,
                         const PlanOptions& options = {});
   // The same, with the catalog already renamed (the loader renames once for probe and plan).
-  static LoadPlan build(const ModelSpec& spec, const Catalog& catalog, const RenamedCatalog& renamed,
+  // `renamed` must have been made from `*catalog`.
+  static LoadPlan build(const ModelSpec& spec, std::shared_ptr<const Catalog> catalog, const RenamedCatalog& renamed,
                         const PlanOptions& options = {});
 
   bool ok() const { return problems_.empty(); }
@@ -104,10 +106,16 @@ class LoadPlan {
   // SHA-256 of the plan's JSON (without the id itself); computed on first use.
   std::string plan_id() const;
   const std::string& catalog_id() const { return catalog_->content_id(); }
+  // The catalog the plan was built from (shared: it lives as long as the plan).
+  const Catalog& catalog() const { return *catalog_; }
+  const std::shared_ptr<const Catalog>& shared_catalog() const { return catalog_; }
   const Layout& layout() const { return layout_; }
   uint64_t bytes_to_load() const;  // parameter bytes (aliases counted once)
   uint64_t bytes_to_read() const;  // source bytes the pieces need
   std::string coverage() const;    // one-line verdict
+  // What front ends print on stderr: a "wmap: KIND: message" line per problem, a "wmap: warning:"
+  // line per warning, then "wmap: plan VERDICT" when the plan has problems or `verdict_when_ok`.
+  std::string report(bool verdict_when_ok) const;
   std::string to_json() const;
 
  private:
@@ -122,7 +130,7 @@ class LoadPlan {
   std::vector<std::string> warnings_;
   std::vector<std::string> unconsumed_;
   size_t catalog_tensors_ = 0, ignored_ = 0, skipped_ = 0, handed_ = 0;
-  const Catalog* catalog_ = nullptr;
+  std::shared_ptr<const Catalog> catalog_;
   std::string json_text(bool with_id) const;
   std::string schedule_json() const;
   struct IdCache;

@@ -76,6 +76,11 @@ struct Layout {
   // attention_dp, no MTP layers): "tp_rank 2 is not below tp_size 2".
   void validate() const;
   std::string to_string() const;  // "tp 2/4, ep 2, target trtllm" style, for messages
+  // The one JSON form of a layout, every field always present (mtp_layers null when unset):
+  // {"tp_size":4,"tp_rank":1,"ep_size":2,"mtp_layers":null,"target":"trtllm","attention_dp":false,
+  // "gpus_per_node":8}. `wmap plan --json`, `wmap load --json`, the Python reports and the plan
+  // id all use it.
+  std::string to_json() const;
 
   // --- Splits -------------------------------------------------------------------------------
   Split tp() const;          // {tp_size, tp_rank}
@@ -118,15 +123,21 @@ struct Layout {
   std::optional<std::string> kv_heads_error(uint64_t kv_heads) const; // "3 KV heads cannot be split or replicated over tp_size 2"
 };
 
-// What a front end (the CLI's options, the Python module's keyword arguments) asks for.
+// What a front end asks for: the CLI binds its options to these fields, the Python module its
+// keyword arguments (python/wmap_module.cc, layout_options_from). Unset fields take Layout's
+// defaults, except under mpirun, where the launcher decides them (tp_rank: the MPI rank;
+// gpus_per_node: the node's rank count).
 struct LayoutOptions {
-  uint32_t tp_size = 1;
-  uint32_t tp_rank = 0;
-  uint32_t ep_size = 1;
+  uint32_t tp_size = Layout{}.tp_size;
+  std::optional<uint32_t> tp_rank;
+  uint32_t ep_size = Layout{}.ep_size;
   std::optional<uint32_t> mtp_layers;
-  std::string target = "trtllm";
-  bool attention_dp = false;
-  uint32_t gpus_per_node = 8;
+  std::string target = std::string(target_name(Layout{}.target));
+  bool attention_dp = Layout{}.attention_dp;
+  std::optional<uint32_t> gpus_per_node;
+
+  // The option names, in the order Layout::to_json writes them (front ends list them in errors).
+  static const std::vector<std::string>& names();
 };
 
 // The one front-end helper: a validated layout. Throws kInvalidArgument as Layout::validate(),
