@@ -45,7 +45,7 @@ skipped() { [[ "$SKIP" == *" $1 "* ]]; }
 
 stage "build and ctest"
 rm -rf "$BUILD"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWMAP_WERROR=ON
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DWMAP_WERROR=ON  # the build type the README tells users to make
 cmake --build "$BUILD" -j "$JOBS"
 (cd "$BUILD" && ctest --output-on-failure -j "$JOBS")
 

@@ -2,6 +2,7 @@
 and how each dtype goes out (numpy dtype, DLPack codes of legacy and versioned capsules)."""
 
 import ctypes
+import json
 import gc
 import os
 import weakref
@@ -236,6 +237,51 @@ def test_dtype_exports():
                 raise AssertionError("__dlpack__(%r) should raise BufferError" % bad)
 
 
+def test_plan_is_loadable_and_entries_share_arguments():
+    """A wmap.Plan loads as it is; plan(), load() and load_into() take the same keywords, parsed
+    once (review F4, F8): negative or absurd values are refused with the keyword's name."""
+    with TempDir() as d:
+        ck = synth(os.path.join(d, "llama"), "llama")
+        p = wmap.plan(ck, tp_size=4, tp_rank=3, mtp_layers=None, quiet=True)
+        eq(p.layout, {"tp_size": 4, "tp_rank": 3, "ep_size": 1, "mtp_layers": None, "target": "trtllm",
+                      "attention_dp": False, "gpus_per_node": 8}, "Plan.layout is the one JSON form")
+        eq(p.layout, json.loads(p.to_json())["layout"], "Plan.layout as plan --json")
+        params = wmap.load(p, quiet=True)
+        compare_numpy(params, ref.expected_summary(ck, 4, 3), "wmap.load(plan)")
+        into = {n: np.zeros_like(t.numpy()) for n, t in params.items()}
+        report = wmap.load_into(p, into, quiet=True)
+        eq(report["plan_id"], p.plan_id, "load_into(plan) ran that plan")
+        eq(report["layout"], p.layout, "the report's layout")
+        for n, t in params.items():
+            check(np.array_equal(into[n], t.numpy()), n + ": load_into(plan) as load(plan)")
+        try:
+            wmap.load(p, tp_size=2)
+        except TypeError as e:
+            check("a wmap.Plan already fixes" in str(e) and "tp_size" in str(e), str(e))
+        else:
+            raise AssertionError("a layout keyword with a Plan was accepted")
+        same = wmap.plan(ck, tp_size=2, tp_rank=1, catalog=None, config=None, plugin_dir=None, mappings=None)
+        eq(same.plan_id, wmap.plan(ck, tp_size=2, tp_rank=1).plan_id, "defaults written once")
+        for fn in (lambda **kw: wmap.plan(ck, **kw), lambda **kw: wmap.load(ck, quiet=True, **kw),
+                   lambda **kw: wmap.load_into(ck, {}, quiet=True, **kw)):
+            for kw, words in (({"mtp_layers": -7}, "mtp_layers -7: expected a non-negative integer"),
+                              ({"tp_size": -1}, "tp_size -1: expected a non-negative integer"),
+                              ({"gpus_per_node": 1 << 40}, "gpus_per_node 1099511627776: expected a non-negative integer"),
+                              ({"tp_size": 0}, "tp_size must be at least 1")):
+                try:
+                    fn(**kw)
+                except wmap.MalformedInputError as e:
+                    check(words in str(e), "%r: %s" % (kw, e))
+                else:
+                    raise AssertionError("%r accepted" % kw)
+            try:
+                fn(tp_sise=2)
+            except TypeError as e:
+                check("unexpected keyword argument 'tp_sise'" in str(e) and "tp_size" in str(e), str(e))
+            else:
+                raise AssertionError("a misspelt keyword was accepted")
+
+
 if __name__ == "__main__":
     run_tests([
         ("llama at tp 1/1 and 3/4, bit-exact through .numpy()", test_llama_two_layouts),
@@ -244,4 +290,5 @@ if __name__ == "__main__":
         ("the weight cache: hits, fresh dicts, an in-place change healed, a bad limit", test_weight_cache),
         ("zero-copy views and lifetimes", test_zero_copy_and_lifetime),
         ("dtype exports: numpy dtypes and DLPack codes", test_dtype_exports),
+        ("a wmap.Plan loads as it is; one set of keywords, parsed once", test_plan_is_loadable_and_entries_share_arguments),
     ])

@@ -12,6 +12,7 @@
 
 #include "checkpoint_edit.h"
 #include "test_util.h"
+#include "wmap/exec/expected_params.h"
 #include "wmap/loader/loader.h"
 
 namespace wmap::test {
@@ -262,6 +263,44 @@ TEST_F(Destinations, RefitLandsRewrittenShardsInTheSameBuffers) {
     changed += bytes != first.at(name);
   }
   EXPECT_GT(changed, buffers_.size() / 2) << "the new values landed";
+}
+
+}  // namespace
+}  // namespace wmap::test
+
+namespace wmap::test {
+namespace {
+
+// A refit from a torch.compile-wrapped model passes named_parameters() with "_orig_mod." in each
+// name; load_into and `plan --expect` match them without it, as TensorRT-LLM strips the wrapper's
+// prefix before loading. And both take the same tables (review F6b): F8 held as uint8 and BF16
+// held as uint16 bit containers pass both; another float dtype fails both.
+TEST_F(Destinations, TorchCompilePrefixedNamesAndOneDtypeRuleForLoadIntoAndExpect) {
+  prepare("deepseek_v3", "--fp8");
+  const auto own = own_load();
+  std::vector<ExpectedParam> expected;
+  for (auto& d : dests_) {
+    d.name = "_orig_mod." + d.name;
+    if (d.dtype == DType::kF8_E4M3) d.dtype = DType::kU8;
+    if (d.dtype == DType::kBF16) d.dtype = DType::kU16;
+    expected.push_back({d.name, d.shape, std::string(dtype_name(*d.dtype))});
+  }
+  const LoadIntoReport r = load_into();
+  EXPECT_EQ(r.params, buffers_.size());
+  for (const auto& [name, bytes] : buffers_) EXPECT_EQ(bytes, own.at(name)) << name;
+  EXPECT_TRUE(check_expected_params(*prepared_->plan, expected).empty());
+  // A float dtype the plan does not build: both refuse it, naming the parameter.
+  for (auto& [name, bytes] : buffers_) std::fill(bytes.begin(), bytes.end(), kSentinel);
+  const std::string norm = "model.norm.weight";
+  dest("_orig_mod." + norm).dtype = DType::kF16;
+  for (auto& e : expected) {
+    if (e.name == "_orig_mod." + norm) e.dtype = "float16";
+  }
+  EXPECT_NE(refused().find("dtype: " + norm + ": destination is F16 but the plan builds BF16"), std::string::npos);
+  const auto problems = check_expected_params(*prepared_->plan, expected);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].key, norm);
+  EXPECT_EQ(problems[0].kind, PlanProblem::Kind::kDtype);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <future>
 #include <limits>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 
@@ -144,10 +145,15 @@ Catalog Catalog::build(const ShardSet& set, const CatalogBuildOptions& options) 
   };
   unsigned threads = options.threads ? options.threads : std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
   threads = static_cast<unsigned>(std::min<size_t>(threads, n));
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
+  {
+    std::vector<std::jthread> pool;  // joined on every path (review F13)
+    try {
+      for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+    } catch (const std::system_error& e) {
+      log().debug("catalog: {} of {} header threads started ({}); this thread parses the rest", pool.size() + 1, threads, e.what());
+    }
+    work();
+  }
   if (options.progress) options.progress(done.load(), n);
   for (auto& e : errors) {
     if (e) std::rethrow_exception(e);  // the first failing shard in catalog order

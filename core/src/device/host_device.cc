@@ -51,7 +51,7 @@ class HostBuffer final : public DeviceBuffer {
     if (bytes > 0) {
       void* p = nullptr;
       if (::posix_memalign(&p, kAlignment, bytes) != 0) {
-        throw Error(ErrorCode::kIo, "host: cannot allocate " + std::to_string(bytes) + " bytes");
+        throw Error(ErrorCode::kOutOfMemory, "host: cannot allocate " + std::to_string(bytes) + " bytes (out of memory)");
       }
       data_ = static_cast<std::byte*>(p);
     }

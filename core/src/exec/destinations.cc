@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "name_patterns.h"
+#include "param_table_rules.h"
 #include "plan_runner.h"
 #include "wmap/util/error.h"
 
@@ -28,15 +29,6 @@ std::string DestinationCheck::message() const {
 }
 
 namespace {
-
-bool is_floating(DType d) {
-  switch (d) {
-    case DType::kF16: case DType::kBF16: case DType::kF32: case DType::kF64: case DType::kF8_E4M3: case DType::kF8_E5M2:
-      return true;
-    default:
-      return false;
-  }
-}
 
 // The device the executor writes through: allocate() hands out the caller's memory of that name;
 // everything else is the underlying device's.
@@ -83,9 +75,10 @@ DestinationCheck check_destinations(const LoadPlan& plan, const std::vector<Dest
   auto problem = [&](PlanProblem::Kind kind, const std::string& key, std::string message) {
     out.problems.push_back({kind, key, std::move(message)});
   };
-  std::map<std::string, const Destination*> by_name;
+  std::map<std::string, const Destination*> by_name;  // by plain_param_name (torch.compile's prefix dropped)
   for (const Destination& d : destinations) {
-    if (!by_name.emplace(d.name, &d).second) problem(PlanProblem::Kind::kDestination, d.name, d.name + ": given twice");
+    const std::string name = exec_detail::plain_param_name(d.name);
+    if (!by_name.emplace(name, &d).second) problem(PlanProblem::Kind::kDestination, name, d.name + ": given twice");
   }
   // The device: every destination on one.
   if (!destinations.empty()) out.device = destinations.front().device;
@@ -124,17 +117,20 @@ DestinationCheck check_destinations(const LoadPlan& plan, const std::vector<Dest
       continue;
     }
     const Destination& d = *it->second;
-    const uint32_t element = dtype_bits(p->dtype) / 8;
     if (d.shape != p->shape) {
       problem(PlanProblem::Kind::kShape, name, name + ": destination shape " + shape_text(d.shape) + " but the plan builds " + shape_text(p->shape));
     }
-    if (d.element_bytes != element && dtype_bits(p->dtype) % 8 == 0) {
-      problem(PlanProblem::Kind::kDtype, name, name + ": destination elements of " + std::to_string(d.element_bytes) +
-                                                   " byte(s) but the plan builds " + std::string(dtype_name(p->dtype)) + " (" +
-                                                   std::to_string(element) + " byte(s))");
-    } else if (d.dtype && *d.dtype != p->dtype && is_floating(*d.dtype) && is_floating(p->dtype)) {
-      problem(PlanProblem::Kind::kDtype, name, name + ": destination is " + std::string(dtype_name(*d.dtype)) + " but the plan builds " +
-                                                   std::string(dtype_name(p->dtype)) + " (no conversion on load)");
+    switch (exec_detail::dtype_fit(p->dtype, d.dtype, d.element_bytes)) {
+      case exec_detail::DtypeFit::kFits: break;
+      case exec_detail::DtypeFit::kElementSize:
+        problem(PlanProblem::Kind::kDtype, name, name + ": destination elements of " + std::to_string(d.element_bytes) +
+                                                     " byte(s) but the plan builds " + std::string(dtype_name(p->dtype)) + " (" +
+                                                     std::to_string(dtype_bits(p->dtype) / 8) + " byte(s))");
+        break;
+      case exec_detail::DtypeFit::kOtherFloat:
+        problem(PlanProblem::Kind::kDtype, name, name + ": destination is " + std::string(dtype_name(*d.dtype)) + " but the plan builds " +
+                                                     std::string(dtype_name(p->dtype)) + " (no conversion on load)");
+        break;
     }
     if (!d.contiguous) {
       problem(PlanProblem::Kind::kDestination, name, name + ": destination is not contiguous (a transposed or strided view): pass a contiguous tensor");
@@ -163,19 +159,23 @@ DestinationCheck check_destinations(const LoadPlan& plan, const std::vector<Dest
     }
   }
   // Overlaps between the written destinations (by address, per device).
-  std::vector<std::pair<uintptr_t, const Destination*>> spans;
+  struct Span {
+    uintptr_t begin;
+    uint64_t bytes;
+    const std::string* name;  // the planned parameter's
+  };
+  std::vector<Span> spans;
   for (const auto& [name, p] : planned) {
     auto it = by_name.find(name);
     if (p->alias_of.empty() && it != by_name.end() && p->nbytes > 0 && it->second->data) {
-      spans.emplace_back(reinterpret_cast<uintptr_t>(it->second->data), it->second);
+      spans.push_back({reinterpret_cast<uintptr_t>(it->second->data), p->nbytes, &name});
     }
   }
-  std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
   for (size_t i = 1; i < spans.size(); ++i) {
-    const Destination& prev = *spans[i - 1].second;
-    if (spans[i - 1].first + planned.at(prev.name)->nbytes > spans[i].first) {
-      const Destination& d = *spans[i].second;
-      problem(PlanProblem::Kind::kDestination, d.name, d.name + ": overlaps the destination of '" + prev.name + "'");
+    if (spans[i - 1].begin + spans[i - 1].bytes > spans[i].begin) {
+      const std::string& name = *spans[i].name;
+      problem(PlanProblem::Kind::kDestination, name, name + ": overlaps the destination of '" + *spans[i - 1].name + "'");
     }
   }
   std::stable_sort(out.problems.begin(), out.problems.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
@@ -193,7 +193,7 @@ LoadIntoReport execute_into(const LoadPlan& plan, Device& device,
   }
   if (!check.ok()) throw Error(ErrorCode::kValidation, check.message());
   std::map<std::string, const Destination*> by_name;
-  for (const Destination& d : destinations) by_name.emplace(d.name, &d);
+  for (const Destination& d : destinations) by_name.emplace(exec_detail::plain_param_name(d.name), &d);
   DestinationDevice into(device, by_name);
   device.fence_external();  // the caller's queued work on its tensors comes first
   LoadedModel model = exec_detail::PlanRunner(plan, into, options).run();

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "name_patterns.h"
+#include "param_table_rules.h"
 #include "wmap/exec/destinations.h"
 #include "wmap/util/error.h"
 
@@ -63,8 +64,8 @@ std::vector<ExpectedParam> parse_expected_params(std::string_view json, const st
 std::vector<PlanProblem> check_expected_params(const LoadPlan& plan, const std::vector<ExpectedParam>& expected) {
   const exec_detail::NamePatterns owned(engine_owned_patterns(plan.layout().target), "engine-owned");
   std::vector<PlanProblem> out;
-  std::map<std::string, const ExpectedParam*> engine;
-  for (const auto& e : expected) engine[e.name] = &e;
+  std::map<std::string, const ExpectedParam*> engine;  // by plain_param_name (torch.compile's prefix dropped)
+  for (const auto& e : expected) engine[exec_detail::plain_param_name(e.name)] = &e;
   std::map<std::string, const PlannedParam*> planned;
   for (const PlannedParam& p : plan.params()) {
     if (!p.absent) planned[p.name] = &p;
@@ -83,10 +84,9 @@ std::vector<PlanProblem> check_expected_params(const LoadPlan& plan, const std::
       out.push_back({PlanProblem::Kind::kShape, name, name + ": the engine's shape is " + shape_text(e.shape) + " but the plan builds " + shape_text(p->shape)});
     }
     const auto d = dtype_from_engine_name(e.dtype);
-    const bool f8_as_bytes = d == DType::kU8 && (p->dtype == DType::kF8_E4M3 || p->dtype == DType::kF8_E5M2);
     if (!d) {
       out.push_back({PlanProblem::Kind::kDtype, name, name + ": the engine's dtype '" + e.dtype + "' is not one wmap knows"});
-    } else if (*d != p->dtype && !f8_as_bytes) {
+    } else if (exec_detail::dtype_fit(p->dtype, d, std::max(1u, dtype_bits(*d) / 8)) != exec_detail::DtypeFit::kFits) {
       out.push_back({PlanProblem::Kind::kDtype, name, name + ": the engine holds " + e.dtype + " but the plan builds " +
                                                           std::string(dtype_name(p->dtype))});
     }

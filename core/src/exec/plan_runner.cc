@@ -119,9 +119,15 @@ LoadedModel PlanRunner::run() {
     }
   }
   {
-    std::vector<std::thread> loaders, readers;
-    for (unsigned t = 0; t < load_workers_; ++t) loaders.emplace_back([this] { load_worker(); });
-    for (unsigned t = 0; t < read_workers_; ++t) readers.emplace_back([this] { read_worker(); });
+    // jthreads: a thread that cannot start fails the load (every worker is woken and joined),
+    // instead of destroying joinable threads, which terminates the process (review F13).
+    std::vector<std::jthread> loaders, readers;
+    try {
+      for (unsigned t = 0; t < load_workers_; ++t) loaders.emplace_back([this] { load_worker(); });
+      for (unsigned t = 0; t < read_workers_; ++t) readers.emplace_back([this] { read_worker(); });
+    } catch (...) {
+      fail();
+    }
     for (auto& t : readers) t.join();
     queue_->close();
     for (auto& t : loaders) t.join();

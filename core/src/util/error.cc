@@ -22,6 +22,7 @@ std::string_view error_code_name(ErrorCode code) {
     case ErrorCode::kMalformedInput: return "MalformedInput";
     case ErrorCode::kValidation: return "Validation";
     case ErrorCode::kUnsupported: return "Unsupported";
+    case ErrorCode::kOutOfMemory: return "OutOfMemory";
     case ErrorCode::kInternal: return "Internal";
   }
   return "Unknown";
@@ -31,6 +32,7 @@ int exit_code_for(ErrorCode code) {
   switch (code) {
     case ErrorCode::kValidation:
     case ErrorCode::kUnsupported:
+    case ErrorCode::kOutOfMemory:
     case ErrorCode::kInternal:
       return 1;
     default:

@@ -28,6 +28,7 @@ enum class ErrorCode {
   // Semantic failures of a well-formed input.
   kValidation,   // plan validation / load failed
   kUnsupported,  // well-formed but not supported
+  kOutOfMemory,  // host or device memory could not be allocated
   kInternal,     // a bug in wmap
 };
 
