@@ -40,6 +40,7 @@ const wmap::Catalog& catalog() {
     wmap::ShardRecord shard;
     shard.file = "model.safetensors";
     shard.tensor_count = tensors.size();
+    shard.signature.size = offset;
     return wmap::Catalog::from_parts("/nonexistent", {shard}, std::move(tensors));
   }();
   return cat;

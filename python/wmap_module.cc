@@ -494,7 +494,7 @@ std::string problem_line(const wmap::PlanProblem& p) {
 wmap::ExecOptions front_end_exec() {
   wmap::ExecOptions exec;  // I/O path chosen per checkpoint, as the CLI's default `--io auto`
   exec.read_workers = wmap::worker_count_from_env("WMAP_READ_WORKERS");
-  exec.workers = wmap::worker_count_from_env("WMAP_LOAD_WORKERS");
+  exec.load_workers = wmap::worker_count_from_env("WMAP_LOAD_WORKERS");
   return exec;
 }
 
@@ -653,7 +653,7 @@ Plan make_plan(py::object source, py::kwargs kw) {
 std::string inspect_json(const std::filesystem::path& path) {
   py::gil_scoped_release nogil;
   wmap::ShardSet set = wmap::discover_shards(path);
-  for (const auto& w : set.warnings) wmap::log().warn("{}", w);
+  for (const auto& w : set.warnings) wmap::log_warn(w);
   return wmap::Catalog::build(set).to_json(true);
 }
 

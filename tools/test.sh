@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Fresh Debian 12 machine -> everything installed, built from scratch, the whole suite run:
+#   0. every C++ source formatted as .clang-format says (tools/check_format.sh)
 #   1. ctest: unit, interop, bit-exact family loads vs the numpy reference, plugins, mappings,
 #      reliability, executor, PyTorch checkpoints, the Python module
 #   2. the out-of-tree GPT-2 plugin built and tested against `cmake --install` of step 1
@@ -42,6 +43,9 @@ SKIP=" ${WMAP_SKIP:-} "
 t0=$(date +%s)
 stage() { echo; echo "=== wmap test: $* ($(( $(date +%s) - t0 ))s elapsed) ==="; }
 skipped() { [[ "$SKIP" == *" $1 "* ]]; }
+
+stage "format (.clang-format, every C++ source)"
+tools/check_format.sh
 
 stage "build and ctest"
 rm -rf "$BUILD"

@@ -44,8 +44,8 @@ struct Slot {
 class Exchange {
  public:
   Exchange(const MpiWorld& world, const Catalog& catalog, const std::vector<std::vector<FileExtent>>& needed,
-           ExtentStoreFileSystem& store, Fault fault)
-      : world_(world), catalog_(catalog), needed_(needed), store_(store), me_(world.rank()), n_(world.size()), fault_(fault) {
+           ExtentStoreFileSystem& store, const FileSystem& fs, Fault fault)
+      : world_(world), catalog_(catalog), fs_(fs), needed_(needed), store_(store), me_(world.rank()), n_(world.size()), fault_(fault) {
     const std::vector<FileRange> ranges = read_ranges(needed);
     stats_.union_bytes = range_bytes(ranges);
     ch_ = chunk_ranges(ranges, exchange_chunk_bytes(stats_.union_bytes, n_));
@@ -125,7 +125,7 @@ class Exchange {
       if (!failed) {
         try {
           const Chunk& k = ch_.chunks[own_[i]];
-          if (!files[k.shard]) files[k.shard] = FileSystem::posix().open(catalog_.shard_path(k.shard), IoMode::kPread);
+          if (!files[k.shard]) files[k.shard] = fs_.open(catalog_.shard_path(k.shard), IoMode::kPread);
           slot.buf.resize(k.end - k.begin);
           for (size_t p = k.piece_begin; p < k.piece_end; ++p) {
             const FileRange& x = ch_.pieces[p];
@@ -228,6 +228,7 @@ class Exchange {
 
   const MpiWorld& world_;
   const Catalog& catalog_;
+  const FileSystem& fs_;
   const std::vector<std::vector<FileExtent>>& needed_;
   ExtentStoreFileSystem& store_;
   const int me_, n_;
@@ -268,7 +269,7 @@ uint64_t exchange_chunk_bytes(uint64_t union_bytes, int ranks) {
 }
 
 ExchangeStats exchange_extents(const MpiWorld& world, const Catalog& catalog, const std::vector<std::vector<FileExtent>>& needed,
-                               ExtentStoreFileSystem& store) {
+                               ExtentStoreFileSystem& store, const FileSystem& fs) {
   const auto t0 = std::chrono::steady_clock::now();
   ExchangeStats stats;
   std::exception_ptr read_error;
@@ -277,7 +278,7 @@ ExchangeStats exchange_extents(const MpiWorld& world, const Catalog& catalog, co
   // outlives the abort: posted transfers still point into its buffers.
   std::unique_ptr<Exchange> x;
   try {
-    x = std::make_unique<Exchange>(world, catalog, needed, store, injected_fault());
+    x = std::make_unique<Exchange>(world, catalog, needed, store, fs, injected_fault());
     stats = x->run();
     read_error = x->read_error();
   } catch (...) {

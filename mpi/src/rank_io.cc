@@ -40,8 +40,8 @@ std::vector<std::vector<FileExtent>> gather_extents(const MpiWorld& world, const
 
 }  // namespace
 
-RankIo::RankIo(MpiWorld& world, IoPolicy requested, const PreparedLoad& prepared, bool params_on_host) {
-  report_.requested = std::string(io_policy_name(requested));
+RankIo::RankIo(MpiWorld& world, IoPolicy requested, const PreparedLoad& prepared, bool params_on_host, const FileSystem& fs) {
+  report_.requested = requested;
   std::vector<FileExtent> mine;
   std::string encoded, facts_text;
   std::exception_ptr error;
@@ -60,7 +60,7 @@ RankIo::RankIo(MpiWorld& world, IoPolicy requested, const PreparedLoad& prepared
   IoPolicy effective = decide_io_policy(facts, report_.reason);
 
   if (effective == IoPolicy::kRankStriped) {
-    const WarmupStats w = striped_warmup(world, *prepared.catalog, gather_extents(world, encoded, world.node()));
+    const WarmupStats w = striped_warmup(world, *prepared.catalog, gather_extents(world, encoded, world.node()), fs);
     report_.storage_bytes = w.storage_bytes;
     report_.union_bytes = w.node_union_bytes;
     report_.seconds = w.seconds;
@@ -91,7 +91,7 @@ RankIo::RankIo(MpiWorld& world, IoPolicy requested, const PreparedLoad& prepared
     if (store_) {
       error = nullptr;
       try {
-        const ExchangeStats x = exchange_extents(world, *prepared.catalog, needed, *store_);
+        const ExchangeStats x = exchange_extents(world, *prepared.catalog, needed, *store_, fs);
         report_.storage_bytes = x.storage_bytes;
         report_.received_bytes = x.received_bytes;
         report_.sent_bytes = x.sent_bytes;
@@ -105,7 +105,7 @@ RankIo::RankIo(MpiWorld& world, IoPolicy requested, const PreparedLoad& prepared
       world.agree("the exchange", error);
     }
   }
-  report_.effective = std::string(io_policy_name(effective));
+  report_.effective = effective;
 }
 
 }  // namespace wmap::mpi

@@ -8,7 +8,8 @@
 
 namespace wmap::mpi {
 
-WarmupStats striped_warmup(const MpiWorld& world, const Catalog& catalog, const std::vector<std::vector<FileExtent>>& node_needed) {
+WarmupStats striped_warmup(const MpiWorld& world, const Catalog& catalog, const std::vector<std::vector<FileExtent>>& node_needed,
+                           const FileSystem& fs) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<FileRange> ranges = read_ranges(node_needed);
   const int n = world.node_size(), me = world.node_rank();
@@ -23,7 +24,7 @@ WarmupStats striped_warmup(const MpiWorld& world, const Catalog& catalog, const 
   try {
     for (size_t c = static_cast<size_t>(me); c < ch.chunks.size(); c += static_cast<size_t>(n)) {
       const Chunk& k = ch.chunks[c];
-      if (!files[k.shard]) files[k.shard] = FileSystem::posix().open(catalog.shard_path(k.shard), IoMode::kPread);
+      if (!files[k.shard]) files[k.shard] = fs.open(catalog.shard_path(k.shard), IoMode::kPread);
       for (size_t p = k.piece_begin; p < k.piece_end; ++p) {
         const FileRange& x = ch.pieces[p];
         files[k.shard]->will_need(x.begin, x.size());
@@ -35,7 +36,7 @@ WarmupStats striped_warmup(const MpiWorld& world, const Catalog& catalog, const 
       }
     }
   } catch (const std::exception& e) {
-    log().warn("{}: read-ahead stopped: {}", world.tag(), e.what());
+    log_warn(world.tag() + ": read-ahead stopped: " + e.what());
   }
   MPI_Barrier(world.node());
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -52,10 +52,32 @@ const TargetRules& rules_for(wmap::Target t) {
   // called it `fused_a`); FP8 block-scale linears hold `weight_scale`, the fused MoE
   // `w3_w1_weight_scaling_factor`. vLLM: `fused_qkv_a_proj`, scales keep `weight_scale_inv`,
   // FusedMoE `experts.w13_weight` = [gate; up].
-  static const TargetRules kTrtllm{"kv_a_proj_with_mqa", "weight_scale", "weight_scaling_factor", {"w3_w1", "w2", false, true},
-                                   "experts.backend", true, true, true, true, false, false};
-  static const TargetRules kVllm{"fused_qkv_a_proj", "weight_scale_inv", "weight_scale_inv", {"w13", "w2", true, false},
-                                 "experts", false, false, false, false, true, true};
+  static const TargetRules kTrtllm{
+      .fused_a = "kv_a_proj_with_mqa",
+      .scale = "weight_scale",
+      .expert_scale = "weight_scaling_factor",
+      .experts = {.fused = "w3_w1", .down = "w2", .gate_first = false, .globals_close = true},
+      .experts_module = "experts.backend",
+      .replicated_embedding = true,
+      .split_kv_b = true,
+      .gcd_mlp_split = true,
+      .loads_mtp = true,
+      .score_bias_needs_noaux_tc = false,
+      .whole_fp8_blocks = false,
+  };
+  static const TargetRules kVllm{
+      .fused_a = "fused_qkv_a_proj",
+      .scale = "weight_scale_inv",
+      .expert_scale = "weight_scale_inv",
+      .experts = {.fused = "w13", .down = "w2", .gate_first = true, .globals_close = false},
+      .experts_module = "experts",
+      .replicated_embedding = false,
+      .split_kv_b = false,
+      .gcd_mlp_split = false,
+      .loads_mtp = false,
+      .score_bias_needs_noaux_tc = true,
+      .whole_fp8_blocks = true,
+  };
   return t == wmap::Target::kVllm ? kVllm : kTrtllm;
 }
 
@@ -70,6 +92,12 @@ struct DeepseekShape {
   std::optional<spec::BlockScales> fp8;
 
   bool is_moe(uint64_t layer) const { return experts > 0 && layer >= first_dense && layer % moe_freq == 0; }
+  // The checkpoint's routed-experts module of `layer`, nullopt when the layer is dense: the one
+  // place the key pattern is written (bounds and modules both use it).
+  std::optional<std::string> experts_of(uint64_t layer) const {
+    if (!is_moe(layer)) return std::nullopt;
+    return "model.layers." + std::to_string(layer) + ".mlp.experts";
+  }
 };
 
 // Every count and size is bounded by the checkpoint (ConfigBounds) before anything loops over it.
@@ -118,7 +146,7 @@ DeepseekShape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyP
   // The layers this spec may build (MTP layers read checkpoint layers layers..layers+mtp-1): only
   // the sizes they use are dimensions of checkpoint tensors.
   const uint64_t built = s.layers + std::min(s.mtp, s.mtp_in_checkpoint);
-  const auto moe_layers = spec::moe_expert_prefixes(built, [&s](uint64_t i) { return s.is_moe(i); });
+  const auto moe_layers = spec::moe_expert_prefixes(built, [&s](uint64_t i) { return s.experts_of(i); });
   if (moe_layers.size() < built) bounds.dim("intermediate_size", s.intermediate);
   if (!moe_layers.empty()) {
     bounds.count("n_routed_experts", s.experts, moe_layers, "expert");
@@ -231,8 +259,7 @@ void gated_mlp(std::vector<ModuleSpec>& modules, const std::string& dst, const s
 
 // How a dense MLP (node_cap) or the shared experts of `width` rows are split on this rank.
 wmap::Split mlp_split(uint64_t width, bool node_cap, const DeepseekShape& s, const Layout& l) {
-  if (l.attention_dp) return l.replicated();
-  if (!rules_for(l.target).gcd_mlp_split) return l.tp();
+  if (l.attention_dp || !rules_for(l.target).gcd_mlp_split) return l.attention();
   return l.gcd_split(width / (s.fp8 ? s.fp8->rows : 1), node_cap);
 }
 
@@ -275,7 +302,8 @@ void add_layer(ModelSpec& m, uint64_t dst_i, uint64_t src_i, const DeepseekShape
   const std::vector<uint64_t> o{h, s.heads * s.v};
   m.modules.push_back(module(da + "o_proj", linear(da + "o_proj", {spec::linear_cols(ca + "o_proj", o, attn)}, s, l)));
   rep("post_attention_layernorm", {h});
-  if (!s.is_moe(src_i)) {
+  const std::optional<std::string> source = s.experts_of(src_i);
+  if (!source) {
     gated_mlp(m.modules, d + "mlp", c + "mlp", s.intermediate, mlp_split(s.intermediate, true, s, l), s, l);
     return;
   }
@@ -294,9 +322,9 @@ void add_layer(ModelSpec& m, uint64_t dst_i, uint64_t src_i, const DeepseekShape
   }
   const std::string experts = d + "mlp." + rules.experts_module;
   m.modules.push_back({experts,
-                       spec::moe_experts(experts, c + "mlp.experts", s.experts, s.moe_intermediate, h, l,
+                       spec::moe_experts(experts, *source, s.experts, s.moe_intermediate, h, l,
                                          quant(s, l.target, rules.expert_scale), rules.experts),
-                       {c + "mlp.experts"}});
+                       {*source}});
 }
 
 ModelSpec build_deepseek(const ModelConfig& c, const Layout& l, const wmap::KeyProbe& probe) {
@@ -306,7 +334,8 @@ ModelSpec build_deepseek(const ModelConfig& c, const Layout& l, const wmap::KeyP
   m.plugin = "deepseek_v3";
   m.architecture = c.architecture();
   const uint64_t h = s.hidden;
-  const wmap::Split vocab = l.attention_dp ? l.replicated() : l.tp();  // lm_head (and vLLM's embed_tokens)
+  // lm_head (and vLLM's embed_tokens): split as attention is, so replicated under attention_dp.
+  const wmap::Split vocab = l.attention();
   const std::string embed = "model.embed_tokens.weight";
   m.modules.push_back(module("model.embed_tokens", {rules.replicated_embedding ? spec::replicated(embed, embed, {s.vocab, h})
                                                                                : spec::vocab_parallel(embed, embed, {s.vocab, h}, l, vocab)}));
@@ -321,7 +350,7 @@ ModelSpec build_deepseek(const ModelConfig& c, const Layout& l, const wmap::KeyP
     m.modules.push_back(module(d + "hnorm", {spec::replicated(d + "hnorm.weight", c2 + "hnorm.weight", {h})}));
     // eh_proj stays BF16 in FP8 checkpoints (no weight_scale_inv); row-parallel in TensorRT-LLM's MTP.
     m.modules.push_back(module(d + "eh_proj", {spec::row_parallel(d + "eh_proj.weight", c2 + "eh_proj.weight", {h, 2 * h},
-                                                                  l.attention_dp ? l.replicated() : l.tp())}));
+                                                                  l.attention())}));
     m.modules.push_back(module(d + "shared_head.norm", {spec::replicated(d + "shared_head.norm.weight", c2 + "shared_head.norm.weight", {h})}));
     add_layer(m, dst, src, s, l);
   }

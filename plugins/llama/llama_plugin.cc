@@ -43,8 +43,22 @@ const TargetRules& rules_for(wmap::Target t) {
   // w3_w1_weight = [up; gate] (fused_moe weight loading). vLLM: FusedMoE `experts` with
   // w13_weight = [gate; up] (FusedMoE.weight_loader, shard ids w1 then w3); mixtral.py keeps
   // `block_sparse_moe`; llama.py's load_weights skips checkpoint biases it has no parameter for.
-  static const TargetRules kTrtllm{{"w3_w1", "w2", false, true}, "experts.backend", false, false, false, true};
-  static const TargetRules kVllm{{"w13", "w2", true, false}, "experts", true, true, true, false};
+  static const TargetRules kTrtllm{
+      .experts = {.fused = "w3_w1", .down = "w2", .gate_first = false, .globals_close = true},
+      .experts_module = "experts.backend",
+      .mixtral_keeps_block_sparse_moe = false,
+      .bias_flag = false,
+      .skip_unused_biases = false,
+      .serves_nvfp4 = true,
+  };
+  static const TargetRules kVllm{
+      .experts = {.fused = "w13", .down = "w2", .gate_first = true, .globals_close = false},
+      .experts_module = "experts",
+      .mixtral_keeps_block_sparse_moe = true,
+      .bias_flag = true,
+      .skip_unused_biases = true,
+      .serves_nvfp4 = false,
+  };
   return t == wmap::Target::kVllm ? kVllm : kTrtllm;
 }
 
@@ -62,6 +76,12 @@ struct LlamaShape {
       if (l == static_cast<int64_t>(layer)) return false;
     }
     return (layer + 1) % sparse_step == 0;
+  }
+  // The checkpoint's routed-experts module of `layer`, nullopt when the layer is dense: the one
+  // place the key pattern is written (bounds and modules both use it).
+  std::optional<std::string> experts_of(uint64_t layer) const {
+    if (!is_moe(layer)) return std::nullopt;
+    return "model.layers." + std::to_string(layer) + ".mlp.experts";
   }
 };
 
@@ -107,7 +127,7 @@ LlamaShape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyProb
   }
   // Only the sizes the layers use are dimensions of checkpoint tensors (a MoE config may carry an
   // unused intermediate_size).
-  const auto moe_layers = spec::moe_expert_prefixes(s.layers, [&s](uint64_t i) { return s.is_moe(i); });
+  const auto moe_layers = spec::moe_expert_prefixes(s.layers, [&s](uint64_t i) { return s.experts_of(i); });
   if (moe_layers.size() < s.layers) b.dim("intermediate_size", s.intermediate);
   if (!moe_layers.empty()) {
     b.count(experts_key, s.experts, moe_layers, "expert");
@@ -203,14 +223,14 @@ ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProb
     m.modules.push_back(module(a + "o_proj", std::move(o)));
     m.modules.push_back(module(p + "post_attention_layernorm",
                                {spec::replicated(p + "post_attention_layernorm.weight", p + "post_attention_layernorm.weight", {h})}));
-    if (s.is_moe(i)) {
+    if (const auto source = s.experts_of(i)) {
       // The runtime module (trtllm `mlp.experts.backend`) is read from checkpoint prefix `mlp.experts`.
       const std::string experts = p + moe + rules.experts_module;
       m.modules.push_back(module(p + moe + "gate", {spec::replicated(p + moe + "gate.weight", p + "mlp.gate.weight", {s.experts, h})}));
       m.modules.push_back({experts,
-                           spec::moe_experts(experts, p + "mlp.experts", s.experts, s.moe_intermediate, h, l,
-                                             quant_of(s, probe, p + "mlp.experts.0.up_proj", false), rules.experts),
-                           {p + "mlp.experts"}});
+                           spec::moe_experts(experts, *source, s.experts, s.moe_intermediate, h, l,
+                                             quant_of(s, probe, *source + ".0.up_proj", false), rules.experts),
+                           {*source}});
       continue;
     }
     const spec::LinearQuant gq = quant_of(s, probe, p + "mlp.gate_proj", true);

@@ -118,6 +118,7 @@ TensorRecord one_byte_record(std::string name) {
 Catalog one_shard_catalog(std::vector<TensorRecord> recs) {
   ShardRecord shard;
   shard.file = "x.safetensors";
+  shard.signature.size = 1;  // every record is byte [0, 1)
   return Catalog::from_parts("/nowhere", {shard}, std::move(recs));
 }
 
@@ -310,7 +311,8 @@ TEST_F(CatalogTest, MalformedCatalogRefused) {
 }
 
 TEST_F(CatalogTest, CatalogBytesOutsideTheShardRefused) {
-  // A consistent catalog (right id) whose tensor claims bytes past its shard's size.
+  // A saved catalog whose tensor claims bytes past its shard's size is refused before its id is
+  // even compared (from_parts refuses such parts too, so the JSON is edited).
   ShardRecord s;
   s.file = "s.safetensors";
   s.signature.size = 100;
@@ -318,11 +320,14 @@ TEST_F(CatalogTest, CatalogBytesOutsideTheShardRefused) {
   t.name = "w";
   t.dtype = DType::kU8;
   t.shape = {8};
-  t.offset = 96;
+  t.offset = 92;
   t.nbytes = 8;
-  const Catalog cat = Catalog::from_parts("/x", {s}, {t});
-  EXPECT_WMAP_ERROR(Catalog::parse_json(cat.to_json(true), "c.json"), ErrorCode::kMalformedInput, "c.json", "'w'",
-                    "s.safetensors", "100 bytes");
+  std::string json = Catalog::from_parts("/x", {s}, {t}).to_json(true);
+  const size_t at = json.find("\"offset\":92");
+  ASSERT_NE(at, std::string::npos) << json;
+  json.replace(at, std::string_view("\"offset\":92").size(), "\"offset\":96");
+  EXPECT_WMAP_ERROR(Catalog::parse_json(json, "c.json"), ErrorCode::kMalformedInput, "c.json", "'w'", "s.safetensors",
+                    "100 bytes");
 }
 
 TEST(CatalogFromParts, BadShardIndexAndDuplicates) {
@@ -331,6 +336,7 @@ TEST(CatalogFromParts, BadShardIndexAndDuplicates) {
   b.file = "b.safetensors";
   TensorRecord t;
   t.name = "w";
+  t.shape = {0};
   t.shard = 2;
   EXPECT_WMAP_ERROR(Catalog::from_parts("/x", {a, b}, {t}), ErrorCode::kMalformedInput, "'w'");
   TensorRecord u = t, v = t;
@@ -400,6 +406,44 @@ TEST_F(CatalogTest, ChangedShardsReportsMissingShard) {
   const auto changes = cat_.changed_shards(dir_.path());
   ASSERT_EQ(changes.size(), 1u);
   EXPECT_NE(changes[0].find("model-00002-of-00002.safetensors"), std::string::npos) << changes[0];
+}
+
+
+// from_parts checks each record as the header parser does (review F8): parts handed in by an
+// engine or another format's loader cannot make a catalog whose records lie.
+TEST(CatalogFromParts, ChecksEveryRecordAsTheParserDoes) {
+  ShardRecord s;
+  s.file = "s.safetensors";
+  s.signature.size = 64;
+  TensorRecord good{.name = "w", .shard = 0, .dtype = DType::kF32, .shape = {4, 2}, .offset = 8, .nbytes = 32, .strides = {}};
+  EXPECT_EQ(Catalog::from_parts("/x", {s}, {good}).tensors().size(), 1u);
+
+  TensorRecord r = good;
+  r.nbytes = 31;
+  EXPECT_WMAP_ERROR(Catalog::from_parts("/x", {s}, {r}, "parts"), ErrorCode::kMalformedInput, "parts: tensor 'w'",
+                    "nbytes 31 does not match F32 [4, 2]");
+  r = good;
+  r.offset = 40;
+  EXPECT_WMAP_ERROR(Catalog::from_parts("/x", {s}, {r}), ErrorCode::kMalformedInput, "'w'", "[40, +32)", "s.safetensors",
+                    "64 bytes");
+  r = good;
+  r.shape = {uint64_t{1} << 40, uint64_t{1} << 40};
+  EXPECT_WMAP_ERROR(Catalog::from_parts("/x", {s}, {r}), ErrorCode::kMalformedInput, "more than 2^64 elements");
+  r = good;
+  r.strides = {1};
+  EXPECT_WMAP_ERROR(Catalog::from_parts("/x", {s}, {r}), ErrorCode::kMalformedInput, "1 strides for a 2-d shape");
+  r = good;
+  r.strides = {UINT64_MAX / 2, 1};
+  EXPECT_WMAP_ERROR(Catalog::from_parts("/x", {s}, {r}), ErrorCode::kMalformedInput, "strided extent overflows 64 bits");
+  r = good;
+  r.dtype = DType::kF4;
+  r.nbytes = 4;
+  r.strides = {2, 1};
+  EXPECT_WMAP_ERROR(Catalog::from_parts("/x", {s}, {r}), ErrorCode::kMalformedInput, "strides on a sub-byte dtype");
+  // A record no catalog accepted still answers span_bytes() with an error, never a bad optional.
+  r = good;
+  r.strides = {UINT64_MAX / 2, 1};
+  EXPECT_WMAP_ERROR(r.span_bytes(), ErrorCode::kOverflow, "'w'");
 }
 
 }  // namespace

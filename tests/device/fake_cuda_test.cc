@@ -54,7 +54,7 @@ LoadedModel load(const std::filesystem::path& ckpt, Device& device, const Rank& 
   ExecOptions exec;
   exec.io = io;
   exec.read_workers = 4;
-  exec.workers = 3;
+  exec.load_workers = 3;
   return session.load(*prepared, device, exec);
 }
 

@@ -88,14 +88,14 @@ TEST_F(ExecutorCli, SmallChunksAndNoPrefaultStayBitExact) {
       exec.io = io;
       exec.prefault = prefault;
       exec.read_workers = 3;
-      exec.workers = 2;
+      exec.load_workers = 2;
       LoadedModel m = session.load(*prepared, *device, exec);
       const auto dump = out / "m.safetensors";
       dump_safetensors(m, *device, dump);
       EXPECT_EQ(reference_check(ckpt(), dump, 2, 1), "") << io_mode_name(io) << " prefault " << prefault;
       EXPECT_EQ(m.stats.io_path, io_mode_name(io));
       EXPECT_EQ(m.stats.read_workers, 3u);
-      EXPECT_EQ(m.stats.workers, 2u);
+      EXPECT_EQ(m.stats.load_workers, 2u);
     }
   }
 }
@@ -234,7 +234,7 @@ int load_truncated_in_child(const fs::path& ckpt, const std::string& victim, IoM
       exec.io = io;
       exec.fs = &tfs;
       exec.read_workers = 2;
-      exec.workers = 2;
+      exec.load_workers = 2;
       session.load(*prepared, *device, exec);
       code = 3;
     } catch (const Error& e) {

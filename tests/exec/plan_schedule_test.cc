@@ -198,7 +198,7 @@ TEST_F(PlanSchedule, ExecutorReadsInThePlansOrderAndReleasesASharedSourceOnceAft
       exec.io = io;
       exec.fs = &rec;
       exec.read_workers = workers;
-      exec.workers = workers;
+      exec.load_workers = workers;
       exec.prefetch = ExecOptions::Prefetch::kOff;
       const LoadedModel m = execute_plan(p, *device, exec);
       const auto events = rec.events();
@@ -270,7 +270,7 @@ TEST(PlanScheduleMtp, SharedMtpLayerIsReleasedOnceAfterItsLastReader) {
     exec.io = io;
     exec.fs = &rec;
     exec.read_workers = 2;
-    exec.workers = 2;
+    exec.load_workers = 2;
     session.load(*prepared, *device, exec);
     const auto events = rec.events();
     std::vector<RecordingFs::Event> releases;

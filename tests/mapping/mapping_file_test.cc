@@ -147,5 +147,62 @@ TEST(MappingFileTest, LoadFileNamesPath) {
   EXPECT_EQ(load_mapping_file(path).file, path);
 }
 
+// `include:` (review F6f): rule sets shared between mapping files, resolved beside the file.
+TEST(MappingFileTest, IncludedRuleSetsComeAfterTheFilesOwnRulesAndNameTheirOwnFile) {
+  test::TempDir dir;
+  std::filesystem::create_directories(dir / "rules");
+  test::write_file(dir / "rules" / "a.yaml", "rename:\n  - match: '^(.+)\\.x$'\n    replace: '\\1.y'\nignore: ['^skip$']\n");
+  test::write_file(dir / "rules" / "b.yaml", "# nothing but an ignore\nignore:\n  - '^also$'\n");
+  test::write_file(dir / "m.yaml",
+                   "architectures: [A]\nplugin: p\nrename:\n  - {match: '^own\\.x$', replace: 'mine'}\n"
+                   "ignore: ['^own_ignore$']\ninclude: [rules/a.yaml, rules/b.yaml]\n");
+  const MappingFile m = load_mapping_file(dir / "m.yaml");
+  ASSERT_EQ(m.rename.size(), 2u);
+  EXPECT_EQ(m.rename[0].pattern, "^own\\.x$");  // the file's own rules first: first match wins
+  EXPECT_EQ(m.rename[0].file, (dir / "m.yaml").string());
+  EXPECT_EQ(m.rename[1].pattern, "^(.+)\\.x$");
+  EXPECT_EQ(m.rename[1].file, (dir / "rules" / "a.yaml").string());
+  EXPECT_EQ(m.rename[1].line, 2);
+  ASSERT_EQ(m.ignore.size(), 3u);
+  EXPECT_EQ(m.ignore[0].pattern, "^own_ignore$");
+  EXPECT_EQ(m.ignore[1].pattern, "^skip$");
+  EXPECT_EQ(m.ignore[2].pattern, "^also$");
+  EXPECT_EQ(m.ignore[2].file, (dir / "rules" / "b.yaml").string());
+  EXPECT_EQ(m.ignore[2].line, 3);
+  EXPECT_EQ(m.includes, (std::vector<std::string>{"rules/a.yaml", "rules/b.yaml"}));
+}
+
+TEST(MappingFileTest, BadIncludesAreNamedWithTheIncludingLine) {
+  test::TempDir dir;
+  auto error_of = [&](const std::string& yaml) -> std::string {
+    test::write_file(dir / "m.yaml", "architectures: [A]\nplugin: p\n" + yaml);
+    try {
+      load_mapping_file(dir / "m.yaml");
+    } catch (const Error& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "no error for " << yaml;
+    return {};
+  };
+  const std::string m = (dir / "m.yaml").string();
+  EXPECT_TRUE(contains(error_of("include: [missing.yaml]\n"), m + ":3: include 'missing.yaml': "));
+  EXPECT_TRUE(contains(error_of("include: [missing.yaml]\n"), "missing.yaml"));
+  EXPECT_TRUE(contains(error_of("include: ['../up.yaml']\n"), m + ":3: include '../up.yaml' must be a relative path inside the mapping folder"));
+  EXPECT_TRUE(contains(error_of("include: ['/etc/x.yaml']\n"), "must be a relative path inside the mapping folder"));
+  EXPECT_TRUE(contains(error_of("include: [a.yaml, a.yaml]\n"), "include 'a.yaml' is listed twice"));
+  EXPECT_TRUE(contains(error_of("include: a.yaml\n"), "'include' must be a list of rule-set file names"));
+  // A rule set holds only rules: no architectures, plugin or nested include.
+  test::write_file(dir / "set.yaml", "architectures: [B]\nrename: []\n");
+  EXPECT_TRUE(contains(error_of("include: [set.yaml]\n"),
+                       m + ":3: include 'set.yaml': " + (dir / "set.yaml").string() + ":1: key 'architectures' in a rule set"));
+  test::write_file(dir / "set.yaml", "include: [other.yaml]\n");
+  EXPECT_TRUE(contains(error_of("include: [set.yaml]\n"), "key 'include' in a rule set"));
+  test::write_file(dir / "set.yaml", "rename: [{match: 'a'}]\n");
+  EXPECT_TRUE(contains(error_of("include: [set.yaml]\n"), (dir / "set.yaml").string() + ":1: 'rename' entry lacks 'replace'"));
+  // Text without a folder cannot resolve an include.
+  EXPECT_TRUE(contains(parse_error("architectures: [A]\nplugin: p\ninclude: [x.yaml]\n"),
+                       "m.yaml:3: 'include' names files relative to the mapping file"));
+}
+
 }  // namespace
 }  // namespace wmap

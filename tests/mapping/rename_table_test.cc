@@ -39,6 +39,7 @@ Catalog catalog_of(const std::vector<std::string>& names) {
   ShardRecord shard;
   shard.file = "fake.safetensors";
   shard.tensor_count = tensors.size();
+  shard.signature.size = offset;
   return Catalog::from_parts("/nonexistent", {shard}, std::move(tensors));
 }
 
@@ -248,6 +249,31 @@ TEST(RenameTableTest, MixtralMappingOnRealKeys) {
   EXPECT_EQ(expert[2].name, "model.layers.3.mlp.experts.5.up_proj.weight");
   EXPECT_EQ(rc.prefix("model.layers.3.mlp.experts").size(), 24u);
   EXPECT_EQ(rc.prefix("model.layers.3.mlp").size(), 25u);
+  // compressed-tensors NVFP4 (review F6f): expert tensors renamed in one step by mixtral.yaml's
+  // own rules, the rest by the shared rules/nvfp4.yaml it includes.
+  const struct {
+    const char* from;
+    const char* to;
+  } nvfp4[] = {
+      {"model.layers.0.block_sparse_moe.experts.0.w1.weight_packed", "model.layers.0.mlp.experts.0.gate_proj.weight"},
+      {"model.layers.0.block_sparse_moe.experts.0.w3.weight_global_scale", "model.layers.0.mlp.experts.0.up_proj.weight_scale_2"},
+      {"model.layers.2.block_sparse_moe.experts.6.w2.input_global_scale", "model.layers.2.mlp.experts.6.down_proj.input_scale"},
+      {"model.layers.0.block_sparse_moe.experts.0.w1.weight_scale", "model.layers.0.mlp.experts.0.gate_proj.weight_scale"},
+      {"model.layers.5.self_attn.q_proj.weight_packed", "model.layers.5.self_attn.q_proj.weight"},
+      {"model.layers.5.self_attn.o_proj.input_global_scale", "model.layers.5.self_attn.o_proj.input_scale"},
+  };
+  for (const auto& e : nvfp4) EXPECT_EQ(table.canonical(e.from), e.to) << e.from;
+  EXPECT_TRUE(table.ignored("model.layers.4.self_attn.rotary_emb.inv_freq"));
+}
+
+// A rule written in an included rule set is reported at its own file and line.
+TEST(RenameTableTest, ARegexErrorInAnIncludedRuleSetNamesThatFile) {
+  test::TempDir dir;
+  test::write_file(dir / "set.yaml", "rename:\n  - match: '^(a$'\n    replace: 'b'\n");
+  test::write_file(dir / "m.yaml", "architectures: [A]\nplugin: p\ninclude: [set.yaml]\n");
+  const MappingFile m = load_mapping_file(dir / "m.yaml");
+  EXPECT_TRUE(contains(error_of([&] { RenameTable t(m); }, ErrorCode::kMalformedInput),
+                       (dir / "set.yaml").string() + ":2: rename regex '^(a$' does not compile"));
 }
 
 // DeepSeek-R1 has ~92k keys; a synthetic catalog of that shape with ~10 rules, timed (printed only).

@@ -172,6 +172,7 @@ TEST(BoundedResources, MappingAtTheRuleLimitIsBounded) {
   }
   ShardRecord shard;
   shard.file = "x.safetensors";
+  shard.signature.size = 4 * tensors.size();
   const Catalog cat = Catalog::from_parts("/nonexistent", {shard}, std::move(tensors));
   t0 = Clock::now();
   const RenamedCatalog renamed = table.apply(cat);

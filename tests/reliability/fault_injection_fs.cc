@@ -14,6 +14,10 @@ class FaultFile final : public RandomAccessFile {
   ~FaultFile() override { --fs_.open_files_; }
   const std::string& path() const override { return base_->path(); }
   uint64_t size() const override { return base_->size(); }
+  FileSignature signature() const override {
+    ++fs_.signatures_;
+    return base_->signature();
+  }
   void read(uint64_t offset, std::span<std::byte> dst) const override {
     ++fs_.reads_;
     fs_.check(path(), offset, dst.size(), false);
@@ -66,21 +70,27 @@ void FaultInjectionFs::truncate_after_open(std::string file, uint64_t size) {
   faults_list_.push_back({Fault::kTruncate, std::move(file), size, 0});
 }
 
+void FaultInjectionFs::replace_after_open(std::string file) {
+  std::lock_guard lock(mu_);
+  faults_list_.push_back({Fault::kReplace, std::move(file), 0, 0});
+}
+
 void FaultInjectionFs::clear() {
   std::lock_guard lock(mu_);
   faults_list_.clear();
   one_in_ = 0;
 }
 
-std::string FaultInjectionFs::read_whole_file(const std::filesystem::path& path, size_t padding) const {
+std::string FaultInjectionFs::read_whole_file(const std::filesystem::path& path, uint64_t max_bytes, size_t padding) const {
   ++whole_reads_;
-  return FileSystem::read_whole_file(path, padding);
+  return FileSystem::read_whole_file(path, max_bytes, padding);
 }
 
 std::unique_ptr<RandomAccessFile> FaultInjectionFs::open(const std::filesystem::path& path, IoMode mode) const {
   ++opens_;
   const std::string p = path.string();
   std::optional<uint64_t> truncate_to;
+  bool replace = false;
   {
     std::lock_guard lock(mu_);
     for (const auto& f : faults_list_) {
@@ -90,12 +100,20 @@ std::unique_ptr<RandomAccessFile> FaultInjectionFs::open(const std::filesystem::
         throw_errno(p, "open", f.err);
       }
       if (f.kind == Fault::kTruncate) truncate_to = f.offset;
+      if (f.kind == Fault::kReplace) replace = true;
     }
   }
   auto file = std::make_unique<FaultFile>(*this, base_.open(path, mode));
   if (truncate_to) {
     ++faults_;
     std::filesystem::resize_file(path, *truncate_to);
+  }
+  if (replace) {
+    ++faults_;
+    const std::filesystem::path tmp = path.string() + ".replacing";
+    std::filesystem::copy_file(path, tmp, std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::resize_file(tmp, std::filesystem::file_size(tmp) + 1);
+    std::filesystem::rename(tmp, path);
   }
   return file;
 }

@@ -39,13 +39,16 @@ class FaultInjectionFs final : public FileSystem {
   void fail_open(std::string file, int err = EIO);
   // After opening `file`, truncate it on disk to `size` bytes (the open file keeps its old size).
   void truncate_after_open(std::string file, uint64_t size);
+  // After opening `file`, replace it on disk by a different file (a copy with one byte appended,
+  // renamed over it: a new inode), as a download or a conversion finishing under a reader would.
+  void replace_after_open(std::string file);
   // Turns every fault off (counters are kept).
   void clear();
 
   std::unique_ptr<RandomAccessFile> open(const std::filesystem::path& path, IoMode mode) const override;
   // Counted, then read through this file system's open() and read(), so every fault above
   // reaches the core's whole-file reads (catalog, config.json, mapping files, index.json).
-  std::string read_whole_file(const std::filesystem::path& path, size_t padding = 0) const override;
+  std::string read_whole_file(const std::filesystem::path& path, uint64_t max_bytes, size_t padding = 0) const override;
 
   // What happened so far: calls seen and faults injected (tests assert a fault was really hit).
   uint64_t opens() const { return opens_; }
@@ -53,13 +56,14 @@ class FaultInjectionFs final : public FileSystem {
   uint64_t views() const { return views_; }  // view() and populate() calls: mapped-range accesses
   uint64_t faults() const { return faults_; }
   uint64_t whole_file_reads() const { return whole_reads_; }
+  uint64_t signatures() const { return signatures_; }  // RandomAccessFile::signature() calls
   // Paths of the files currently open through this file system.
   int open_files() const { return open_files_; }
 
  private:
   friend class FaultFile;
   struct Fault {
-    enum Kind { kError, kShortRead, kOpen, kTruncate } kind;
+    enum Kind { kError, kShortRead, kOpen, kTruncate, kReplace } kind;
     std::string file;
     uint64_t offset = 0;
     int err = EIO;
@@ -73,7 +77,7 @@ class FaultInjectionFs final : public FileSystem {
   uint32_t one_in_ = 0;
   int one_in_err_ = EIO;
   mutable std::mt19937_64 rng_;
-  mutable std::atomic<uint64_t> opens_{0}, reads_{0}, views_{0}, faults_{0}, whole_reads_{0};
+  mutable std::atomic<uint64_t> opens_{0}, reads_{0}, views_{0}, faults_{0}, whole_reads_{0}, signatures_{0};
   mutable std::atomic<int> open_files_{0};
 };
 

@@ -45,7 +45,7 @@ class IoFault : public ::testing::Test {
     ExecOptions exec;
     exec.fs = &fs;
     exec.io = io;
-    exec.workers = workers;
+    exec.load_workers = workers;
     return session_->load(*prepared_, device, exec);
   }
   // Loads through `fs`, expecting a kIo error containing every needle and nothing handed out.

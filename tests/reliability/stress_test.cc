@@ -43,7 +43,7 @@ TEST(Stress, FiftyLoadsDoNotGrowRssFdsOrMappings) {
     auto device = make_device("host");
     ExecOptions exec;
     exec.io = i % 2 ? IoMode::kMmap : IoMode::kPread;
-    exec.workers = 1 + i % 3;
+    exec.load_workers = 1 + i % 3;
     LoadedModel model = session.load(*prepared, *device, exec);
     ASSERT_FALSE(model.params.empty());
     // A digest of every parameter: all bytes, folded.

@@ -2,6 +2,9 @@
 // the FileSystem, so injected faults reach them: an EIO is a clear error naming the file.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
+#include "core_test_helpers.h"
 #include "reliability/fault_injection_fs.h"
 #include "reliability/reliability_util.h"
 #include "wmap/catalog/catalog.h"
@@ -68,6 +71,44 @@ TEST_F(WholeFileFault, EioOnASavedCatalogNamesIt) {
   const uint64_t reads = faulty_.whole_file_reads();
   EXPECT_NO_THROW(LoaderSession(o).prepare());
   EXPECT_GE(faulty_.whole_file_reads(), reads + 2);  // the catalog and config.json at least
+}
+
+// A file read whole is refused over its limit before anything is allocated (review F12): a shard
+// passed as a config.json costs a stat, not its size in memory.
+TEST_F(WholeFileFault, AFileOverItsWholeReadLimitIsRefusedNamingSizeAndLimit) {
+  const fs::path big = dir_ / "big.json";
+  {
+    std::ofstream out(big);
+    out << std::string(4096, ' ') << "{}";
+  }
+  EXPECT_EQ(FileSystem::posix().read_whole_file(big, 4098).size(), 4098u);
+  EXPECT_WMAP_ERROR(FileSystem::posix().read_whole_file(big, 4097), ErrorCode::kMalformedInput, big.string(), "4098 bytes",
+                    "over the limit of 4097 bytes");
+  // config.json through a session: the same refusal, naming the file.
+  fs::resize_file(ckpt_ / "config.json", kMaxConfigFileBytes + 1);
+  EXPECT_WMAP_ERROR(LoaderSession(loader_options(ckpt_)).prepare(), ErrorCode::kMalformedInput, (ckpt_ / "config.json").string(),
+                    "over the limit of " + std::to_string(kMaxConfigFileBytes));
+}
+
+// A shard's signature is its open descriptor's (fstat), through the FileSystem (review F7): a
+// shard replaced on disk right after the catalog opened it is recorded as the file that was
+// read, so the replacement is then seen as a change rather than silently trusted.
+TEST_F(WholeFileFault, CatalogSignaturesComeFromTheOpenFileSoAReplacedShardIsSeenAsChanged) {
+  const ShardSet set = discover_shards(ckpt_);
+  CatalogBuildOptions options;
+  options.fs = &faulty_;
+  const Catalog clean = Catalog::build(set, options);
+  EXPECT_EQ(faulty_.signatures(), set.files.size());  // one per shard, from its open file
+  EXPECT_TRUE(clean.changed_shards(ckpt_).empty());
+
+  faulty_.replace_after_open(set.files.front());
+  const Catalog raced = Catalog::build(set, options);
+  EXPECT_GT(faulty_.faults(), 0u);
+  // The recorded signature is the file the header was read from, not the one now on disk.
+  EXPECT_EQ(raced.shards().front().signature, clean.shards().front().signature);
+  const auto changes = raced.changed_shards(ckpt_);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_NE(changes.front().find(set.files.front()), std::string::npos) << changes.front();
 }
 
 }  // namespace

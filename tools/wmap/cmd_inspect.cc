@@ -32,7 +32,7 @@ std::string human_bytes(uint64_t b) {
 
 int run_inspect(const InspectOptions& o) {
   ShardSet set = discover_shards(o.path, {.prefer_consolidated = o.prefer_consolidated});
-  for (const auto& w : set.warnings) log().warn("{}", w);
+  for (const auto& w : set.warnings) log_warn(w);
   Progress progress("catalog", set.files.size(), true, " shards");
   CatalogBuildOptions build;
   build.progress = [&](size_t done, size_t) { progress.update(done); };

@@ -31,6 +31,91 @@ std::string replace_rank(std::string s, uint32_t rank) {
   return s;
 }
 
+// The executor's options from the flags; flags override the environment, and both are
+// validated even when a flag wins. The values were checked when parsing (CLI::IsMember).
+ExecOptions exec_options(const LoadOptions& o) {
+  ExecOptions exec;
+  exec.allow_partial = o.allow_partial;
+  exec.io = o.io == "mmap" ? IoMode::kMmap : o.io == "pread" ? IoMode::kPread : IoMode::kAuto;
+  exec.prefetch = o.prefetch == "on"    ? ExecOptions::Prefetch::kOn
+                  : o.prefetch == "off" ? ExecOptions::Prefetch::kOff
+                                        : ExecOptions::Prefetch::kAuto;
+  const unsigned env_read = worker_count_from_env("WMAP_READ_WORKERS");
+  const unsigned env_load = worker_count_from_env("WMAP_LOAD_WORKERS");
+  exec.read_workers = o.read_workers ? o.read_workers : env_read;
+  exec.load_workers = o.workers ? o.workers : env_load;
+  exec.prefault = o.prefault == "on";
+  return exec;
+}
+
+// What a finished load reports, beside the stats.
+struct LoadReport {
+  const LoadedModel& model;
+  const PreparedLoad& prepared;
+  const Device& device;
+  const Layout& layout;
+  double device_open_seconds = 0;
+  double gbps() const {
+    const auto& s = model.stats;
+    return s.seconds > 0 ? static_cast<double>(s.bytes_loaded) / s.seconds / 1e9 : 0;
+  }
+  // The load without its set-up (reserving device memory): the rate the bytes streamed at.
+  double stream_gbps() const {
+    const auto& s = model.stats;
+    const double stream_seconds = s.seconds - s.setup_seconds;
+    return stream_seconds > 0 ? static_cast<double>(s.bytes_loaded) / stream_seconds / 1e9 : 0;
+  }
+};
+
+void print_load_json(const LoadReport& r, const RankContext& ranks) {
+  const auto& s = r.model.stats;
+  nlohmann::ordered_json j;
+  j["params"] = r.model.params.size();
+  j["bytes_loaded"] = s.bytes_loaded;
+  j["bytes_read"] = s.bytes_read;
+  j["bytes_needed"] = s.bytes_needed;
+  j["reads"] = s.reads;
+  j["seconds"] = s.seconds;
+  j["gbps"] = r.gbps();
+  j["stream_gbps"] = r.stream_gbps();
+  j["setup_seconds"] = s.setup_seconds;
+  j["device_open_seconds"] = r.device_open_seconds;
+  j["peak_rss"] = peak_rss_bytes();
+  j["io_path"] = s.io_path;
+  j["io_requested"] = s.io_requested;
+  j["io_reason"] = s.io_reason;
+  j["load_workers"] = {{"requested", s.load_workers_requested}, {"effective", s.load_workers}};
+  j["read_workers"] = {{"requested", s.read_workers_requested}, {"effective", s.read_workers}};
+  j["prefetch"] = s.prefetch;
+  j["prefault"] = s.prefault;
+  j["phases"] = {{"catalog", r.prepared.catalog_seconds}, {"plan", r.prepared.plan_seconds}, {"load", s.seconds},
+                 {"read", s.read_seconds},             {"transform", s.transform_seconds}, {"copy", s.copy_seconds}};
+  j["device"] = r.device.name();
+  j["catalog_seconds"] = r.prepared.catalog_seconds;
+  j["plan_seconds"] = r.prepared.plan_seconds;
+  j["plan_id"] = r.prepared.plan->plan_id();
+  j["layout"] = nlohmann::ordered_json::parse(r.prepared.plan->layout().to_json());  // as `wmap plan --json`
+  ranks.add_json_fields(j, s);
+  print_json_line(j);
+}
+
+void print_load_text(const LoadReport& r) {
+  const auto& s = r.model.stats;
+  auto req = [](unsigned n) { return n ? std::to_string(n) : std::string("default"); };
+  std::printf("loaded %zu parameters (%.1f MiB) for %s on %s in %.3fs: %.2f GB/s, peak RSS %.1f MiB\n", r.model.params.size(),
+              static_cast<double>(s.bytes_loaded) / (1 << 20), r.layout.to_string().c_str(), r.device.name().c_str(), s.seconds,
+              r.gbps(), static_cast<double>(peak_rss_bytes()) / (1 << 20));
+  std::printf("  io %s (requested %s%s%s), read workers %u (requested %s), load workers %u (requested %s), prefetch %s, prefault %s\n",
+              s.io_path.c_str(), s.io_requested.c_str(), s.io_reason.empty() ? "" : "; ", s.io_reason.c_str(), s.read_workers,
+              req(s.read_workers_requested).c_str(), s.load_workers, req(s.load_workers_requested).c_str(), s.prefetch ? "on" : "off",
+              s.prefault ? "on" : "off");
+  std::printf("  bytes read %.1f MiB for %.1f MiB needed in %llu read calls; phases: device open %.3fs, catalog %.3fs, "
+              "plan %.3fs, load %.3fs (set-up %.3fs, streaming %.2f GB/s; busy: read %.3fs, transform %.3fs, copy %.3fs)\n",
+              static_cast<double>(s.bytes_read) / (1 << 20), static_cast<double>(s.bytes_needed) / (1 << 20),
+              static_cast<unsigned long long>(s.reads), r.device_open_seconds, r.prepared.catalog_seconds, r.prepared.plan_seconds,
+              s.seconds, s.setup_seconds, r.stream_gbps(), s.read_seconds, s.transform_seconds, s.copy_seconds);
+}
+
 int run_load(const LoadOptions& o) {
   if (o.common.checkpoint.empty()) throw Error(ErrorCode::kInvalidArgument, "wmap load needs the checkpoint DIR");
   // Under mpirun: the rank comes from MPI and each phase below is agreed by every rank.
@@ -44,19 +129,7 @@ int run_load(const LoadOptions& o) {
   const double device_open_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - device_t0).count();
   auto prepared = ranks.phase("catalog/plan", [&] { return session->prepare(); });
   report_plan(*prepared, true);
-  ExecOptions exec;
-  exec.allow_partial = o.allow_partial;
-  // The values were checked when parsing (CLI::IsMember on each option below).
-  exec.io = o.io == "mmap" ? IoMode::kMmap : o.io == "pread" ? IoMode::kPread : IoMode::kAuto;
-  exec.prefetch = o.prefetch == "on"    ? ExecOptions::Prefetch::kOn
-                  : o.prefetch == "off" ? ExecOptions::Prefetch::kOff
-                                        : ExecOptions::Prefetch::kAuto;
-  // Flags override the environment; both are validated even when a flag wins.
-  const unsigned env_read = worker_count_from_env("WMAP_READ_WORKERS");
-  const unsigned env_load = worker_count_from_env("WMAP_LOAD_WORKERS");
-  exec.read_workers = o.read_workers ? o.read_workers : env_read;
-  exec.workers = o.workers ? o.workers : env_load;
-  exec.prefault = o.prefault == "on";
+  ExecOptions exec = exec_options(o);
   Progress bar("load", prepared->plan->bytes_to_load(), true, Progress::kBytes);
   exec.progress = [&bar](uint64_t done, uint64_t) { bar.update(done); };
   ranks.before_load(*prepared, *device, exec);
@@ -68,57 +141,13 @@ int run_load(const LoadOptions& o) {
       return run_as_load_failure([&] { return dump_safetensors(model, *device, replace_rank(o.dump, lo.layout.tp_rank)); });
     });
   }
-  const auto& s = model.stats;
-  const double gbps = s.seconds > 0 ? static_cast<double>(s.bytes_loaded) / s.seconds / 1e9 : 0;
-  // The load without its set-up (reserving device memory): the rate the bytes streamed at.
-  const double stream_seconds = s.seconds - s.setup_seconds;
-  const double stream_gbps = stream_seconds > 0 ? static_cast<double>(s.bytes_loaded) / stream_seconds / 1e9 : 0;
-  const uint64_t rss = peak_rss_bytes();
-  auto req = [](unsigned n) { return n ? std::to_string(n) : std::string("default"); };
+  const LoadReport report{model, *prepared, *device, lo.layout, device_open_seconds};
   if (o.common.json) {
-    nlohmann::ordered_json j;
-    j["params"] = model.params.size();
-    j["bytes_loaded"] = s.bytes_loaded;
-    j["bytes_read"] = s.bytes_read;
-    j["bytes_needed"] = s.bytes_needed;
-    j["reads"] = s.reads;
-    j["seconds"] = s.seconds;
-    j["gbps"] = gbps;
-    j["stream_gbps"] = stream_gbps;
-    j["setup_seconds"] = s.setup_seconds;
-    j["device_open_seconds"] = device_open_seconds;
-    j["peak_rss"] = rss;
-    j["io_path"] = s.io_path;
-    j["io_requested"] = s.io_requested;
-    j["io_reason"] = s.io_reason;
-    j["load_workers"] = {{"requested", s.load_workers_requested}, {"effective", s.workers}};
-    j["read_workers"] = {{"requested", s.read_workers_requested}, {"effective", s.read_workers}};
-    j["prefetch"] = s.prefetch;
-    j["prefault"] = s.prefault;
-    j["phases"] = {{"catalog", prepared->catalog_seconds}, {"plan", prepared->plan_seconds}, {"load", s.seconds},
-                   {"read", s.read_seconds},           {"transform", s.transform_seconds}, {"copy", s.copy_seconds}};
-    j["device"] = device->name();
-    j["catalog_seconds"] = prepared->catalog_seconds;
-    j["plan_seconds"] = prepared->plan_seconds;
-    j["plan_id"] = prepared->plan->plan_id();
-    j["layout"] = nlohmann::ordered_json::parse(prepared->plan->layout().to_json());  // as `wmap plan --json`
-    ranks.add_json_fields(j, s);
-    print_json_line(j);
+    print_load_json(report, ranks);
   } else {
-    std::printf("loaded %zu parameters (%.1f MiB) for %s on %s in %.3fs: %.2f GB/s, peak RSS %.1f MiB\n",
-                model.params.size(), static_cast<double>(s.bytes_loaded) / (1 << 20), lo.layout.to_string().c_str(),
-                device->name().c_str(), s.seconds, gbps, static_cast<double>(rss) / (1 << 20));
-    std::printf("  io %s (requested %s%s%s), read workers %u (requested %s), load workers %u (requested %s), prefetch %s, prefault %s\n",
-                s.io_path.c_str(), s.io_requested.c_str(), s.io_reason.empty() ? "" : "; ", s.io_reason.c_str(), s.read_workers,
-                req(s.read_workers_requested).c_str(), s.workers, req(s.load_workers_requested).c_str(), s.prefetch ? "on" : "off",
-                s.prefault ? "on" : "off");
-    std::printf("  bytes read %.1f MiB for %.1f MiB needed in %llu read calls; phases: device open %.3fs, catalog %.3fs, "
-                "plan %.3fs, load %.3fs (set-up %.3fs, streaming %.2f GB/s; busy: read %.3fs, transform %.3fs, copy %.3fs)\n",
-                static_cast<double>(s.bytes_read) / (1 << 20), static_cast<double>(s.bytes_needed) / (1 << 20),
-                static_cast<unsigned long long>(s.reads), device_open_seconds, prepared->catalog_seconds, prepared->plan_seconds,
-                s.seconds, s.setup_seconds, stream_gbps, s.read_seconds, s.transform_seconds, s.copy_seconds);
+    print_load_text(report);
   }
-  ranks.print_summary(s);
+  ranks.print_summary(model.stats);
   return prepared->plan->ok() ? 0 : 1;
 }
 

@@ -32,8 +32,8 @@ int run_synth(SynthOptions& o) {
   if (o.mtp >= 0) c.mtp = static_cast<uint64_t>(o.mtp);
   if (o.q_lora >= 0) c.q_lora = static_cast<uint64_t>(o.q_lora);
   if (c.fp8 && c.family != "deepseek_v3") throw Error(ErrorCode::kInvalidArgument, "synth: --fp8 is only for deepseek_v3");
-  if (c.nvfp4 && (c.family == "deepseek_v3" || c.family == "mixtral")) {
-    throw Error(ErrorCode::kInvalidArgument, "synth: --nvfp4 is for the llama family and qwen3_moe");
+  if (c.nvfp4 && c.family == "deepseek_v3") {
+    throw Error(ErrorCode::kInvalidArgument, "synth: --nvfp4 is for the llama family, qwen3_moe and mixtral");
   }
   if (o.shards) c.shards = o.shards;
   c.dtype = *parse_dtype(o.dtype);  // one of BF16, F16, F32: checked when parsing

@@ -37,8 +37,8 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   wmap::Progress::set_quiet(quiet);
-  wmap::log().set_level(verbose ? spdlog::level::debug : spdlog::level::info);
-  wmap::log().debug("malloc huge pages: {}", wmap::cli::huge_pages_decision());
+  wmap::set_log_level(verbose ? wmap::LogLevel::kDebug : wmap::LogLevel::kInfo);
+  wmap::log_debug("malloc huge pages: " + std::string(wmap::cli::huge_pages_decision()));
   try {
     for (auto& [sub, run] : runners) {
       if (!sub->parsed()) continue;

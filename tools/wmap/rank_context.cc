@@ -17,17 +17,13 @@ namespace wmap::cli {
 using mpi::IoPolicy;
 
 struct RankContext::Impl {
-  IoPolicy requested = IoPolicy::kNative;
-  std::string effective = "native", reason;
+  mpi::RankIoReport io_report;  // the policy step's; a single process keeps the defaults
   Layout layout;  // the layout this process loads
   uint32_t rank = 0, world_size = 1;
   // Where the rank runs: its host name, its node (the world rank of the node's first rank) and
   // its place among the node's ranks (the GPU index `--device cuda` picks).
   std::string host;
   uint32_t node = 0, node_rank = 0, node_size = 1;
-  uint64_t storage_bytes = 0, received_bytes = 0, sent_bytes = 0, needed_bytes = 0, needed_extents = 0, union_bytes = 0;
-  uint64_t received_off_node_bytes = 0, sent_off_node_bytes = 0;
-  double policy_seconds = 0;
 #ifdef WMAP_HAVE_MPI
   std::unique_ptr<mpi::MpiWorld> world;  // null: not launched under MPI
   std::unique_ptr<mpi::RankIo> io;       // declared after `world`: freed before MPI_Finalize
@@ -35,7 +31,7 @@ struct RankContext::Impl {
 };
 
 RankContext::RankContext(const std::string& io_policy, const LayoutOptions& requested) : impl_(std::make_unique<Impl>()) {
-  impl_->requested = mpi::parse_io_policy(io_policy);
+  impl_->io_report.requested = mpi::parse_io_policy(io_policy);
   impl_->host = mpi::host_name();
 #ifdef WMAP_HAVE_MPI
   if (mpi::launched_under_mpi()) {
@@ -76,7 +72,7 @@ RankContext::RankContext(const std::string& io_policy, const LayoutOptions& requ
 #endif
   impl_->layout = layout_from_options(requested);
   impl_->rank = impl_->layout.tp_rank;
-  if (impl_->requested != IoPolicy::kNative) impl_->reason = "not launched under MPI: a single process has nothing to share";
+  if (impl_->io_report.requested != IoPolicy::kNative) impl_->io_report.reason = "not launched under MPI: a single process has nothing to share";
 }
 
 RankContext::~RankContext() = default;
@@ -127,22 +123,12 @@ void RankContext::before_load(const PreparedLoad& prepared, const Device& device
 #ifdef WMAP_HAVE_MPI
   if (!multi_rank()) return;
   try {
-    impl_->io = std::make_unique<mpi::RankIo>(*impl_->world, impl_->requested, prepared, device.name() == "host");
+    impl_->io = std::make_unique<mpi::RankIo>(*impl_->world, impl_->io_report.requested, prepared, device.name() == "host",
+                                             exec.fs ? *exec.fs : FileSystem::posix());
   } catch (const mpi::AgreedFailure& f) {
     throw ReportedFailure{f.exit_code};
   }
-  const mpi::RankIoReport& r = impl_->io->report();
-  impl_->effective = r.effective;
-  impl_->reason = r.reason;
-  impl_->storage_bytes = r.storage_bytes;
-  impl_->received_bytes = r.received_bytes;
-  impl_->sent_bytes = r.sent_bytes;
-  impl_->received_off_node_bytes = r.received_off_node_bytes;
-  impl_->sent_off_node_bytes = r.sent_off_node_bytes;
-  impl_->needed_bytes = r.needed_bytes;
-  impl_->needed_extents = r.extents;
-  impl_->union_bytes = r.union_bytes;
-  impl_->policy_seconds = r.seconds;
+  impl_->io_report = impl_->io->report();
   exec.fs = impl_->io->file_system();
   // The exchanged bytes are in memory already, and only they: read (copy) them, never map.
   if (exec.fs) exec.io = IoMode::kPread;
@@ -156,13 +142,15 @@ void RankContext::before_load(const PreparedLoad& prepared, const Device& device
 void RankContext::after_load(const LoadStats& stats) {
   // Native loads (and single processes) read storage in the load itself; the other policies
   // read it before, and the load hits the page cache or the exchanged bytes.
-  if (impl_->effective == "native") impl_->storage_bytes += stats.bytes_read;
-  if (impl_->needed_bytes == 0) impl_->needed_bytes = stats.bytes_needed;
+  mpi::RankIoReport& r = impl_->io_report;
+  if (r.effective == IoPolicy::kNative) r.storage_bytes += stats.bytes_read;
+  if (r.needed_bytes == 0) r.needed_bytes = stats.bytes_needed;
 }
 
 void RankContext::add_json_fields(nlohmann::ordered_json& out, const LoadStats& stats) const {
   const Impl& m = *impl_;
-  const double seconds = m.policy_seconds + stats.seconds;
+  const mpi::RankIoReport& r = m.io_report;
+  const double seconds = r.seconds + stats.seconds;
   const double gbps = seconds > 0 ? static_cast<double>(stats.bytes_loaded) / seconds / 1e9 : 0;
   out["rank"] = m.rank;
   out["world_size"] = m.world_size;
@@ -170,46 +158,47 @@ void RankContext::add_json_fields(nlohmann::ordered_json& out, const LoadStats& 
   out["node"] = m.node;
   out["node_rank"] = m.node_rank;
   out["node_size"] = m.node_size;
-  out["io_policy_requested"] = std::string(mpi::io_policy_name(m.requested));
-  out["io_policy"] = m.effective;
-  out["io_policy_reason"] = m.reason;
-  out["storage_bytes"] = m.storage_bytes;
-  out["received_bytes"] = m.received_bytes;
-  out["sent_bytes"] = m.sent_bytes;
-  out["received_off_node_bytes"] = m.received_off_node_bytes;
-  out["sent_off_node_bytes"] = m.sent_off_node_bytes;
-  out["needed_bytes"] = m.needed_bytes;
-  out["needed_extents"] = m.needed_extents;
-  out["union_bytes"] = m.union_bytes;
+  out["io_policy_requested"] = std::string(mpi::io_policy_name(r.requested));
+  out["io_policy"] = std::string(mpi::io_policy_name(r.effective));
+  out["io_policy_reason"] = r.reason;
+  out["storage_bytes"] = r.storage_bytes;
+  out["received_bytes"] = r.received_bytes;
+  out["sent_bytes"] = r.sent_bytes;
+  out["received_off_node_bytes"] = r.received_off_node_bytes;
+  out["sent_off_node_bytes"] = r.sent_off_node_bytes;
+  out["needed_bytes"] = r.needed_bytes;
+  out["needed_extents"] = r.extents;
+  out["union_bytes"] = r.union_bytes;
   out["os_read_bytes"] = os_storage_read_bytes();
-  out["io_policy_seconds"] = m.policy_seconds;
+  out["io_policy_seconds"] = r.seconds;
   out["end_to_end_gbps"] = gbps;
 }
 
 void RankContext::print_summary(const LoadStats& stats) const {
   const Impl& m = *impl_;
-  if (!multi_rank() && m.requested == IoPolicy::kNative) return;  // the single-process output is unchanged
+  const mpi::RankIoReport& r = m.io_report;
+  if (!multi_rank() && r.requested == IoPolicy::kNative) return;  // the single-process output is unchanged
   const double mib = 1 << 20;
-  const double seconds = m.policy_seconds + stats.seconds;
+  const double seconds = r.seconds + stats.seconds;
   const double gbps = seconds > 0 ? static_cast<double>(stats.bytes_loaded) / seconds / 1e9 : 0;
   const std::string tag = multi_rank() ? "wmap[rank " + std::to_string(m.rank) + "/" + std::to_string(m.world_size) + "]" : "wmap";
   const std::string where = multi_rank() ? "on " + m.host + " as node rank " + std::to_string(m.node_rank) + "/" +
                                                std::to_string(m.node_size) + ", "
                                          : "";
   char across[128] = "";
-  if (m.effective == "exchange") {
-    std::snprintf(across, sizeof across, " (%.1f MiB across nodes in, %.1f MiB out)", static_cast<double>(m.received_off_node_bytes) / mib,
-                  static_cast<double>(m.sent_off_node_bytes) / mib);
+  if (r.effective == IoPolicy::kExchange) {
+    std::snprintf(across, sizeof across, " (%.1f MiB across nodes in, %.1f MiB out)", static_cast<double>(r.received_off_node_bytes) / mib,
+                  static_cast<double>(r.sent_off_node_bytes) / mib);
   }
   std::fprintf(stderr,
                "%s: %sio-policy %s (requested %s%s%s): needed %.1f MiB in %llu extents, read from storage %.1f MiB, received %.1f MiB, "
                "sent %.1f MiB%s; %s %.3fs + load %.3fs: %.2f GB/s\n",
-               tag.c_str(), where.c_str(), m.effective.c_str(), std::string(mpi::io_policy_name(m.requested)).c_str(),
-               m.reason.empty() ? "" : "; fell back: ", m.reason.c_str(), static_cast<double>(m.needed_bytes) / mib,
-               static_cast<unsigned long long>(m.needed_extents),
-               static_cast<double>(m.storage_bytes) / mib, static_cast<double>(m.received_bytes) / mib,
-               static_cast<double>(m.sent_bytes) / mib, across,
-               m.effective == "exchange" ? "exchange" : m.effective == "rank-striped" ? "read-ahead" : "pre-load", m.policy_seconds,
+               tag.c_str(), where.c_str(), std::string(mpi::io_policy_name(r.effective)).c_str(), std::string(mpi::io_policy_name(r.requested)).c_str(),
+               r.reason.empty() ? "" : "; fell back: ", r.reason.c_str(), static_cast<double>(r.needed_bytes) / mib,
+               static_cast<unsigned long long>(r.extents),
+               static_cast<double>(r.storage_bytes) / mib, static_cast<double>(r.received_bytes) / mib,
+               static_cast<double>(r.sent_bytes) / mib, across,
+               r.effective == IoPolicy::kExchange ? "exchange" : r.effective == IoPolicy::kRankStriped ? "read-ahead" : "pre-load", r.seconds,
                stats.seconds, gbps);
 }
 

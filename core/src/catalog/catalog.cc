@@ -15,7 +15,7 @@
 
 #include "wmap/util/error.h"
 #include "wmap/util/json_text.h"
-#include "wmap/util/log.h"
+#include "logger.h"
 #include "wmap/format/safetensors_header.h"
 #include "wmap/util/sha256.h"
 #include "wmap/format/torch_checkpoint.h"
@@ -35,7 +35,7 @@ ParsedShard parse_shard(const ShardSet& set, uint32_t shard, const FileSystem& f
   out.record.file = set.files[shard];
   const auto path = set.path_of(shard);
   auto file = fs.open(path, IoMode::kPread);
-  out.record.signature = stat_signature(path);
+  out.record.signature = file->signature();
   if (set.format == ShardFormat::kTorch) {
     // A torch.save zip: the records point at the stored entries' bytes (absolute offsets).
     TorchCheckpoint ckpt = read_torch_checkpoint(*file, path.string());
@@ -127,8 +127,11 @@ std::vector<uint32_t> sorted_order(const std::vector<std::string_view>& names) {
 
 }  // namespace
 
-Catalog Catalog::build(const ShardSet& set, const CatalogBuildOptions& options) {
-  const FileSystem& fs = options.fs ? *options.fs : FileSystem::posix();
+namespace {
+
+// Every shard's header, parsed on up to options.threads threads; rethrows the first failing
+// shard's error in catalog order.
+std::vector<ParsedShard> parse_shards(const ShardSet& set, const CatalogBuildOptions& options, const FileSystem& fs) {
   const size_t n = set.files.size();
   std::vector<ParsedShard> parsed(n);
   std::vector<std::exception_ptr> errors(n);
@@ -156,9 +159,41 @@ Catalog Catalog::build(const ShardSet& set, const CatalogBuildOptions& options) 
   }
   if (options.progress) options.progress(done.load(), n);
   for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);  // the first failing shard in catalog order
+    if (e) std::rethrow_exception(e);
   }
+  return parsed;
+}
 
+// Every key the index maps must be in the shard it names. Both lists are sorted by name: one
+// merge walk instead of a binary search per key.
+void check_against_index(const ShardIndex& index, const ShardSet& set, std::span<const TensorRecord> tensors,
+                         std::span<const ShardRecord> shards) {
+  const std::string index_file = index.file.string();
+  auto it = tensors.begin();
+  for (const auto& [name, shard] : index.weight_map) {
+    while (it != tensors.end() && it->name < name) ++it;
+    const TensorRecord* r = (it != tensors.end() && it->name == name) ? &*it : nullptr;
+    if (r == nullptr) {
+      throw Error(ErrorCode::kMalformedInput, index_file + ": maps '" + std::string(name) + "' to " + set.files[shard] +
+                                                  ", but no shard holds that tensor");
+    }
+    if (r->shard != shard) {
+      throw Error(ErrorCode::kMalformedInput, index_file + ": maps '" + std::string(name) + "' to " + set.files[shard] +
+                                                  ", but it is in " + shards[r->shard].file);
+    }
+  }
+  if (index.weight_map.size() != tensors.size()) {
+    log().warn("{}: maps {} tensors but the shards hold {}; the unlisted ones are catalogued anyway", index_file,
+               index.weight_map.size(), tensors.size());
+  }
+}
+
+}  // namespace
+
+Catalog Catalog::build(const ShardSet& set, const CatalogBuildOptions& options) {
+  const FileSystem& fs = options.fs ? *options.fs : FileSystem::posix();
+  const size_t n = set.files.size();
+  std::vector<ParsedShard> parsed = parse_shards(set, options, fs);
   size_t total = 0;
   for (const auto& p : parsed) total += p.tensors.size();
   if (total > std::numeric_limits<uint32_t>::max()) {
@@ -194,43 +229,54 @@ Catalog Catalog::build(const ShardSet& set, const CatalogBuildOptions& options) 
   for (uint32_t s = 0; s < n; ++s) cat.shards_.push_back(std::move(parsed[s].record));
   names = {};
   cat.finish(/*sorted=*/true);
-
-  if (set.index) {
-    // Every key the index maps must be in the shard it names.
-    const std::string index_file = set.index->file.string();
-    // Both lists are sorted by name: one merge walk instead of a binary search per key.
-    auto it = cat.tensors_.cbegin();
-    for (const auto& [name, shard] : set.index->weight_map) {
-      while (it != cat.tensors_.cend() && it->name < name) ++it;
-      const TensorRecord* r = (it != cat.tensors_.cend() && it->name == name) ? &*it : nullptr;
-      if (r == nullptr) {
-        throw Error(ErrorCode::kMalformedInput, index_file + ": maps '" + std::string(name) + "' to " + set.files[shard] +
-                                                    ", but no shard holds that tensor");
-      }
-      if (r->shard != shard) {
-        throw Error(ErrorCode::kMalformedInput, index_file + ": maps '" + std::string(name) + "' to " + set.files[shard] +
-                                                    ", but it is in " + cat.shards_[r->shard].file);
-      }
-    }
-    if (set.index->weight_map.size() != cat.tensors_.size()) {
-      log().warn("{}: maps {} tensors but the shards hold {}; the unlisted ones are catalogued anyway",
-                 index_file, set.index->weight_map.size(), cat.tensors_.size());
-    }
-  }
+  if (set.index) check_against_index(*set.index, set, cat.tensors_, cat.shards_);
   return cat;
 }
 
-Catalog Catalog::from_parts(std::filesystem::path root, std::vector<ShardRecord> shards, std::vector<TensorRecord> tensors) {
+namespace {
+
+// What the header parser guarantees of every record, checked again for records that did not come
+// through it (a saved catalog, other formats' loaders, an engine's own parts): a shard that
+// exists, strides that fit the shape and the dtype, nbytes that is its dtype x shape, and bytes
+// inside the shard's recorded size.
+void check_record(const TensorRecord& r, const std::vector<ShardRecord>& shards, const std::string& label) {
+  const std::string where = "tensor '" + r.name + "'";
+  auto bad = [&](const std::string& msg) { throw Error(ErrorCode::kMalformedInput, label + ": " + where + ": " + msg); };
+  if (r.shard >= shards.size()) bad("names shard " + std::to_string(r.shard) + " of " + std::to_string(shards.size()));
+  if (r.strided()) {
+    if (r.strides.size() != r.shape.size()) {
+      bad(std::to_string(r.strides.size()) + " strides for a " + std::to_string(r.shape.size()) + "-d shape");
+    }
+    if (dtype_bits(r.dtype) % 8 != 0) bad("strides on a sub-byte dtype");
+  }
+  if (!checked_numel(r.shape)) bad("shape " + shape_text(r.shape) + " has more than 2^64 elements");
+  if (checked_nbytes(r.dtype, r.shape) != r.nbytes) {
+    bad("nbytes " + std::to_string(r.nbytes) + " does not match " + std::string(dtype_name(r.dtype)) + " " + shape_text(r.shape));
+  }
+  uint64_t span = r.nbytes;
+  if (r.strided() && r.nbytes != 0) {
+    const std::optional<uint64_t> elements = strided_extent(r.shape, r.strides);
+    if (!elements || __builtin_mul_overflow(*elements, uint64_t{dtype_bits(r.dtype) / 8}, &span)) {
+      bad("strided extent overflows 64 bits");
+    }
+  }
+  const ShardRecord& shard = shards[r.shard];
+  const uint64_t size = shard.signature.size;
+  if (r.offset > size || span > size - r.offset) {
+    bad("bytes [" + std::to_string(r.offset) + ", +" + std::to_string(span) + ") lie outside " + shard.file + " (" +
+        std::to_string(size) + " bytes)");
+  }
+}
+
+}  // namespace
+
+Catalog Catalog::from_parts(std::filesystem::path root, std::vector<ShardRecord> shards, std::vector<TensorRecord> tensors,
+                            const std::string& label) {
+  for (const auto& t : tensors) check_record(t, shards, label);
   Catalog cat;
   cat.root_ = std::move(root);
   cat.shards_ = std::move(shards);
   cat.tensors_ = std::move(tensors);
-  for (const auto& t : cat.tensors_) {
-    if (t.shard >= cat.shards_.size()) {
-      throw Error(ErrorCode::kMalformedInput, "tensor '" + t.name + "' names shard " + std::to_string(t.shard) +
-                                                  " of " + std::to_string(cat.shards_.size()));
-    }
-  }
   cat.finish();
   return cat;
 }
@@ -414,17 +460,6 @@ T get_field(simdjson::dom::object obj, std::string_view key, const std::string& 
   return v;
 }
 
-// span_bytes() of a record read from JSON, with its strides checked against overflow first.
-uint64_t strided_span_checked(const TensorRecord& r, const std::string& label, const std::string& where) {
-  if (!r.strided() || r.nbytes == 0) return r.nbytes;
-  const std::optional<uint64_t> elems = strided_extent(r.shape, r.strides);
-  uint64_t span;
-  if (!elems || __builtin_mul_overflow(*elems, uint64_t{dtype_bits(r.dtype) / 8}, &span)) {
-    bad_catalog(label, where + ": strided extent overflows 64 bits");
-  }
-  return span;
-}
-
 }  // namespace
 
 Catalog Catalog::parse_json(std::string_view json, const std::string& label) {
@@ -486,10 +521,6 @@ Catalog Catalog::parse_json(std::string_view json, const std::string& label) {
         if (d.get(v)) bad_catalog(label, where + ": strides hold a non-integer");
         r.strides.push_back(v);
       }
-      if (r.strides.size() != r.shape.size()) {
-        bad_catalog(label, where + ": " + std::to_string(r.strides.size()) + " strides for a " + std::to_string(r.shape.size()) + "-d shape");
-      }
-      if (dtype_bits(r.dtype) % 8 != 0) bad_catalog(label, where + ": strides on a sub-byte dtype");
     }
     const std::string file(get_field<std::string_view>(to, "file", label, where));
     auto it = shard_ids.find(file);
@@ -497,20 +528,9 @@ Catalog Catalog::parse_json(std::string_view json, const std::string& label) {
     r.shard = it->second;
     r.offset = get_field<uint64_t>(to, "offset", label, where);
     r.nbytes = get_field<uint64_t>(to, "nbytes", label, where);
-    const uint64_t numel = checked_numel(r.shape, label, r.name);
-    uint64_t bits;
-    if (__builtin_mul_overflow(numel, uint64_t{dtype_bits(r.dtype)}, &bits) || bits / 8 != r.nbytes) {
-      bad_catalog(label, where + ": nbytes " + std::to_string(r.nbytes) + " does not match its dtype and shape");
-    }
-    const uint64_t size = shards[r.shard].signature.size;
-    const uint64_t span = strided_span_checked(r, label, where);
-    if (r.offset > size || span > size - r.offset) {
-      bad_catalog(label, where + ": bytes [" + std::to_string(r.offset) + ", +" + std::to_string(span) +
-                             ") lie outside " + file + " (" + std::to_string(size) + " bytes)");
-    }
     tensors.push_back(std::move(r));
   }
-  Catalog cat = from_parts({}, std::move(shards), std::move(tensors));
+  Catalog cat = from_parts({}, std::move(shards), std::move(tensors), label);
   if (cat.content_id() != saved_id) {
     bad_catalog(label, "content id " + std::string(saved_id) + " does not match the content, which hashes to " +
                            cat.content_id() + " (edited or corrupted)");
@@ -519,7 +539,7 @@ Catalog Catalog::parse_json(std::string_view json, const std::string& label) {
 }
 
 Catalog Catalog::load_json_file(const std::filesystem::path& file, const FileSystem& fs) {
-  Catalog cat = parse_json(fs.read_whole_file(file), file.string());
+  Catalog cat = parse_json(fs.read_whole_file(file, kMaxCatalogFileBytes), file.string());
   cat.root_ = file.parent_path();
   return cat;
 }

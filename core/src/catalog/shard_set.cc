@@ -147,87 +147,89 @@ simdjson::error_code read_through(simdjson::ondemand::value value, int depth) {
   return simdjson::INCORRECT_TYPE;
 }
 
-// simdjson's on-demand API: one structural pass over the text and no DOM; keys stay in the text
-// (a DeepSeek-V3 layout with 1,152 experts writes 410k keys in 40 MB of index: a string per key
-// and a DOM were the catalog's largest cost there, docs/performance.md).
-ShardIndex parse_index_impl(std::shared_ptr<const std::string> text, const std::string& file, std::vector<std::string>& shard_names) {
-  const size_t size = text->size() - simdjson::SIMDJSON_PADDING;
-  ShardIndex index;
-  index.file = file;
-  index.unescaped = std::make_shared<std::deque<std::string>>();
-  std::map<std::string, uint32_t, std::less<>> shard_ids;
-  auto fail_fast_path = [&](simdjson::error_code err) {
-    explain_index_error(std::string_view(text->data(), size), file);
-    throw Error(ErrorCode::kMalformedInput, file + ": not valid JSON: " + simdjson::error_message(err));
-  };
-  {
-    simdjson::ondemand::parser parser;
-    simdjson::ondemand::document doc;
-    simdjson::ondemand::object root, weight_map;
-    if (auto err = parser.iterate(simdjson::padded_string_view(text->data(), size, text->size())).get(doc)) fail_fast_path(err);
-    if (auto err = doc.get_object().get(root)) fail_fast_path(err);
-    // Root fields in order: weight_map is read; everything else (metadata; a second weight_map,
-    // which the DOM path ignores as well) is read through, so an index that is not valid JSON is
-    // refused here as a DOM parse would refuse it.
-    bool seen_weight_map = false;
-    for (auto root_field_result : root) {
-      simdjson::ondemand::field root_field;
-      if (auto err = std::move(root_field_result).get(root_field)) fail_fast_path(err);
-      std::string_view root_key;
-      if (auto err = root_field.unescaped_key().get(root_key)) fail_fast_path(err);
-      if (root_key != "weight_map" || seen_weight_map) {
-        if (auto err = read_through(root_field.value(), 0)) fail_fast_path(err);
-        continue;
-      }
-      seen_weight_map = true;
-      if (auto err = root_field.value().get_object().get(weight_map)) fail_fast_path(err);
-    // An entry takes at least 8 bytes (`"k":"v",`): an upper bound, reserved once. Pages past
-    // the entries written are never touched, so the slack costs address space, not memory.
-    index.weight_map.reserve(size / 8 + 1);
-    // Neighbouring keys usually live in the same shard: remember the last one (as written).
-    std::string_view last_raw;
-    uint32_t last_id = 0;
-    for (auto field_result : weight_map) {
-      simdjson::ondemand::field field;
-      if (auto err = std::move(field_result).get(field)) fail_fast_path(err);
-      const std::string_view token = field.value().raw_json_token();
-      RawEntry entry;
-      if (!raw_entry(field.key().raw(), token, entry)) fail_fast_path(simdjson::INCORRECT_TYPE);
-      std::string_view key = entry.key;
-      if (entry.key_escaped) {
+// Reads the weight_map object's entries into `index` (keys as string_views into the text) and
+// names each distinct shard once in `shard_names` / `shard_ids`. Returns the first parse error.
+simdjson::error_code read_weight_map(simdjson::ondemand::object& weight_map, size_t text_size, const std::string& file,
+                                     ShardIndex& index, std::vector<std::string>& shard_names,
+                                     std::map<std::string, uint32_t, std::less<>>& shard_ids) {
+  // An entry takes at least 8 bytes (`"k":"v",`): an upper bound, reserved once. Pages past
+  // the entries written are never touched, so the slack costs address space, not memory.
+  index.weight_map.reserve(text_size / 8 + 1);
+  // Neighbouring keys usually live in the same shard: remember the last one (as written).
+  std::string_view last_raw;
+  uint32_t last_id = 0;
+  for (auto field_result : weight_map) {
+    simdjson::ondemand::field field;
+    if (auto err = std::move(field_result).get(field)) return err;
+    const std::string_view token = field.value().raw_json_token();
+    RawEntry entry;
+    if (!raw_entry(field.key().raw(), token, entry)) return simdjson::INCORRECT_TYPE;
+    std::string_view key = entry.key;
+    if (entry.key_escaped) {
+      std::string_view decoded;
+      if (auto err = field.unescaped_key().get(decoded)) return err;
+      key = index.unescaped->emplace_back(decoded);
+    }
+    const std::string_view shard_raw = entry.value;
+    if (last_raw.data() == nullptr || shard_raw != last_raw || entry.value_escaped) {
+      std::string shard(shard_raw);
+      if (entry.value_escaped) {
+        // Rare: decode through a one-string DOM parse of the value as written.
+        simdjson::dom::parser one;
         std::string_view decoded;
-        if (auto err = field.unescaped_key().get(decoded)) fail_fast_path(err);
-        key = index.unescaped->emplace_back(decoded);
+        if (auto err = one.parse("\"" + shard + "\"").get_string().get(decoded)) return err;
+        shard = std::string(decoded);
       }
-      const std::string_view shard_raw = entry.value;
-      const bool escaped = entry.value_escaped;
-      if (last_raw.data() == nullptr || shard_raw != last_raw || escaped) {
-        std::string shard(shard_raw);
-        if (escaped) {
-          // Rare: decode through a one-string DOM parse of the value as written.
-          simdjson::dom::parser one;
-          std::string_view decoded;
-          if (auto err = one.parse("\"" + shard + "\"").get_string().get(decoded)) fail_fast_path(err);
-          shard = std::string(decoded);
-        }
-        auto it = shard_ids.find(shard);
-        if (it == shard_ids.end()) {
-          check_shard_name(shard, file);
-          it = shard_ids.emplace(shard, static_cast<uint32_t>(shard_names.size())).first;
-          shard_names.push_back(shard);
-        }
-        last_raw = shard_raw;
-        last_id = it->second;
+      auto it = shard_ids.find(shard);
+      if (it == shard_ids.end()) {
+        check_shard_name(shard, file);
+        it = shard_ids.emplace(shard, static_cast<uint32_t>(shard_names.size())).first;
+        shard_names.push_back(shard);
       }
-      index.weight_map.emplace_back(key, last_id);
+      last_raw = shard_raw;
+      last_id = it->second;
     }
-    }
-    if (!seen_weight_map) fail_fast_path(simdjson::NO_SUCH_FIELD);
-    // A token after the root object (current_location fails only at the end of the text).
-    if (const char* rest = nullptr; doc.current_location().get(rest) == simdjson::SUCCESS) fail_fast_path(simdjson::TRAILING_CONTENT);
+    index.weight_map.emplace_back(key, last_id);
   }
-  index.text = std::move(text);
-  // Shards in name order, whatever order the weight_map lists them in.
+  return simdjson::SUCCESS;
+}
+
+// Root fields in order: weight_map is read; everything else (metadata; a second weight_map,
+// which the DOM path ignores as well) is read through, so an index that is not valid JSON is
+// refused here as a DOM parse would refuse it.
+simdjson::error_code read_index_root(const std::string& text, size_t size, const std::string& file, ShardIndex& index,
+                                     std::vector<std::string>& shard_names,
+                                     std::map<std::string, uint32_t, std::less<>>& shard_ids) {
+  simdjson::ondemand::parser parser;
+  simdjson::ondemand::document doc;
+  simdjson::ondemand::object root;
+  if (auto err = parser.iterate(simdjson::padded_string_view(text.data(), size, text.size())).get(doc)) return err;
+  if (auto err = doc.get_object().get(root)) return err;
+  bool seen_weight_map = false;
+  for (auto root_field_result : root) {
+    simdjson::ondemand::field root_field;
+    if (auto err = std::move(root_field_result).get(root_field)) return err;
+    std::string_view root_key;
+    if (auto err = root_field.unescaped_key().get(root_key)) return err;
+    if (root_key != "weight_map" || seen_weight_map) {
+      if (auto err = read_through(root_field.value(), 0)) return err;
+      continue;
+    }
+    seen_weight_map = true;
+    simdjson::ondemand::object weight_map;
+    if (auto err = root_field.value().get_object().get(weight_map)) return err;
+    if (auto err = read_weight_map(weight_map, size, file, index, shard_names, shard_ids)) return err;
+  }
+  if (!seen_weight_map) return simdjson::NO_SUCH_FIELD;
+  // A token after the root object (current_location fails only at the end of the text).
+  if (const char* rest = nullptr; doc.current_location().get(rest) == simdjson::SUCCESS) return simdjson::TRAILING_CONTENT;
+  return simdjson::SUCCESS;
+}
+
+// Shards in name order, whatever order the weight_map lists them in; keys sorted; a key named
+// twice refused.
+void sort_index(ShardIndex& index, const std::string& file, std::vector<std::string>& shard_names,
+                std::map<std::string, uint32_t, std::less<>>& shard_ids) {
   const size_t first_new = shard_names.size() - shard_ids.size();
   std::vector<std::string> sorted(shard_names.begin() + static_cast<ptrdiff_t>(first_new), shard_names.end());
   std::sort(sorted.begin(), sorted.end());
@@ -244,7 +246,102 @@ ShardIndex parse_index_impl(std::shared_ptr<const std::string> text, const std::
       throw Error(ErrorCode::kMalformedInput, file + ": weight_map names tensor '" + std::string(index.weight_map[i].first) + "' twice");
     }
   }
+}
+
+// simdjson's on-demand API: one structural pass over the text and no DOM; keys stay in the text
+// (a DeepSeek-V3 layout with 1,152 experts writes 410k keys in 40 MB of index: a string per key
+// and a DOM were the catalog's largest cost there, docs/performance.md). On any error the DOM
+// parser explains where (explain_index_error), else the fast path's own error is reported.
+ShardIndex parse_index_impl(std::shared_ptr<const std::string> text, const std::string& file, std::vector<std::string>& shard_names) {
+  const size_t size = text->size() - simdjson::SIMDJSON_PADDING;
+  ShardIndex index;
+  index.file = file;
+  index.unescaped = std::make_shared<std::deque<std::string>>();
+  std::map<std::string, uint32_t, std::less<>> shard_ids;
+  if (auto err = read_index_root(*text, size, file, index, shard_names, shard_ids)) {
+    explain_index_error(std::string_view(text->data(), size), file);
+    throw Error(ErrorCode::kMalformedInput, file + ": not valid JSON: " + simdjson::error_message(err));
+  }
+  index.text = std::move(text);
+  sort_index(index, file, shard_names, shard_ids);
   return index;
+}
+
+// The checkpoint's files by kind, each list sorted.
+struct DirectoryListing {
+  std::vector<std::string> sharded, consolidated;       // *.safetensors, consolidated*.safetensors
+  std::vector<std::string> torch_model, torch_bin, torch_pth;  // pytorch_model*.bin, other *.bin, *.pth
+};
+
+DirectoryListing list_checkpoint_files(const fs::path& path) {
+  DirectoryListing l;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(path, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool st = ends_with(name, ".safetensors");
+    const bool bin = ends_with(name, ".bin"), pth = ends_with(name, ".pth");
+    if (!st && !bin && !pth) continue;
+    std::error_code fec;
+    if (!entry.is_regular_file(fec)) continue;
+    if (bin) {
+      if (name.rfind("pytorch_model", 0) == 0) {
+        l.torch_model.push_back(name);
+      } else if (name != "training_args.bin") {
+        l.torch_bin.push_back(name);
+      }
+    } else if (pth) {
+      if (name.rfind("rng_state", 0) != 0) l.torch_pth.push_back(name);
+    } else {
+      (name.rfind("consolidated", 0) == 0 ? l.consolidated : l.sharded).push_back(name);
+    }
+  }
+  if (ec) throw Error(ErrorCode::kIo, path.string() + ": cannot list directory: " + ec.message());
+  for (auto* v : {&l.sharded, &l.consolidated, &l.torch_model, &l.torch_bin, &l.torch_pth}) std::sort(v->begin(), v->end());
+  return l;
+}
+
+// The one index.json rule, for safetensors and PyTorch indexes alike: parse it, refuse an empty
+// map and a named shard that does not exist, and warn about each listed file it does not name.
+void use_index(ShardSet& set, const fs::path& index_path, const FileSystem& fsys,
+               std::initializer_list<const std::vector<std::string>*> unnamed_candidates) {
+  const std::string index_name = index_path.filename().string();
+  set.index = parse_index_impl(std::make_shared<const std::string>(fsys.read_whole_file(index_path, kMaxIndexFileBytes, simdjson::SIMDJSON_PADDING)),
+                               index_path.string(), set.files);
+  if (set.files.empty()) throw Error(ErrorCode::kMalformedInput, index_path.string() + ": weight_map names no shard");
+  std::error_code ec;
+  for (const auto& f : set.files) {
+    if (!fs::is_regular_file(set.root / f, ec)) {
+      throw Error(ErrorCode::kNotFound, index_path.string() + ": names shard '" + f + "', which does not exist in " + set.root.string());
+    }
+  }
+  const std::set<std::string> named(set.files.begin(), set.files.end());
+  for (const auto* v : unnamed_candidates) {
+    for (const auto& f : *v) {
+      if (!named.count(f)) set.warnings.push_back(f + ": ignored (not named by " + index_name + ")");
+    }
+  }
+}
+
+// No safetensors at all: a PyTorch checkpoint, if there is one.
+ShardSet choose_torch_files(ShardSet set, const DirectoryListing& l, const FileSystem& fsys) {
+  set.format = ShardFormat::kTorch;
+  const fs::path torch_index_path = set.root / kTorchIndexName;
+  if (fs::exists(torch_index_path)) {
+    use_index(set, torch_index_path, fsys, {&l.torch_model, &l.torch_bin, &l.torch_pth});
+    return set;
+  }
+  set.files = !l.torch_model.empty() ? l.torch_model : !l.torch_bin.empty() ? l.torch_bin : l.torch_pth;
+  if (set.files.empty()) {
+    throw Error(ErrorCode::kNotFound, set.root.string() +
+                                          ": no .safetensors file in this directory (nor a PyTorch pytorch_model*.bin / *.bin / *.pth checkpoint)");
+  }
+  if (!l.torch_model.empty()) {
+    for (const auto& f : l.torch_bin) set.warnings.push_back(f + ": ignored (pytorch_model*.bin files were chosen)");
+  }
+  if (!l.torch_model.empty() || !l.torch_bin.empty()) {
+    for (const auto& f : l.torch_pth) set.warnings.push_back(f + ": ignored (.bin files were chosen)");
+  }
+  return set;
 }
 }  // namespace
 
@@ -262,102 +359,29 @@ ShardSet discover_shards(const fs::path& path, const ShardSetOptions& options) {
   }
   if (!fs::is_directory(status)) throw Error(ErrorCode::kInvalidArgument, path.string() + ": not a file or directory");
   set.root = path;
-
-  std::vector<std::string> sharded, consolidated;
-  std::vector<std::string> torch_model, torch_bin, torch_pth;  // pytorch_model*.bin, other *.bin, *.pth
-  for (const auto& entry : fs::directory_iterator(path, ec)) {
-    const std::string name = entry.path().filename().string();
-    const bool st = ends_with(name, ".safetensors");
-    const bool bin = ends_with(name, ".bin"), pth = ends_with(name, ".pth");
-    if (!st && !bin && !pth) continue;
-    std::error_code fec;
-    if (!entry.is_regular_file(fec)) continue;
-    if (bin) {
-      if (name.rfind("pytorch_model", 0) == 0) {
-        torch_model.push_back(name);
-      } else if (name != "training_args.bin") {
-        torch_bin.push_back(name);
-      }
-      continue;
-    }
-    if (pth) {
-      if (name.rfind("rng_state", 0) != 0) torch_pth.push_back(name);
-      continue;
-    }
-    (name.rfind("consolidated", 0) == 0 ? consolidated : sharded).push_back(name);
-  }
-  if (ec) throw Error(ErrorCode::kIo, path.string() + ": cannot list directory: " + ec.message());
-  std::sort(sharded.begin(), sharded.end());
-  std::sort(consolidated.begin(), consolidated.end());
-  for (auto* v : {&torch_model, &torch_bin, &torch_pth}) std::sort(v->begin(), v->end());
-
+  const DirectoryListing l = list_checkpoint_files(path);
   const fs::path index_path = path / kIndexName;
-  const fs::path torch_index_path = path / kTorchIndexName;
-  if (sharded.empty() && consolidated.empty() && !fs::exists(index_path)) {
-    // No safetensors at all: a PyTorch checkpoint, if there is one.
-    set.format = ShardFormat::kTorch;
-    if (fs::exists(torch_index_path)) {
-      set.index = parse_index_impl(std::make_shared<const std::string>(fsys.read_whole_file(torch_index_path, simdjson::SIMDJSON_PADDING)),
-                                   torch_index_path.string(), set.files);
-      for (const auto& f : set.files) {
-        if (!fs::is_regular_file(path / f, ec)) {
-          throw Error(ErrorCode::kNotFound, torch_index_path.string() + ": names shard '" + f + "', which does not exist in " + path.string());
-        }
-      }
-      if (set.files.empty()) throw Error(ErrorCode::kMalformedInput, torch_index_path.string() + ": weight_map names no shard");
-      const std::set<std::string> named(set.files.begin(), set.files.end());
-      for (auto* v : {&torch_model, &torch_bin, &torch_pth}) {
-        for (const auto& f : *v) {
-          if (!named.count(f)) set.warnings.push_back(f + ": ignored (not named by " + std::string(kTorchIndexName) + ")");
-        }
-      }
-      return set;
-    }
-    set.files = !torch_model.empty() ? torch_model : !torch_bin.empty() ? torch_bin : torch_pth;
-    if (!set.files.empty()) {
-      const auto& others = !torch_model.empty() ? torch_bin : std::vector<std::string>{};
-      for (const auto& f : others) set.warnings.push_back(f + ": ignored (pytorch_model*.bin files were chosen)");
-      if (!torch_model.empty() || !torch_bin.empty()) {
-        for (const auto& f : torch_pth) set.warnings.push_back(f + ": ignored (.bin files were chosen)");
-      }
-      return set;
-    }
-    throw Error(ErrorCode::kNotFound, path.string() + ": no .safetensors file in this directory (nor a PyTorch pytorch_model*.bin / *.bin / *.pth checkpoint)");
-  }
+  const bool has_index = fs::exists(index_path);
+  if (l.sharded.empty() && l.consolidated.empty() && !has_index) return choose_torch_files(std::move(set), l, fsys);
   // Safetensors win: PyTorch files beside them are never mixed in.
-  for (auto* v : {&torch_model, &torch_bin, &torch_pth}) {
+  for (auto* v : {&l.torch_model, &l.torch_bin, &l.torch_pth}) {
     for (const auto& f : *v) set.warnings.push_back(f + ": ignored (safetensors files were chosen; PyTorch checkpoints are not mixed in)");
   }
-  if (fs::exists(torch_index_path)) {
+  if (fs::exists(path / kTorchIndexName)) {
     set.warnings.push_back(std::string(kTorchIndexName) + ": ignored (safetensors files were chosen)");
   }
-  const bool use_consolidated = !consolidated.empty() && (options.prefer_consolidated || (sharded.empty() && !fs::exists(index_path)));
-  if (use_consolidated) {
-    set.files = consolidated;
-    for (const auto& f : sharded) set.warnings.push_back(f + ": ignored (consolidated files were chosen)");
+  if (!l.consolidated.empty() && (options.prefer_consolidated || (l.sharded.empty() && !has_index))) {
+    set.files = l.consolidated;
+    for (const auto& f : l.sharded) set.warnings.push_back(f + ": ignored (consolidated files were chosen)");
     return set;
   }
-  if (fs::exists(index_path)) {
-    set.index = parse_index_impl(std::make_shared<const std::string>(fsys.read_whole_file(index_path, simdjson::SIMDJSON_PADDING)),
-                                 index_path.string(), set.files);
-    for (const auto& f : set.files) {
-      if (!fs::is_regular_file(path / f, ec)) {
-        throw Error(ErrorCode::kNotFound, index_path.string() + ": names shard '" + f + "', which does not exist in " + path.string());
-      }
-    }
-    const std::set<std::string> named(set.files.begin(), set.files.end());
-    for (const auto& f : sharded) {
-      if (!named.count(f)) set.warnings.push_back(f + ": ignored (not named by " + std::string(kIndexName) + ")");
-    }
-    for (const auto& f : consolidated) {
-      if (!named.count(f)) set.warnings.push_back(f + ": ignored (not named by " + std::string(kIndexName) + ")");
-    }
-    if (set.files.empty()) throw Error(ErrorCode::kMalformedInput, index_path.string() + ": weight_map names no shard");
+  if (has_index) {
+    use_index(set, index_path, fsys, {&l.sharded, &l.consolidated});
     return set;
   }
-  if (sharded.empty()) throw Error(ErrorCode::kNotFound, path.string() + ": no .safetensors file in this directory");
-  set.files = sharded;
-  for (const auto& f : consolidated) set.warnings.push_back(f + ": ignored (sharded files were chosen)");
+  if (l.sharded.empty()) throw Error(ErrorCode::kNotFound, path.string() + ": no .safetensors file in this directory");
+  set.files = l.sharded;
+  for (const auto& f : l.consolidated) set.warnings.push_back(f + ": ignored (sharded files were chosen)");
   return set;
 }
 

@@ -26,7 +26,7 @@
 #include "wmap/device/scale_inversion.h"
 #include "wmap/util/bytes_text.h"
 #include "wmap/util/error.h"
-#include "wmap/util/log.h"
+#include "logger.h"
 
 namespace wmap {
 namespace {

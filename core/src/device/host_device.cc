@@ -9,7 +9,7 @@
 #include "wmap/util/bytes_text.h"
 #include "wmap/util/env.h"
 #include "wmap/util/error.h"
-#include "wmap/util/log.h"
+#include "logger.h"
 
 namespace wmap {
 namespace {

@@ -95,4 +95,15 @@ void invert_scales(std::span<std::byte> data, DType dtype) {
   }
 }
 
+void invert_scale_lenient(std::span<std::byte> data, DType dtype, const std::string& key) {
+  check_scale_dtype(dtype, key);
+  invert_scales(data, dtype);
+}
+
+void invert_scale_strict(std::span<std::byte> data, DType dtype, const std::string& key) {
+  check_scale_dtype(dtype, key);
+  check_scales_positive(data, dtype, key);
+  invert_scales(data, dtype);
+}
+
 }  // namespace wmap

@@ -13,15 +13,6 @@
 
 namespace wmap {
 
-std::vector<std::string> engine_owned_patterns(Target target) {
-  // TensorRT-LLM: FP8 block-scale linears (modules/linear.py, FP8BlockScalesLinearMethod) create
-  // scalar input_scale / inv_input_scale parameters that load_weights never fills. vLLM:
-  // BaseKVCacheMethod.create_weights gives attention k_scale / v_scale (and q_scale, prob_scale),
-  // set from the checkpoint only when it has them.
-  if (target == Target::kVllm) return {R"(.*\.(k_scale|v_scale|q_scale|prob_scale))"};
-  return {R"(.*\.(input_scale|inv_input_scale))"};
-}
-
 std::string DestinationCheck::message() const {
   std::string m = "the destinations do not fit the plan (" + std::to_string(problems.size()) + " problem(s)); nothing was written:";
   for (const auto& p : problems) m += "\n" + std::string(problem_kind_name(p.kind)) + ": " + p.message;

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "copy_kernels.h"
+#include "must_match.h"
 #include "wmap/util/error.h"
 
 namespace wmap::exec_detail {
@@ -44,14 +45,14 @@ void PlanRunner::configure() {
   use_mmap_ = io_ == IoMode::kMmap;
   page_ = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   const size_t n_units = std::max<size_t>(1, units_.size());
-  const unsigned read_req = options_.read_workers, load_req = options_.workers;
+  const unsigned read_req = options_.read_workers, load_req = options_.load_workers;
   const unsigned read_default = device_.stages_writes() ? default_staged_read_workers() : default_read_workers();
   read_workers_ = std::max<unsigned>(1, std::min<size_t>(read_req ? read_req : read_default, n_units));
   load_workers_ = std::max<unsigned>(1, std::min<size_t>(load_req ? load_req : default_load_workers(), n_units));
   stats_.read_workers_requested = read_req;
   stats_.load_workers_requested = load_req;
   stats_.read_workers = read_workers_;
-  stats_.workers = load_workers_;
+  stats_.load_workers = load_workers_;
   stats_.io_path = std::string(io_mode_name(io_));
   stats_.bytes_needed = plan_.bytes_to_read();
   total_bytes_ = plan_.bytes_to_load();

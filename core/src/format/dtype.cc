@@ -24,6 +24,27 @@ std::string_view dtype_name(DType dtype) { return kInfo[static_cast<size_t>(dtyp
 
 unsigned dtype_bits(DType dtype) { return kInfo[static_cast<size_t>(dtype)].bits; }
 
+std::optional<uint64_t> checked_numel(const std::vector<uint64_t>& shape) {
+  uint64_t n = 1;
+  for (uint64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n)) return std::nullopt;
+  }
+  return n;
+}
+
+std::optional<uint64_t> checked_nbits(DType dtype, const std::vector<uint64_t>& shape) {
+  const auto numel = checked_numel(shape);
+  uint64_t bits = 0;
+  if (!numel || __builtin_mul_overflow(*numel, uint64_t{dtype_bits(dtype)}, &bits)) return std::nullopt;
+  return bits;
+}
+
+std::optional<uint64_t> checked_nbytes(DType dtype, const std::vector<uint64_t>& shape) {
+  const auto bits = checked_nbits(dtype, shape);
+  if (!bits || *bits % 8 != 0) return std::nullopt;
+  return *bits / 8;
+}
+
 std::optional<DType> parse_dtype(std::string_view name) {
   for (size_t i = 0; i < kInfo.size(); ++i) {
     if (kInfo[i].name == name) return static_cast<DType>(i);

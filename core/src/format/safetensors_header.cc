@@ -86,17 +86,95 @@ HeaderTensor parse_tensor(std::string_view name, simdjson::dom::element value, c
 }  // namespace
 
 uint64_t checked_numel(const std::vector<uint64_t>& shape, const std::string& file, const std::string& tensor) {
-  uint64_t n = 1;
-  for (uint64_t d : shape) {
-    if (__builtin_mul_overflow(n, d, &n)) {
-      fail(ErrorCode::kOverflow, file, "tensor " + squote(tensor) + ": shape " + shape_text(shape) +
-                                           " has more than 2^64 elements");
-    }
+  const auto n = wmap::checked_numel(shape);
+  if (!n) {
+    fail(ErrorCode::kOverflow, file, "tensor " + squote(tensor) + ": shape " + shape_text(shape) + " has more than 2^64 elements");
   }
-  return n;
+  return *n;
 }
 
 namespace {
+
+// `__metadata__`: an object of strings, sorted by key into header.metadata.
+void read_metadata(simdjson::dom::element value, const std::string& file, SafetensorsHeader& header) {
+  simdjson::dom::object meta;
+  if (value.get_object().get(meta)) fail(ErrorCode::kInvalidHeaderJson, file, "__metadata__ is not a JSON object of strings");
+  for (auto m : meta) {
+    std::string_view v;
+    if (m.value.get_string().get(v)) {
+      fail(ErrorCode::kInvalidHeaderJson, file,
+           "__metadata__ value of " + squote(m.key) + " is " + simdjson::minify(m.value) + ", not a string");
+    }
+    header.metadata.emplace_back(std::string(m.key), std::string(v));
+  }
+  std::sort(header.metadata.begin(), header.metadata.end());
+}
+
+// One tensor's byte length: its dtype x shape, whole bytes, equal to its data_offsets span.
+void check_tensor_bytes(const HeaderTensor& t, const std::string& file) {
+  const uint64_t numel = checked_numel(t.shape, file, t.name);
+  const auto nbits = checked_nbits(t.dtype, t.shape);
+  if (!nbits) {
+    fail(ErrorCode::kOverflow, file, "tensor " + squote(t.name) + ": " + std::to_string(numel) + " elements of " +
+                                         std::string(dtype_name(t.dtype)) + " overflow 64 bits");
+  }
+  const uint64_t bits = *nbits;
+  if (bits % 8 != 0) {
+    fail(ErrorCode::kInvalidTensorInfo, file,
+         "tensor " + squote(t.name) + ": " + std::to_string(numel) + " elements of " + std::string(dtype_name(t.dtype)) +
+             " are " + std::to_string(bits) + " bits, not a whole number of bytes");
+  }
+  if (t.end - t.begin != bits / 8) {
+    fail(ErrorCode::kInvalidTensorInfo, file,
+         "tensor " + squote(t.name) + ": " + std::string(dtype_name(t.dtype)) + " " + shape_text(t.shape) + " needs " +
+             std::to_string(bits / 8) + " bytes but data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
+             "] span " + std::to_string(t.end - t.begin));
+  }
+}
+
+// Offsets: sorted by (begin, end), contiguous from 0, each span equal to its byte length, and
+// the data ending exactly at the end of the file.
+void check_offsets(const SafetensorsHeader& header, uint64_t file_size, const std::string& file) {
+  std::vector<const HeaderTensor*> by_offset;
+  by_offset.reserve(header.tensors.size());
+  for (const auto& t : header.tensors) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(), [](const HeaderTensor* a, const HeaderTensor* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  uint64_t expected = 0;
+  for (const HeaderTensor* t : by_offset) {
+    if (t->begin != expected || t->end < t->begin) {
+      std::string why = t->end < t->begin ? "end precedes begin"
+                        : t->begin < expected ? "overlaps the previous tensor, which ends at " + std::to_string(expected)
+                                              : "leaves a gap after byte " + std::to_string(expected);
+      fail(ErrorCode::kInvalidOffset, file,
+           "tensor " + squote(t->name) + ": data_offsets [" + std::to_string(t->begin) + ", " +
+               std::to_string(t->end) + "] " + why + " (expected to start at " + std::to_string(expected) + ")");
+    }
+    check_tensor_bytes(*t, file);
+    expected = t->end;
+  }
+  const uint64_t data_end = expected + header.data_start();
+  if (data_end < expected || data_end != file_size) {
+    fail(ErrorCode::kDataSizeMismatch, file,
+         "data section ends at byte " + std::to_string(data_end) + " but the file is " + std::to_string(file_size) +
+             " bytes (" + (data_end > file_size ? "truncated" : "trailing bytes") + ")");
+  }
+}
+
+// Tensors sorted by name, each named once.
+void sort_by_name(SafetensorsHeader& header, const std::string& file) {
+  auto by_name = [](const HeaderTensor& a, const HeaderTensor& b) { return a.name < b.name; };
+  if (!std::is_sorted(header.tensors.begin(), header.tensors.end(), by_name)) {
+    std::sort(header.tensors.begin(), header.tensors.end(), by_name);
+  }
+  for (size_t i = 1; i < header.tensors.size(); ++i) {
+    if (header.tensors[i].name == header.tensors[i - 1].name) {
+      fail(ErrorCode::kDuplicateTensor, file, "tensor " + squote(header.tensors[i].name) + " appears twice in the header");
+    }
+  }
+}
+
 // `padded`: json.data() is followed by at least SIMDJSON_PADDING readable bytes, so simdjson
 // can parse in place without copying the header.
 SafetensorsHeader parse_header_impl(std::string_view json, bool padded, uint64_t file_size, const std::string& file) {
@@ -122,77 +200,13 @@ SafetensorsHeader parse_header_impl(std::string_view json, bool padded, uint64_t
     if (key == "__metadata__") {
       if (seen_metadata) fail(ErrorCode::kDuplicateTensor, file, "__metadata__ appears twice in the header");
       seen_metadata = true;
-      simdjson::dom::object meta;
-      if (field.value.get_object().get(meta)) {
-        fail(ErrorCode::kInvalidHeaderJson, file, "__metadata__ is not a JSON object of strings");
-      }
-      for (auto m : meta) {
-        std::string_view v;
-        if (m.value.get_string().get(v)) {
-          fail(ErrorCode::kInvalidHeaderJson, file,
-               "__metadata__ value of " + squote(m.key) + " is " + simdjson::minify(m.value) + ", not a string");
-        }
-        header.metadata.emplace_back(std::string(m.key), std::string(v));
-      }
+      read_metadata(field.value, file, header);
       continue;
     }
     header.tensors.push_back(parse_tensor(key, field.value, file));
   }
-  std::sort(header.metadata.begin(), header.metadata.end());
-
-  // Offsets: sorted by (begin, end), contiguous from 0, each span equal to its byte length.
-  std::vector<const HeaderTensor*> by_offset;
-  by_offset.reserve(header.tensors.size());
-  for (const auto& t : header.tensors) by_offset.push_back(&t);
-  std::sort(by_offset.begin(), by_offset.end(), [](const HeaderTensor* a, const HeaderTensor* b) {
-    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
-  });
-  uint64_t expected = 0;
-  for (const HeaderTensor* t : by_offset) {
-    if (t->begin != expected || t->end < t->begin) {
-      std::string why = t->end < t->begin ? "end precedes begin"
-                        : t->begin < expected ? "overlaps the previous tensor, which ends at " + std::to_string(expected)
-                                              : "leaves a gap after byte " + std::to_string(expected);
-      fail(ErrorCode::kInvalidOffset, file,
-           "tensor " + squote(t->name) + ": data_offsets [" + std::to_string(t->begin) + ", " +
-               std::to_string(t->end) + "] " + why + " (expected to start at " + std::to_string(expected) + ")");
-    }
-    const uint64_t numel = checked_numel(t->shape, file, t->name);
-    uint64_t bits;
-    if (__builtin_mul_overflow(numel, static_cast<uint64_t>(dtype_bits(t->dtype)), &bits)) {
-      fail(ErrorCode::kOverflow, file, "tensor " + squote(t->name) + ": " + std::to_string(numel) + " elements of " +
-                                           std::string(dtype_name(t->dtype)) + " overflow 64 bits");
-    }
-    if (bits % 8 != 0) {
-      fail(ErrorCode::kInvalidTensorInfo, file,
-           "tensor " + squote(t->name) + ": " + std::to_string(numel) + " elements of " + std::string(dtype_name(t->dtype)) +
-               " are " + std::to_string(bits) + " bits, not a whole number of bytes");
-    }
-    if (t->end - t->begin != bits / 8) {
-      fail(ErrorCode::kInvalidTensorInfo, file,
-           "tensor " + squote(t->name) + ": " + std::string(dtype_name(t->dtype)) + " " + shape_text(t->shape) +
-               " needs " + std::to_string(bits / 8) + " bytes but data_offsets [" + std::to_string(t->begin) + ", " +
-               std::to_string(t->end) + "] span " + std::to_string(t->end - t->begin));
-    }
-    expected = t->end;
-  }
-  // The data must end exactly at the end of the file.
-  const uint64_t data_end = expected + header.data_start();
-  if (data_end < expected || data_end != file_size) {
-    fail(ErrorCode::kDataSizeMismatch, file,
-         "data section ends at byte " + std::to_string(data_end) + " but the file is " + std::to_string(file_size) +
-             " bytes (" + (data_end > file_size ? "truncated" : "trailing bytes") + ")");
-  }
-
-  auto by_name = [](const HeaderTensor& a, const HeaderTensor& b) { return a.name < b.name; };
-  if (!std::is_sorted(header.tensors.begin(), header.tensors.end(), by_name)) {
-    std::sort(header.tensors.begin(), header.tensors.end(), by_name);
-  }
-  for (size_t i = 1; i < header.tensors.size(); ++i) {
-    if (header.tensors[i].name == header.tensors[i - 1].name) {
-      fail(ErrorCode::kDuplicateTensor, file, "tensor " + squote(header.tensors[i].name) + " appears twice in the header");
-    }
-  }
+  check_offsets(header, file_size, file);
+  sort_by_name(header, file);
   return header;
 }
 }  // namespace

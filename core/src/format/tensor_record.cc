@@ -4,13 +4,14 @@
 
 #include "wmap/format/strided_copy.h"
 #include "wmap/format/tensor_record.h"
+#include "wmap/util/error.h"
 
 namespace wmap {
 
 uint64_t TensorRecord::numel() const {
-  uint64_t n = 1;
-  for (uint64_t d : shape) n *= d;  // validated against overflow when catalogued
-  return n;
+  const auto n = checked_numel(shape);
+  if (!n) throw Error(ErrorCode::kOverflow, "tensor '" + name + "': shape " + shape_text(shape) + " has more than 2^64 elements");
+  return *n;
 }
 
 std::optional<uint64_t> strided_extent(std::span<const uint64_t> shape, std::span<const uint64_t> strides) {
@@ -28,7 +29,12 @@ std::optional<uint64_t> strided_extent(std::span<const uint64_t> shape, std::spa
 
 uint64_t TensorRecord::span_bytes() const {
   if (strides.empty() || nbytes == 0) return nbytes;
-  return *strided_extent(shape, strides) * (dtype_bits(dtype) / 8);  // checked when catalogued
+  const auto elements = strided_extent(shape, strides);
+  uint64_t span = 0;
+  if (!elements || __builtin_mul_overflow(*elements, uint64_t{dtype_bits(dtype) / 8}, &span)) {
+    throw Error(ErrorCode::kOverflow, "tensor '" + name + "': strided extent of " + shape_text(shape) + " overflows 64 bits");
+  }
+  return span;
 }
 
 namespace {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "wmap/util/error.h"
-#include "wmap/util/log.h"
+#include "logger.h"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
@@ -54,6 +54,14 @@ size_t batch_end(std::span<const ReadSegment> s, size_t first) {
   return i;
 }
 
+FileSignature signature_of(const struct stat& st) {
+  FileSignature sig;
+  sig.size = static_cast<uint64_t>(st.st_size);
+  sig.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  sig.inode = static_cast<uint64_t>(st.st_ino);
+  return sig;
+}
+
 // One open file. In kMmap mode the whole file is mapped read-only on the first view(); in
 // kPread mode view() returns nothing and every read goes through pread. Strided reads use a
 // second descriptor marked POSIX_FADV_RANDOM so the kernel reads no pages around them.
@@ -73,6 +81,7 @@ class PosixFile final : public RandomAccessFile {
       throw Error(ErrorCode::kIo, path_ + ": not a regular file");
     }
     size_ = static_cast<uint64_t>(st.st_size);
+    signature_ = signature_of(st);
   }
   ~PosixFile() override {
     if (map_ != nullptr) ::munmap(map_, size_);
@@ -82,6 +91,7 @@ class PosixFile final : public RandomAccessFile {
 
   const std::string& path() const override { return path_; }
   uint64_t size() const override { return size_; }
+  FileSignature signature() const override { return signature_; }
 
   void read(uint64_t offset, std::span<std::byte> dst) const override {
     check_range("read", offset, dst.size());
@@ -262,6 +272,7 @@ class PosixFile final : public RandomAccessFile {
   IoMode mode_;
   int fd_ = -1;
   uint64_t size_ = 0;
+  FileSignature signature_;
   mutable std::once_flag map_once_, random_once_;
   mutable std::byte* map_ = nullptr;
   mutable int random_fd_ = -1;
@@ -321,9 +332,13 @@ uint64_t read_number_file(const std::string& path) {
 
 }  // namespace
 
-std::string FileSystem::read_whole_file(const std::filesystem::path& path, size_t padding) const {
+std::string FileSystem::read_whole_file(const std::filesystem::path& path, uint64_t max_bytes, size_t padding) const {
   const auto file = open(path, IoMode::kPread);
   const uint64_t size = file->size();
+  if (size > max_bytes) {
+    throw Error(ErrorCode::kMalformedInput, path.string() + ": " + std::to_string(size) + " bytes, over the limit of " +
+                                                std::to_string(max_bytes) + " bytes for a file read whole");
+  }
   if (size > std::numeric_limits<size_t>::max() - padding) {
     throw Error(ErrorCode::kIo, path.string() + ": " + std::to_string(size) + " bytes do not fit in memory");
   }
@@ -358,12 +373,10 @@ const FileSystem& FileSystem::posix() {
 FileSignature stat_signature(const std::filesystem::path& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) throw_errno(path.string(), "stat", errno);
-  FileSignature sig;
-  sig.size = static_cast<uint64_t>(st.st_size);
-  sig.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-  sig.inode = static_cast<uint64_t>(st.st_ino);
-  return sig;
+  return signature_of(st);
 }
+
+FileSignature RandomAccessFile::signature() const { return stat_signature(path()); }
 
 const void* guard_sigbus(void (*fn)(void*), void* ctx) {
   install_sigbus_handler();

@@ -6,7 +6,7 @@
 
 #include "wmap/util/error.h"
 #include "wmap/util/install_paths.h"
-#include "wmap/util/log.h"
+#include "logger.h"
 #include "wmap/util/progress.h"
 #include "wmap/catalog/shard_set.h"
 #include "wmap/spec/config_bounds.h"
@@ -33,19 +33,6 @@ class RenamedProbe final : public KeyProbe {
   const RenamedCatalog& renamed_;
   mutable std::optional<TensorDim> largest_;
 };
-
-// x > 0 ? 1/x : 0 in fp32, with NaN/Inf -> 0 (experts' global scales).
-void invert_scale_lenient(std::span<std::byte> data, DType dtype, const std::string& key) {
-  check_scale_dtype(dtype, key);
-  invert_scales(data, dtype);
-}
-
-// Dense layers: a non-finite or <= 0 global scale is an error naming the key.
-void invert_scale_strict(std::span<std::byte> data, DType dtype, const std::string& key) {
-  check_scale_dtype(dtype, key);
-  check_scales_positive(data, dtype, key);
-  invert_scales(data, dtype);
-}
 
 }  // namespace
 

@@ -9,7 +9,7 @@
 #include "wmap/plan/load_plan.h"
 #include "wmap/util/env.h"
 #include "wmap/util/error.h"
-#include "wmap/util/log.h"
+#include "logger.h"
 #include "wmap/util/xxh3.h"
 
 namespace wmap {

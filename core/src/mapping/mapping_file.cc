@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <set>
 
 #include "wmap/util/error.h"
@@ -72,7 +73,8 @@ class Parser {
     return 0;
   }
 
-  MappingFile parse(std::string_view text) {
+  // `rule_set`: an included file, which holds only rename and ignore rules.
+  MappingFile parse(std::string_view text, bool rule_set = false) {
     if (text.size() > kMaxMappingFileBytes) {
       fail(1, "is " + std::to_string(text.size()) + " bytes, over the limit of " + std::to_string(kMaxMappingFileBytes) +
                   " bytes for a mapping file");
@@ -88,7 +90,8 @@ class Parser {
       const int line = e.mark.is_null() ? 1 : e.mark.line + 1;
       fail(line, "not valid YAML: " + e.msg + (e.mark.is_null() ? "" : " (column " + std::to_string(e.mark.column + 1) + ")"));
     }
-    if (!root.IsDefined() || root.IsNull()) fail(1, "empty mapping file (expected keys architectures, plugin, rename, ignore)");
+    const std::string expected = rule_set ? "rename, ignore" : "architectures, plugin, rename, ignore, include";
+    if (!root.IsDefined() || root.IsNull()) fail(1, std::string(rule_set ? "empty rule set" : "empty mapping file") + " (expected keys " + expected + ")");
     if (!root.IsMap()) fail(line_of(root, 1), "top level must be a mapping of keys, got " + kind_of(root));
 
     MappingFile out;
@@ -104,7 +107,9 @@ class Parser {
       if (!seen.insert(key).second) fail(key_line, "key '" + key + "' appears twice");
       const YAML::Node& value = kv.second;
       const int line = line_of(value, key_line);
-      if (key == "architectures") {
+      if (rule_set && (key == "architectures" || key == "plugin" || key == "include")) {
+        fail(key_line, "key '" + key + "' in a rule set (an included file holds only rename and ignore)");
+      } else if (key == "architectures") {
         have_arch = true;
         out.line_of_architectures = key_line;
         parse_architectures(value, line, out);
@@ -115,6 +120,8 @@ class Parser {
         parse_rename(value, line, out);
       } else if (key == "ignore") {
         parse_ignore(value, line, out);
+      } else if (key == "include") {
+        parse_include(value, line, out);
       } else {
         if (unknown.empty()) first_unknown_line = key_line;
         unknown.push_back("'" + key + "' (line " + std::to_string(key_line) + ")");
@@ -124,8 +131,9 @@ class Parser {
       std::string list;
       for (const auto& u : unknown) list += (list.empty() ? "" : ", ") + u;
       fail(first_unknown_line, "unknown key" + std::string(unknown.size() > 1 ? "s " : " ") + list +
-                                   "; expected architectures, plugin, rename, ignore");
+                                   "; expected " + expected);
     }
+    if (rule_set) return out;
     if (!have_arch) fail(line_of(root, 1), "missing key 'architectures' (a non-empty list of architecture names)");
     if (!have_plugin) fail(line_of(root, 1), "missing key 'plugin' (the name of the plugin that builds the modules)");
     return out;
@@ -153,6 +161,7 @@ class Parser {
       if (!item.IsMap()) fail(item_line, "each 'rename' entry must be a mapping {match, replace}, got " + kind_of(item));
       MappingRule rule;
       rule.line = item_line;
+      rule.file = label_;
       bool have_match = false, have_replace = false;
       for (const auto& kv : item) {
         const int key_line = line_of(kv.first, item_line);
@@ -178,12 +187,33 @@ class Parser {
     }
   }
 
+  void parse_include(const YAML::Node& value, int line, MappingFile& out) {
+    if (!value.IsSequence()) fail(line, "'include' must be a list of rule-set file names, got " + kind_of(value));
+    for (const auto& item : value) {
+      const int item_line = line_of(item, line);
+      std::string name = scalar(item, item_line, "each 'include' entry");
+      const std::filesystem::path p(name);
+      bool outside = p.is_absolute();
+      for (const auto& part : p) outside = outside || part == "..";
+      if (outside) fail(item_line, "include '" + name + "' must be a relative path inside the mapping folder");
+      if (std::find(out.includes.begin(), out.includes.end(), name) != out.includes.end()) {
+        fail(item_line, "include '" + name + "' is listed twice");
+      }
+      out.includes.push_back(std::move(name));
+      include_lines_.push_back(item_line);
+    }
+  }
+
+ public:
+  const std::vector<int>& include_lines() const { return include_lines_; }
+
+ private:
   void parse_ignore(const YAML::Node& value, int line, MappingFile& out) const {
     if (value.IsNull()) return;
     if (!value.IsSequence()) fail(line, "'ignore' must be a list of regexes, got " + kind_of(value));
     for (const auto& item : value) {
       const int item_line = line_of(item, line);
-      out.ignore.push_back({scalar(item, item_line, "each 'ignore' entry"), item_line});
+      out.ignore.push_back({scalar(item, item_line, "each 'ignore' entry"), item_line, label_});
       check_rule_count(out, item_line);
     }
   }
@@ -195,17 +225,43 @@ class Parser {
   }
 
   const std::string& label_;
+  std::vector<int> include_lines_;  // of out.includes, in order
 };
 
 }  // namespace
 
 MappingFile parse_mapping_text(std::string_view yaml, const std::string& label) {
-  return Parser(label).parse(yaml);
+  Parser parser(label);
+  MappingFile out = parser.parse(yaml);
+  if (!out.includes.empty()) {
+    parser.fail(parser.include_lines().front(), "'include' names files relative to the mapping file; "
+                                                "this text has no folder (read it with load_mapping_file)");
+  }
+  return out;
 }
 
 MappingFile load_mapping_file(const std::filesystem::path& file, const FileSystem& fs) {
-  MappingFile out = parse_mapping_text(fs.read_whole_file(file), file.string());
+  const std::string label = file.string();
+  Parser parser(label);
+  MappingFile out = parser.parse(fs.read_whole_file(file, kMaxMappingFileBytes));
   out.file = file;
+  for (size_t i = 0; i < out.includes.size(); ++i) {
+    const std::filesystem::path path = file.parent_path() / out.includes[i];
+    MappingFile set;
+    try {
+      const std::string set_label = path.string();
+      set = Parser(set_label).parse(fs.read_whole_file(path, kMaxMappingFileBytes), /*rule_set=*/true);
+    } catch (const Error& e) {
+      throw Error(e.code(), label + ":" + std::to_string(parser.include_lines()[i]) + ": include '" + out.includes[i] +
+                                "': " + e.what());
+    }
+    out.rename.insert(out.rename.end(), set.rename.begin(), set.rename.end());
+    out.ignore.insert(out.ignore.end(), set.ignore.begin(), set.ignore.end());
+    if (out.rename.size() + out.ignore.size() > kMaxMappingRules) {
+      parser.fail(parser.include_lines()[i], "more than " + std::to_string(kMaxMappingRules) +
+                                                 " rename and ignore rules with its includes (the limit of a mapping file)");
+    }
+  }
   return out;
 }
 

@@ -8,7 +8,7 @@
 
 #include "wmap/util/error.h"
 #include "wmap/util/install_paths.h"
-#include "wmap/util/log.h"
+#include "logger.h"
 
 namespace wmap {
 namespace {

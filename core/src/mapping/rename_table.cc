@@ -30,7 +30,11 @@ struct RenameTable::Impl {
     int rule = -1;  // first matching rename rule
   };
 
-  std::string where(int line) const { return file.string() + ":" + std::to_string(line); }
+  // file:line of a rule: the file it is written in (a rule set a mapping includes, or the mapping).
+  template <typename Rule>
+  std::string where(const Rule& rule) const {
+    return (rule.file.empty() ? file.string() : rule.file) + ":" + std::to_string(rule.line);
+  }
 
   static RE2::Options options() {
     RE2::Options o;
@@ -38,10 +42,12 @@ struct RenameTable::Impl {
     return o;
   }
 
-  std::unique_ptr<RE2> compile(const std::string& pattern, int line, const char* what) const {
+  template <typename Rule>
+  std::unique_ptr<RE2> compile(const Rule& rule, const char* what) const {
+    const std::string& pattern = rule.pattern;
     auto re = std::make_unique<RE2>(pattern, options());
     if (!re->ok()) {
-      throw Error(ErrorCode::kMalformedInput, where(line) + ": " + what + " regex '" + pattern +
+      throw Error(ErrorCode::kMalformedInput, where(rule) + ": " + what + " regex '" + pattern +
                                                   "' does not compile: " + re->error());
     }
     return re;
@@ -105,7 +111,7 @@ struct RenameTable::Impl {
     out.reserve(key.size() + 16);  // one allocation for typical rewrites
     if (!re.Match(text, 0, text.size(), RE2::ANCHOR_BOTH, groups, n) || !re.Rewrite(&out, rules[rule].replace, groups, n)) {
       // The set said this rule matches and the rewrite string was checked at construction.
-      throw Error(ErrorCode::kInternal, where(rules[rule].line) + ": rule matched key '" + std::string(key) +
+      throw Error(ErrorCode::kInternal, where(rules[rule]) + ": rule matched key '" + std::string(key) +
                                             "' in the set but not on its own");
     }
   }
@@ -119,24 +125,24 @@ RenameTable::RenameTable(const MappingFile& mapping) {
   impl->rules = mapping.rename;
   impl->ignore_rules = mapping.ignore;
   for (const auto& rule : mapping.rename) {
-    auto re = impl->compile(rule.pattern, rule.line, "rename");
+    auto re = impl->compile(rule, "rename");
     const int wanted = RE2::MaxSubmatch(rule.replace);
     if (wanted > re->NumberOfCapturingGroups()) {
       throw Error(ErrorCode::kMalformedInput,
-                  impl->where(rule.line) + ": replace '" + rule.replace + "' uses \\" + std::to_string(wanted) +
+                  impl->where(rule) + ": replace '" + rule.replace + "' uses \\" + std::to_string(wanted) +
                       " but the regex '" + rule.pattern + "' has only " + std::to_string(re->NumberOfCapturingGroups()) +
                       " group(s)");
     }
     std::string why;
     if (!re->CheckRewriteString(rule.replace, &why)) {
       throw Error(ErrorCode::kMalformedInput,
-                  impl->where(rule.line) + ": replace '" + rule.replace + "' is invalid: " + why +
+                  impl->where(rule) + ": replace '" + rule.replace + "' is invalid: " + why +
                       " (use \\0..\\9 for groups and \\\\ for a backslash)");
     }
     impl->submatches.push_back(wanted + 1);
     impl->rename.push_back(std::move(re));
   }
-  for (const auto& rule : mapping.ignore) impl->ignore.push_back(impl->compile(rule.pattern, rule.line, "ignore"));
+  for (const auto& rule : mapping.ignore) impl->ignore.push_back(impl->compile(rule, "ignore"));
   impl->build_set();
   impl_ = std::move(impl);
 }
@@ -210,7 +216,7 @@ RenamedCatalog RenameTable::apply(const Catalog& catalog) const {
   // Collisions: report every one in a single message (capped), so one run shows the whole problem.
   auto origin = [&](const RenamedTensor& t) {
     return "'" + t.source->name + "' (" +
-           (t.rule < 0 ? std::string("not renamed") : "rule at " + impl.where(impl.rules[t.rule].line)) + ")";
+           (t.rule < 0 ? std::string("not renamed") : "rule at " + impl.where(impl.rules[t.rule])) + ")";
   };
   std::string message;
   size_t collisions = 0;

@@ -1,6 +1,7 @@
 #include "wmap/plan/load_plan.h"
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <mutex>
 #include <set>
@@ -26,19 +27,12 @@ std::string_view problem_kind_name(PlanProblem::Kind kind) {
 
 namespace {
 
-uint64_t product(const std::vector<uint64_t>& s) {
-  uint64_t n = 1;
-  for (auto d : s) {
-    if (d != 0 && n > UINT64_MAX / d) return UINT64_MAX;
-    n *= d;
-  }
-  return n;
-}
-
 // Fills a PlannedPiece's geometry. Returns an error text for a spec that does not fit.
 std::string resolve_geometry(const Piece& p, DType dtype, PlannedPiece& out) {
   out.view = p.view.empty() ? p.source_shape : p.view;
-  if (product(out.view) != product(p.source_shape)) {
+  const auto view_elements = checked_numel(out.view), source_elements = checked_numel(p.source_shape);
+  if (!view_elements || !source_elements) return "view " + shape_text(out.view) + " or source shape " + shape_text(p.source_shape) + " has more than 2^64 elements";
+  if (*view_elements != *source_elements) {
     return "view " + shape_text(out.view) + " does not have the elements of source shape " + shape_text(p.source_shape);
   }
   const size_t n = out.view.size();
@@ -186,11 +180,16 @@ class PlanBuilder {
       return push(std::move(pp));
     }
     pp.dtype = param_dtype(ps, records);
-    uint64_t bits = 0;
-    if (__builtin_mul_overflow(product(pp.shape), uint64_t{dtype_bits(pp.dtype)}, &bits)) bits = UINT64_MAX;
-    pp.nbytes = bits / 8;
+    const auto nbytes = checked_nbytes(pp.dtype, pp.shape);
+    pp.nbytes = nbytes.value_or(0);
     uint64_t total = 0;
     bool broken = false;
+    if (!nbytes) {
+      problem(PlanProblem::Kind::kSpec, ps.name,
+              plugin_label_ + ": " + ps.name + " " + std::string(dtype_name(pp.dtype)) + shape_text(pp.shape) +
+                  " is not a whole number of bytes below 2^64");
+      broken = true;
+    }
     for (size_t i = 0; i < ps.pieces.size(); ++i) broken = !add_piece(pp, ps, ps.pieces[i], records[i], total) || broken;
     broken = !add_must_match(pp, ps) || broken;
     pp.broken = broken || total != pp.nbytes;
@@ -241,7 +240,14 @@ class PlanBuilder {
     PlannedPiece out;
     out.transform = piece.transform;
     if (piece.is_zero()) {
-      out.out_bytes = piece.zero_elements * dtype_bits(pp.dtype) / 8;
+      const auto bytes = checked_nbytes(pp.dtype, std::vector<uint64_t>{piece.zero_elements});
+      if (!bytes) {
+        problem(PlanProblem::Kind::kSpec, ps.name,
+                plugin_label_ + ": " + ps.name + ": " + std::to_string(piece.zero_elements) + " zero elements of " +
+                    std::string(dtype_name(pp.dtype)) + " are not a whole number of bytes below 2^64");
+        return false;
+      }
+      out.out_bytes = *bytes;
       total += out.out_bytes;
       pp.pieces.push_back(std::move(out));
       return true;

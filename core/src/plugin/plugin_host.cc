@@ -14,7 +14,7 @@
 #include "wmap/build_info.h"
 #include "wmap/util/error.h"
 #include "wmap/util/install_paths.h"
-#include "wmap/util/log.h"
+#include "logger.h"
 
 namespace wmap {
 namespace {

@@ -111,10 +111,11 @@ uint64_t checked_mul(uint64_t a, uint64_t b, std::string_view what) {
   return out;
 }
 
-std::vector<std::string> moe_expert_prefixes(uint64_t layers, const std::function<bool(uint64_t)>& is_moe) {
+std::vector<std::string> moe_expert_prefixes(uint64_t layers,
+                                             const std::function<std::optional<std::string>(uint64_t)>& experts_of) {
   std::vector<std::string> out;
   for (uint64_t i = 0; i < layers; ++i) {
-    if (is_moe(i)) out.push_back("model.layers." + str(i) + ".mlp.experts.");
+    if (auto module = experts_of(i)) out.push_back(std::move(*module) + ".");
   }
   return out;
 }

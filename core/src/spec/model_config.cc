@@ -38,7 +38,7 @@ ModelConfig ModelConfig::parse(std::string_view json, const std::string& label) 
 }
 
 ModelConfig ModelConfig::load(const std::filesystem::path& file, const FileSystem& fs) {
-  return parse(fs.read_whole_file(file), file.string());
+  return parse(fs.read_whole_file(file, kMaxConfigFileBytes), file.string());
 }
 
 const std::string& ModelConfig::label() const { return impl_->label; }

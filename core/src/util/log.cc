@@ -1,4 +1,4 @@
-#include "wmap/util/log.h"
+#include "logger.h"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
@@ -12,5 +12,18 @@ spdlog::logger& log() {
   }();
   return *logger;
 }
+
+void set_log_level(LogLevel level) {
+  switch (level) {
+    case LogLevel::kDebug: log().set_level(spdlog::level::debug); return;
+    case LogLevel::kInfo: log().set_level(spdlog::level::info); return;
+    case LogLevel::kWarn: log().set_level(spdlog::level::warn); return;
+    case LogLevel::kOff: log().set_level(spdlog::level::off); return;
+  }
+}
+
+void log_debug(std::string_view message) { log().debug("{}", message); }
+void log_info(std::string_view message) { log().info("{}", message); }
+void log_warn(std::string_view message) { log().warn("{}", message); }
 
 }  // namespace wmap

@@ -5,11 +5,13 @@
 // and transforms through a PluginRegistrar. Nothing may throw across either entry: use
 // WMAP_DEFINE_PLUGIN, which catches everything and reports it as a message.
 //
-// Plugins link against libwmap and exchange C++ types with it, so they must be built against
-// the same core build: `core_build_id` must equal the host's wmap_core_build_id(), which hashes
-// the headers whose types cross this boundary. WmapPluginInfo may only grow by fields appended
-// at its end (the host reads no further than `struct_size`). A plugin's static constructors run
-// at dlopen, before any check: do no work in them.
+// A plugin must come from the same build as the core it is loaded into. Plugins link against
+// libwmap and exchange C++ types with it (std::string, std::function, ModelSpec), so there is no
+// forward or backward compatibility: `abi_version` must equal WMAP_PLUGIN_ABI_VERSION and
+// `core_build_id` must equal the host's wmap_core_build_id() (a hash of the headers whose types
+// cross this boundary), exactly. `struct_size` exists only so that a plugin from another build is
+// described in the refusal message without reading past its struct. A plugin's static
+// constructors run at dlopen, before any check: do no work in them.
 
 #include <cstddef>
 #include <cstdio>
@@ -23,6 +25,7 @@
 #include "wmap/spec/config_bounds.h"
 #include "wmap/spec/model_config.h"
 #include "wmap/spec/model_spec.h"
+#include "wmap/spec/transform_fn.h"
 
 // Bumped whenever WmapPluginInfo, PluginRegistrar or the types they expose change.
 // 2: ModelSpec records its Layout (ModelSpec::layout).
@@ -68,10 +71,6 @@ class KeyProbe : public CheckpointExtent {
 // ConfigBounds(config, probe) before building anything, so a config that cannot fit the
 // checkpoint is refused before millions of modules are made.
 using ModelBuilder = std::function<ModelSpec(const ModelConfig& config, const Layout& layout, const KeyProbe& probe)>;
-
-// An in-place transform over one piece's bytes, e.g. a scale inversion. `key` names the source
-// for error messages.
-using TransformFn = std::function<void(std::span<std::byte> data, DType dtype, const std::string& key)>;
 
 class PluginRegistrar {
  public:

@@ -43,9 +43,12 @@ class Catalog {
   Catalog() = default;
 
   static Catalog build(const ShardSet& shards, const CatalogBuildOptions& options = {});
-  // Builds from already-parsed parts (used by loaders of other formats and by tests).
+  // Builds from already-parsed parts (loaders of other formats, tests), checking each record as
+  // a parsed header is checked: its shard exists, nbytes is dtype x shape without overflow, strides
+  // fit, and its bytes lie inside the shard's signature.size. Errors (kMalformedInput) start with
+  // `label`.
   static Catalog from_parts(std::filesystem::path root, std::vector<ShardRecord> shards,
-                            std::vector<TensorRecord> tensors);
+                            std::vector<TensorRecord> tensors, const std::string& label = "catalog parts");
 
   // Reads a saved catalog through `fs` (fault injection reaches it); errors name the file.
   static Catalog load_json_file(const std::filesystem::path& file, const FileSystem& fs = FileSystem::posix());

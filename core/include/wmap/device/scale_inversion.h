@@ -17,4 +17,10 @@ void check_scales_positive(std::span<const std::byte> data, DType dtype, const s
 // In place, lenient (bad elements become 0); `dtype` already checked.
 void invert_scales(std::span<std::byte> data, DType dtype);
 
+// The built-in transforms, as TransformFn (the loader registers them by name):
+// `invert_scale` (experts' global scales): x > 0 ? 1/x : 0, NaN/Inf -> 0.
+void invert_scale_lenient(std::span<std::byte> data, DType dtype, const std::string& key);
+// `invert_scale_strict` (dense layers): a non-finite or <= 0 scale is an error naming `key`.
+void invert_scale_strict(std::span<std::byte> data, DType dtype, const std::string& key);
+
 }  // namespace wmap

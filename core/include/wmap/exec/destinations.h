@@ -38,11 +38,6 @@ struct DestinationOptions {
   std::vector<std::string> ignore;
 };
 
-// Parameters engines hold that no checkpoint fills (they initialise them themselves), as RE2
-// patterns: TensorRT-LLM's FP8 block-scale linears carry scalar `input_scale` and
-// `inv_input_scale`; vLLM's FP8 attention `k_scale`, `v_scale` (and `q_scale`, `prob_scale`).
-std::vector<std::string> engine_owned_patterns(Target target);
-
 // The verdict on a destination table, before anything is read.
 struct DestinationCheck {
   std::vector<PlanProblem> problems;         // sorted by key; empty: the load may run

@@ -14,7 +14,7 @@
 #include "wmap/device/device.h"
 #include "wmap/io/file_io.h"
 #include "wmap/plan/load_plan.h"
-#include "wmap/abi/plugin_api.h"
+#include "wmap/spec/transform_fn.h"
 
 namespace wmap {
 
@@ -31,7 +31,7 @@ struct LoadStats {
   uint64_t bytes_read = 0;     // file bytes read (wanted bytes plus gaps read through to save calls)
   uint64_t bytes_needed = 0;   // source bytes the plan's pieces need
   uint64_t reads = 0;          // read calls (pread/preadv batches) or populated mmap windows
-  unsigned workers = 1;        // load (copy/transform) workers, effective
+  unsigned load_workers = 1;   // load (copy/transform) workers, effective
   unsigned load_workers_requested = 0;  // 0: default
   unsigned read_workers = 1;   // reads in flight, effective
   unsigned read_workers_requested = 0;
@@ -51,7 +51,7 @@ struct LoadStats {
 
 struct ExecOptions {
   IoMode io = IoMode::kAuto;         // kAuto: choose_io_mode()
-  unsigned workers = 0;              // load pool: pieces copied/transformed at once; 0: default_load_workers()
+  unsigned load_workers = 0;         // load pool: pieces copied/transformed at once; 0: default_load_workers()
   unsigned read_workers = 0;         // read pool: byte ranges in flight; 0: default_(staged_)read_workers()
   const FileSystem* fs = nullptr;    // default FileSystem::posix()
   bool allow_partial = false;        // run a plan with problems, skipping its broken parameters
@@ -78,7 +78,9 @@ unsigned default_staged_read_workers();
 // naming the variable and its value. Called by front ends (CLI, Python), not by the executor.
 unsigned worker_count_from_env(const char* name);
 
-// kAuto: see executor.cc; `reason` says why.
+// What kAuto resolves to: pread, for every plan (measured faster than mmap on every load in
+// docs/performance.md; a shard truncated under a load is then an error, not a signal). The plan
+// parameter keeps the decision per plan should a measurement ever favour mmap; `reason` says why.
 IoMode choose_io_mode(const LoadPlan& plan, std::string* reason = nullptr);
 
 struct LoadedModel {

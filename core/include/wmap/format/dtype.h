@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 #include <string_view>
 
 namespace wmap {
@@ -17,5 +18,13 @@ std::string_view dtype_name(DType dtype);
 std::optional<DType> parse_dtype(std::string_view name);
 // Bits per element: 4 and 6 for the sub-byte float kinds, 8 for BOOL.
 unsigned dtype_bits(DType dtype);
+
+// The one rule for a tensor's size, bytes = elements x bits / 8, each step checked against 64-bit
+// overflow. nullopt when the product overflows.
+std::optional<uint64_t> checked_numel(const std::vector<uint64_t>& shape);
+std::optional<uint64_t> checked_nbits(DType dtype, const std::vector<uint64_t>& shape);
+// Whole bytes: nullopt on overflow, or when the bits are not a whole number of bytes (an odd
+// count of a 4-bit dtype).
+std::optional<uint64_t> checked_nbytes(DType dtype, const std::vector<uint64_t>& shape);
 
 }  // namespace wmap

@@ -32,11 +32,11 @@ struct TensorRecord {
   uint64_t span_bytes() const;
 };
 
-// Elements a strided view spans, from its first to its last (0 when it has none); nullopt when
-// that overflows 64 bits. Strides are in elements and non-negative.
 // A shape as messages print it: "[2, 64]".
 std::string shape_text(const std::vector<uint64_t>& shape);
 
+// Elements a strided view spans, from its first to its last (0 when it has none); nullopt when
+// that overflows 64 bits. Strides are in elements and non-negative.
 std::optional<uint64_t> strided_extent(std::span<const uint64_t> shape, std::span<const uint64_t> strides);
 
 // Gathers a strided record's elements from `span` (its bytes [offset, offset + span_bytes()))

@@ -25,11 +25,23 @@ struct ReadSegment {
   std::byte* dst = nullptr;
 };
 
+// Identity of a file on disk, used to refuse shards changed since a catalog was saved.
+struct FileSignature {
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  uint64_t inode = 0;
+  bool operator==(const FileSignature&) const = default;
+};
+
 class RandomAccessFile {
  public:
   virtual ~RandomAccessFile() = default;
   virtual const std::string& path() const = 0;
   virtual uint64_t size() const = 0;
+  // The signature of the file this object reads, taken when it was opened (fstat of its
+  // descriptor), so what is recorded is what is read, with no gap between a stat and the open.
+  // Default: stat_signature(path()), for wrappers with no descriptor of their own.
+  virtual FileSignature signature() const;
   // Reads exactly dst.size() bytes at `offset`; throws kIo naming the file and offset.
   virtual void read(uint64_t offset, std::span<std::byte> dst) const = 0;
   // read() that tells the kernel nothing about what comes next: no readahead around it and no
@@ -65,20 +77,25 @@ class FileSystem {
   virtual std::unique_ptr<RandomAccessFile> open(const std::filesystem::path& path, IoMode mode) const = 0;
   // The whole of a small file (a catalog, config.json, a mapping file, an index.json) followed by
   // `padding` zero bytes, which count in the string's size (simdjson parses padded input in place).
-  // Throws kNotFound (missing) or kIo, naming the file. The default opens the file with kPread and
-  // reads it with one read(), so wrappers that inject faults into open() and read() reach it.
-  virtual std::string read_whole_file(const std::filesystem::path& path, size_t padding = 0) const;
+  // A file over `max_bytes` is refused (kMalformedInput naming the file, its size and the limit)
+  // before anything is allocated: a shard or a device passed where a small file belongs costs
+  // nothing. Throws kNotFound (missing) or kIo, naming the file. The default opens the file with
+  // kPread and reads it with one read(), so wrappers that inject faults into open() and read()
+  // reach it.
+  virtual std::string read_whole_file(const std::filesystem::path& path, uint64_t max_bytes, size_t padding = 0) const;
   // The process-wide POSIX file system.
   static const FileSystem& posix();
 };
 
-// Identity of a file on disk, used to refuse shards changed since a catalog was saved.
-struct FileSignature {
-  uint64_t size = 0;
-  int64_t mtime_ns = 0;
-  uint64_t inode = 0;
-  bool operator==(const FileSignature&) const = default;
-};
+// Limits of the small files read whole (FileSystem::read_whole_file). Each is far above what a real
+// file holds: a DeepSeek-V3 index naming 410k keys is 40 MB; its catalog about 80 MB.
+inline constexpr uint64_t kMaxConfigFileBytes = uint64_t{16} << 20;  // config.json
+inline constexpr uint64_t kMaxIndexFileBytes = uint64_t{1} << 30;    // *.index.json
+inline constexpr uint64_t kMaxCatalogFileBytes = uint64_t{2} << 30;  // a saved catalog
+inline constexpr uint64_t kMaxParamTableBytes = uint64_t{1} << 30;   // an engine's parameter table (plan --expect)
+
+// stat() of a path: for a file not open (a check that a catalog still matches its shards). A file
+// being read takes its signature from its descriptor: RandomAccessFile::signature().
 FileSignature stat_signature(const std::filesystem::path& path);
 
 // Runs fn(ctx) on the calling thread. A SIGBUS raised inside it (a mapped file shrank under a

@@ -9,6 +9,14 @@
 //       replace: 'model.layers.\1.mlp.gate.\2'
 //   ignore:                               # optional list of regexes (source keys)
 //     - '^model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq$'
+//   include: [rules/nvfp4.yaml]           # optional list of rule sets shared between mapping files
+//
+// A rule set (an included file) holds only `rename` and `ignore`. Paths are relative to the
+// including file, inside its folder (no absolute path, no ".."); a rule set includes nothing
+// further. Its rules come after the file's own, in include order, so a file's own, more specific
+// renames win (first match wins). Each rule remembers the file it is written in, so errors name
+// the rule set's file:line. Only load_mapping_file can resolve `include` (it needs the folder):
+// parse_mapping_text refuses it.
 //
 // Parsing checks the YAML shape only; the regexes are compiled (and rejected) by RenameTable.
 // Every error is a kMalformedInput naming `file:line`. A parsed MappingFile is plain data: copyable,
@@ -34,11 +42,13 @@ struct MappingRule {
   std::string pattern;  // RE2 syntax, matched against the whole source key
   std::string replace;  // `\1`..`\9` name the pattern's groups (`\0` the whole key)
   int line = 0;         // 1-based line of the rule in its file
+  std::string file;     // the file the rule is written in (the mapping file or a rule set it includes)
 };
 
 struct IgnoreRule {
   std::string pattern;  // RE2 syntax, matched against the whole source key
   int line = 0;
+  std::string file;
 };
 
 struct MappingFile {
@@ -48,6 +58,7 @@ struct MappingFile {
   std::vector<MappingRule> rename;
   std::vector<IgnoreRule> ignore;
   int line_of_architectures = 0;
+  std::vector<std::string> includes;  // as written; their rules are already in rename/ignore
 };
 
 // Parses YAML text; `label` names the source in error messages (usually the file path).

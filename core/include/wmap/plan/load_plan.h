@@ -71,8 +71,11 @@ std::string_view problem_kind_name(PlanProblem::Kind kind);
 struct PlanOptions {
   // Unconsumed checkpoint tensors are problems (default) or only warnings.
   bool unconsumed_is_error = true;
-  // Largest single read (and staging buffer): big pieces are read in chunks of this size, and
-  // neighbouring runs share a read unit while its span fits in one (at least 64 KiB).
+  // Largest single read of an identity piece (and its staging buffer): big pieces are read in
+  // chunks of this size, and neighbouring runs share a read unit while its span fits in one (at
+  // least 64 KiB). A piece that must be rearranged (a transpose, a gathered strided source) is one
+  // copy unit over its whole source span, staged whole: its staging is bounded by the largest
+  // such piece, not by chunk_bytes (`wmap plan --json` lists each copy unit's span).
   uint64_t chunk_bytes = uint64_t{16} << 20;
 };
 
@@ -137,11 +140,4 @@ class LoadPlan {
   std::shared_ptr<IdCache> id_cache_;
 };
 
-}  // namespace wmap
-
-namespace wmap {
-class RandomAccessFile;
-// Reads the (small) tensors of `param.must_match` and throws kValidation naming both keys and
-// their values when a pair differs. `file_for` opens a shard by catalog index.
-void verify_must_match(const PlannedParam& param, const std::function<const RandomAccessFile&(uint32_t shard)>& file_for);
 }  // namespace wmap

@@ -66,7 +66,8 @@ class PluginHost {
   const LoadedPlugin& require_by_name(std::string_view name) const;
 
   // Calls the plugin's builder. Any exception it throws becomes a wmap::Error prefixed
-  // "plugin 'NAME' (FILE): ": kValidation for a wmap::Error, kInternal for anything else.
+  // "plugin 'NAME' (FILE): ": a wmap::Error keeps its own code (a config error stays malformed
+  // input, exit 2), anything else becomes kInternal.
   // The returned spec records `layout` (ModelSpec::layout), whatever the plugin set there. A
   // layout whose target the plugin does not serve is refused (kInvalidArgument) naming those it serves.
   ModelSpec build_spec(const LoadedPlugin& plugin, const ModelConfig& config, const Layout& layout,

@@ -80,10 +80,14 @@ class ConfigBounds {
 namespace spec {
 // a * b for sizes not read from a config (spec builders): throws kOverflow naming `what`.
 uint64_t checked_mul(uint64_t a, uint64_t b, std::string_view what);
-// "model.layers.<i>.mlp.experts." for each layer i < `layers` that `is_moe` says is a MoE layer:
-// the prefixes ConfigBounds::count bounds a routed-expert count by (fewer than `layers`: some
-// layer is dense, so the dense MLP's sizes are dimensions of checkpoint tensors).
-std::vector<std::string> moe_expert_prefixes(uint64_t layers, const std::function<bool(uint64_t)>& is_moe);
+// The checkpoint's routed-experts module of each layer i < `layers` that has one, as the plugin
+// names it (`experts_of(i)`: "model.layers.3.mlp.experts", or nullopt for a dense layer), with a
+// "." appended: the prefixes ConfigBounds::count bounds a routed-expert count by (fewer than
+// `layers`: some layer is dense, so the dense MLP's sizes are dimensions of checkpoint tensors).
+// The plugin passes the same function it builds its expert modules from, so the key pattern is
+// written once.
+std::vector<std::string> moe_expert_prefixes(uint64_t layers,
+                                             const std::function<std::optional<std::string>(uint64_t)>& experts_of);
 }  // namespace spec
 
 }  // namespace wmap

@@ -87,7 +87,6 @@ ParamSpec vocab_parallel(std::string name, std::string source, std::vector<uint6
 // Concatenation (along dim 0) of the column-parallel slices of several sources.
 ParamSpec fused_column_parallel(std::string name, const std::vector<std::pair<std::string, std::vector<uint64_t>>>& sources,
                                 const Split& s);
-void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, uint64_t hidden, bool tie, const Layout& l);  // over l.tp()
 ParamSpec alias(std::string name, std::string of, std::vector<uint64_t> shape);
 
 // Appends the `lm_head` module, vocabulary-parallel over `s`: `lm_head.weight` from the

@@ -1,8 +1,19 @@
 #pragma once
-// wmap's logger: spdlog writing to stderr, one line per message. Thread-safe.
+// wmap's log: one line per message on stderr ("wmap: warning: ..."). Thread-safe. The messages
+// are formatted by the caller; the logging library behind it (spdlog) is the core's own
+// dependency, not its users'.
 
-#include <spdlog/spdlog.h>
+#include <cstdint>
+#include <string_view>
 
 namespace wmap {
-spdlog::logger& log();
-}
+
+enum class LogLevel : uint8_t { kDebug, kInfo, kWarn, kOff };
+
+// Messages below `level` are dropped (default kInfo).
+void set_log_level(LogLevel level);
+void log_debug(std::string_view message);
+void log_info(std::string_view message);
+void log_warn(std::string_view message);
+
+}  // namespace wmap

@@ -48,8 +48,9 @@ uint64_t exchange_chunk_bytes(uint64_t union_bytes, int ranks);
 // `needed[r]` is rank r's merged extents (identical on every rank); `store` was built from
 // needed[world.rank()]. Every rank returns after every transfer completed, even when some owner
 // failed to read: such an owner sends empty messages (error markers) for the rest of its chunks
-// and then throws its read error, which the caller's agree() reports on every rank.
+// and then throws its read error, which the caller's agree() reports on every rank. The shards
+// are read through `fs` (the load's FileSystem, so fault injection reaches the exchange too).
 ExchangeStats exchange_extents(const MpiWorld& world, const Catalog& catalog, const std::vector<std::vector<FileExtent>>& needed,
-                               ExtentStoreFileSystem& store);
+                               ExtentStoreFileSystem& store, const FileSystem& fs);
 
 }  // namespace wmap::mpi

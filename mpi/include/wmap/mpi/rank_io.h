@@ -23,25 +23,14 @@
 
 namespace wmap::mpi {
 
-struct RankIoReport {
-  std::string requested, effective, reason;  // reason: why effective differs (or "")
-  uint64_t needed_bytes = 0;    // this rank's plan (its merged extents)
-  uint64_t extents = 0;         // how many extents describe them (40 bytes each when gathered)
-  uint64_t union_bytes = 0;     // exchange: the job's; rank-striped: the node's
-  uint64_t storage_bytes = 0;   // read from the shard files by this rank before the load
-  uint64_t received_bytes = 0;  // exchange: from the other ranks
-  uint64_t sent_bytes = 0;
-  uint64_t received_off_node_bytes = 0;  // exchange: of received_bytes, from other nodes
-  uint64_t sent_off_node_bytes = 0;      // exchange: of sent_bytes, to other nodes
-  double seconds = 0;           // warm-up or exchange
-};
-
 class RankIo {
  public:
   // Collective: agrees on the policy and runs its step before the load (agreeing on success).
   // `params_on_host`: the load's parameters land in host memory (a host device), so the
   // exchange's memory check counts them beside the exchanged bytes.
-  RankIo(MpiWorld& world, IoPolicy requested, const PreparedLoad& prepared, bool params_on_host);
+  // The shards are read through `fs`, the FileSystem the load would read them through.
+  RankIo(MpiWorld& world, IoPolicy requested, const PreparedLoad& prepared, bool params_on_host,
+         const FileSystem& fs = FileSystem::posix());
   // The FileSystem the load reads through: null for the real files.
   const FileSystem* file_system() const { return store_.get(); }
   const RankIoReport& report() const { return report_; }

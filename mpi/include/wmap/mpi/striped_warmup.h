@@ -22,6 +22,8 @@ struct WarmupStats {
 };
 
 // `node_needed[i]`: the extents of the node's rank i (identical on the node's ranks).
-WarmupStats striped_warmup(const MpiWorld& world, const Catalog& catalog, const std::vector<std::vector<FileExtent>>& node_needed);
+// The shards are read through `fs` (the load's FileSystem).
+WarmupStats striped_warmup(const MpiWorld& world, const Catalog& catalog, const std::vector<std::vector<FileExtent>>& node_needed,
+                           const FileSystem& fs);
 
 }  // namespace wmap::mpi

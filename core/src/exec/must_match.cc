@@ -3,9 +3,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "must_match.h"
+
 #include "wmap/util/error.h"
-#include "wmap/io/file_io.h"
-#include "wmap/plan/load_plan.h"
 
 namespace wmap {
 namespace {
