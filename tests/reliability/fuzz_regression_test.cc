@@ -6,7 +6,9 @@
 
 #include <cstdlib>
 
+#include "core_test_helpers.h"
 #include "test_util.h"
+#include "wmap/catalog/shard_set.h"
 #include "wmap/util/error.h"
 #include "wmap/mapping/mapping_file.h"
 #include "wmap/mapping/rename_table.h"
@@ -43,6 +45,30 @@ TEST(FuzzRegression, MappingYamlHangFinishes) {
         RenameTable table(m);
       },
       10));
+}
+
+// shard_index_fuzzer (differential, 150 s): an index whose weight_map has `"k": "v"   : "w"` and
+// more damage after it. The fast on-demand parser read it as two entries with garbled names, where
+// a DOM parse refuses it; on-demand iteration does not check what follows a value it was only
+// asked for the raw bytes of. Now refused, as not valid JSON, like the DOM parse refuses it.
+TEST(FuzzRegression, IndexWithAValueFollowedByAColonIsRefused) {
+  const std::string json = read_file(source_dir() / "tests/reliability/data/index_fuzz_value_then_colon.json");
+  std::vector<std::string> shards;
+  EXPECT_WMAP_ERROR(parse_shard_index(json, "fuzz.index.json", shards), ErrorCode::kMalformedInput, "fuzz.index.json",
+                    "not valid JSON");
+  // The smallest forms of the same damage, and an unescaped control character in a key.
+  for (const std::string& bad : std::vector<std::string>{R"({"weight_map": {"a": "x.safetensors" : "y.safetensors"}})",
+                                R"({"weight_map": {"a": "x.safetensors" "b": "y.safetensors"}})",
+                                std::string("{\"weight_map\": {\"a\tb\": \"x.safetensors\"}}")}) {
+    SCOPED_TRACE(bad);
+    shards.clear();
+    EXPECT_WMAP_ERROR(parse_shard_index(bad, "f.json", shards), ErrorCode::kMalformedInput, "f.json");
+  }
+  // Escapes are still read: a quote and a backslash inside a key.
+  shards.clear();
+  const ShardIndex ok = parse_shard_index(R"({"weight_map": {"a\"b\\c": "x.safetensors"}})", "f.json", shards);
+  ASSERT_EQ(ok.weight_map.size(), 1u);
+  EXPECT_EQ(ok.weight_map[0].first, "a\"b\\c");
 }
 
 }  // namespace

@@ -80,7 +80,26 @@ struct RawEntry {
   std::string_view key, value;
   bool key_escaped = false, value_escaped = false;
 };
+// The bytes between a string's quotes as JSON allows them: no unescaped quote, no control
+// character. simdjson's on-demand API does not check what it is not asked to read, so the raw
+// bytes taken here are checked here (found by fuzz/shard_index_fuzzer, differential).
+bool json_string_body(std::string_view s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '\\') {
+      ++i;  // the escaped character; simdjson decodes (and checks) escapes where they occur
+    } else if (c == '"' || c < 0x20) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool raw_entry(const char* key_raw, std::string_view value_token, RawEntry& out) {
+  // The value's token runs to the next structural character: after a member value only `,` or
+  // `}` may follow (`"k": "v" : "w"` is not JSON, and on-demand iteration does not say so).
+  const char next = value_token.data()[value_token.size()];  // in the text or its padding
+  if (next != ',' && next != '}') return false;
   while (!value_token.empty() && json_space(value_token.back())) value_token.remove_suffix(1);
   if (value_token.size() < 2 || value_token.front() != '"' || value_token.back() != '"') return false;
   out.value = value_token.substr(1, value_token.size() - 2);
@@ -92,6 +111,7 @@ bool raw_entry(const char* key_raw, std::string_view value_token, RawEntry& out)
   while (q > key_raw && json_space(*q)) --q;
   if (q < key_raw || *q != '"') return false;
   out.key = {key_raw, static_cast<size_t>(q - key_raw)};
+  if (!json_string_body(out.key) || !json_string_body(out.value)) return false;
   out.key_escaped = std::memchr(out.key.data(), '\\', out.key.size()) != nullptr;
   out.value_escaped = std::memchr(out.value.data(), '\\', out.value.size()) != nullptr;
   return true;

@@ -8,6 +8,7 @@
 
 #include "cuda_seam.h"
 #include "wmap/device/device.h"
+#include "wmap/util/export.h"
 
 namespace wmap {
 
@@ -19,6 +20,6 @@ struct CudaTuning {
 
 // Opens device `index` through `runtime`: its streams and pinned slabs are made here (fewer slabs,
 // with a warning, when pinned memory is short). Throws kUnsupported when the device does not exist.
-std::unique_ptr<Device> make_cuda_device(int index, std::shared_ptr<cuda::Runtime> runtime, const CudaTuning& tuning = {});
+WMAP_API std::unique_ptr<Device> make_cuda_device(int index, std::shared_ptr<cuda::Runtime> runtime, const CudaTuning& tuning = {});
 
 }  // namespace wmap

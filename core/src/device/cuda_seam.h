@@ -17,13 +17,14 @@
 #include <string>
 
 #include "wmap/format/dtype.h"
+#include "wmap/util/export.h"
 
 namespace wmap::cuda {
 
 using Stream = void*;
 using Event = void*;
 
-class Runtime {
+class WMAP_API Runtime {
  public:
   static constexpr int kSuccess = 0;
   static constexpr int kNotReady = 600;  // cudaErrorNotReady: an event or stream still has work
@@ -62,11 +63,11 @@ class Runtime {
 
 // The process's CUDA runtime, or null with `reason` set (a build without CUDA, no driver, no GPU
 // is not decided here: that is device_count()).
-std::shared_ptr<Runtime> system_runtime(std::string* reason);
+WMAP_API std::shared_ptr<Runtime> system_runtime(std::string* reason);
 
 // Puts `runtime` behind make_device("cuda...") and cuda_device_count() for the whole process
 // instead of the system runtime (null: the system's again). For tests that drive a front end
 // (the Python module) through the checking fake; exported from libwmap, declared only here.
-void set_process_runtime(std::shared_ptr<Runtime> runtime);
+WMAP_API void set_process_runtime(std::shared_ptr<Runtime> runtime);
 
 }  // namespace wmap::cuda

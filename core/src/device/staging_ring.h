@@ -18,10 +18,11 @@
 #include <mutex>
 #include <string>
 #include <vector>
+#include "wmap/util/export.h"
 
 namespace wmap {
 
-class StagingRing {
+class WMAP_API StagingRing {
  public:
   class Fence {
    public:

@@ -26,6 +26,7 @@
 #include "wmap/spec/model_config.h"
 #include "wmap/spec/model_spec.h"
 #include "wmap/spec/transform_fn.h"
+#include "wmap/util/export.h"
 
 // Bumped whenever WmapPluginInfo, PluginRegistrar or the types they expose change.
 // 2: ModelSpec records its Layout (ModelSpec::layout).
@@ -33,6 +34,7 @@
 // 4: KeyProbe is a CheckpointExtent (highest_index, largest_dim) for ConfigBounds.
 #define WMAP_PLUGIN_ABI_VERSION 4u
 
+WMAP_PUBLIC_BEGIN
 extern "C" {
 
 struct WmapPluginInfo {
@@ -107,3 +109,4 @@ class PluginRegistrar {
         kTargets};                                                                                  \
     return &kInfo;                                                                                  \
   }
+WMAP_PUBLIC_END

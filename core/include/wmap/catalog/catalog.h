@@ -21,7 +21,9 @@
 #include "wmap/format/tensor_record.h"
 #include "wmap/io/file_io.h"
 #include "wmap/catalog/shard_set.h"
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 struct ShardRecord {
@@ -93,3 +95,4 @@ class Catalog {
 };
 
 }  // namespace wmap
+WMAP_PUBLIC_END

@@ -22,7 +22,9 @@
 #include <vector>
 
 #include "wmap/io/file_io.h"
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 struct ShardSetOptions {
@@ -63,3 +65,4 @@ ShardIndex parse_shard_index(std::string_view json, const std::string& file,
                              std::vector<std::string>& shard_names);
 
 }  // namespace wmap
+WMAP_PUBLIC_END

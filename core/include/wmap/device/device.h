@@ -13,7 +13,9 @@
 
 #include "wmap/device/device_spec.h"
 #include "wmap/format/dtype.h"
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 class DeviceBuffer {
@@ -128,3 +130,4 @@ std::unique_ptr<Device> make_device(std::string_view spec);
 int cuda_device_count(std::string* reason = nullptr);
 
 }  // namespace wmap
+WMAP_PUBLIC_END

@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 struct DeviceSpec {
@@ -28,3 +30,4 @@ struct DeviceSpec {
 };
 
 }  // namespace wmap
+WMAP_PUBLIC_END

@@ -7,7 +7,9 @@
 #include <string>
 
 #include "wmap/format/dtype.h"
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 // F32, BF16 and F16 are supported; anything else is an error naming `key`.
@@ -24,3 +26,4 @@ void invert_scale_lenient(std::span<std::byte> data, DType dtype, const std::str
 void invert_scale_strict(std::span<std::byte> data, DType dtype, const std::string& key);
 
 }  // namespace wmap
+WMAP_PUBLIC_END

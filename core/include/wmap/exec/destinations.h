@@ -14,7 +14,9 @@
 #include "wmap/device/device.h"
 #include "wmap/exec/executor.h"
 #include "wmap/plan/load_plan.h"
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 // One caller-owned buffer.
@@ -80,3 +82,4 @@ LoadIntoReport execute_into(const LoadPlan& plan, Device& device,
                             const DestinationOptions& dest_options = {});
 
 }  // namespace wmap
+WMAP_PUBLIC_END

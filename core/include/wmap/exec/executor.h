@@ -15,7 +15,9 @@
 #include "wmap/io/file_io.h"
 #include "wmap/plan/load_plan.h"
 #include "wmap/spec/transform_fn.h"
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 struct LoadedParam {
@@ -97,3 +99,4 @@ LoadedModel execute_plan(const LoadPlan& plan, Device& device, const ExecOptions
 uint64_t dump_safetensors(const LoadedModel& model, Device& device, const std::filesystem::path& file);
 
 }  // namespace wmap
+WMAP_PUBLIC_END

@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "wmap/plan/load_plan.h"
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 struct ExpectedParam {
@@ -35,3 +37,4 @@ std::optional<DType> dtype_from_engine_name(std::string_view name);
 std::vector<PlanProblem> check_expected_params(const LoadPlan& plan, const std::vector<ExpectedParam>& expected);
 
 }  // namespace wmap
+WMAP_PUBLIC_END

@@ -5,7 +5,9 @@
 #include <optional>
 #include <vector>
 #include <string_view>
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 enum class DType : uint8_t {
@@ -28,3 +30,4 @@ std::optional<uint64_t> checked_nbits(DType dtype, const std::vector<uint64_t>& 
 std::optional<uint64_t> checked_nbytes(DType dtype, const std::vector<uint64_t>& shape);
 
 }  // namespace wmap
+WMAP_PUBLIC_END

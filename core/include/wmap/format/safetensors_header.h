@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "wmap/format/dtype.h"
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 class RandomAccessFile;
@@ -48,3 +50,4 @@ uint64_t checked_numel(const std::vector<uint64_t>& shape, const std::string& fi
                        const std::string& tensor);
 
 }  // namespace wmap
+WMAP_PUBLIC_END

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "wmap/format/dtype.h"
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 struct TensorToWrite {
@@ -33,3 +35,4 @@ uint64_t write_safetensors(const std::filesystem::path& file, const std::vector<
                            const std::vector<std::pair<std::string, std::string>>& metadata = {});
 
 }  // namespace wmap
+WMAP_PUBLIC_END

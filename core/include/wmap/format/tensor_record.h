@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "wmap/format/dtype.h"
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 struct TensorRecord {
@@ -44,3 +46,4 @@ std::optional<uint64_t> strided_extent(std::span<const uint64_t> shape, std::spa
 void gather_tensor(const TensorRecord& record, const std::byte* span, std::byte* out);
 
 }  // namespace wmap
+WMAP_PUBLIC_END

@@ -31,7 +31,9 @@
 
 #include "wmap/format/dtype.h"
 #include "wmap/io/file_io.h"
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 struct ZipEntry {
@@ -102,3 +104,4 @@ TorchCheckpoint read_torch_checkpoint(const RandomAccessFile& file, const std::s
 bool is_torch_checkpoint_name(std::string_view file_name);
 
 }  // namespace wmap
+WMAP_PUBLIC_END

@@ -10,7 +10,9 @@
 #include <memory>
 #include <span>
 #include <string>
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 // kAuto is resolved by the executor (see choose_io_mode) before any file is opened; a FileSystem
@@ -109,3 +111,4 @@ const void* guard_sigbus(void (*fn)(void*), void* ctx);
 uint64_t available_memory_bytes();
 
 }  // namespace wmap
+WMAP_PUBLIC_END

@@ -21,7 +21,9 @@
 #include "wmap/plugin/plugin_host.h"
 #include "wmap/mapping/rename_table.h"
 #include "wmap/util/error.h"
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 struct LoaderOptions {
@@ -109,3 +111,4 @@ auto run_as_load_failure(Fn&& fn) -> decltype(fn()) {
 }
 
 }  // namespace wmap
+WMAP_PUBLIC_END

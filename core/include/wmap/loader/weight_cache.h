@@ -19,7 +19,9 @@
 #include <vector>
 
 #include "wmap/exec/executor.h"
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 class LoadPlan;
@@ -65,3 +67,4 @@ class WeightCache {
 };
 
 }  // namespace wmap
+WMAP_PUBLIC_END

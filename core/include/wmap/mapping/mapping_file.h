@@ -29,7 +29,9 @@
 #include <vector>
 
 #include "wmap/io/file_io.h"
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 // Limits that keep a mapping file's cost bounded (first-match renames try every rule on every key,
@@ -68,3 +70,4 @@ MappingFile parse_mapping_text(std::string_view yaml, const std::string& label);
 MappingFile load_mapping_file(const std::filesystem::path& file, const FileSystem& fs = FileSystem::posix());
 
 }  // namespace wmap
+WMAP_PUBLIC_END

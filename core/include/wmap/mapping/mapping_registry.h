@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "wmap/mapping/mapping_file.h"
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 class MappingRegistry {
@@ -57,3 +59,4 @@ std::vector<std::filesystem::path> mapping_search_path(const std::optional<std::
                                                        const std::filesystem::path& default_dir);
 
 }  // namespace wmap
+WMAP_PUBLIC_END

@@ -27,7 +27,9 @@
 
 #include "wmap/catalog/catalog.h"
 #include "wmap/mapping/mapping_file.h"
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 struct RenamedTensor {
@@ -81,3 +83,4 @@ class RenameTable {
 };
 
 }  // namespace wmap
+WMAP_PUBLIC_END

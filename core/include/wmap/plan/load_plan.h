@@ -19,7 +19,9 @@
 #include "wmap/spec/model_spec.h"
 #include "wmap/mapping/rename_table.h"
 #include "wmap/plan/read_schedule.h"
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 // One piece resolved against the catalog, with its geometry in addressable elements (sub-byte
@@ -141,3 +143,4 @@ class LoadPlan {
 };
 
 }  // namespace wmap
+WMAP_PUBLIC_END

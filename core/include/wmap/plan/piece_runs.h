@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "wmap/plan/load_plan.h"
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 inline bool is_identity(const PlannedPiece& p) {
@@ -119,3 +121,4 @@ class RunCursor {
 };
 
 }  // namespace wmap
+WMAP_PUBLIC_END

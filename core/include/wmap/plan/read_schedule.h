@@ -18,7 +18,9 @@
 #include <span>
 #include <string_view>
 #include <vector>
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 struct PlannedParam;
@@ -94,3 +96,4 @@ class ReadSchedule {
 };
 
 }  // namespace wmap
+WMAP_PUBLIC_END

@@ -33,7 +33,9 @@
 #include <vector>
 
 #include "wmap/abi/plugin_api.h"
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 struct LoadedPlugin {
@@ -102,3 +104,4 @@ std::vector<std::filesystem::path> plugin_search_path(const std::optional<std::f
 std::vector<std::filesystem::path> plugin_search_path(const std::optional<std::filesystem::path>& cli_dir);
 
 }  // namespace wmap
+WMAP_PUBLIC_END

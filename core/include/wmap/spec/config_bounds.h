@@ -22,7 +22,9 @@
 #include <vector>
 
 #include "wmap/spec/model_config.h"
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 class RenamedCatalog;
@@ -91,3 +93,4 @@ std::vector<std::string> moe_expert_prefixes(uint64_t layers,
 }  // namespace spec
 
 }  // namespace wmap
+WMAP_PUBLIC_END

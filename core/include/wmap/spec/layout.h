@@ -12,7 +12,9 @@
 #include <string>
 #include <string_view>
 #include <vector>
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 // Half-open index range.
@@ -154,3 +156,4 @@ Range shard_range(uint64_t width, uint32_t parts, uint32_t part);
 inline uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 }  // namespace wmap
+WMAP_PUBLIC_END

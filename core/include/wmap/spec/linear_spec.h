@@ -9,7 +9,9 @@
 
 #include "wmap/spec/layout.h"
 #include "wmap/spec/model_spec.h"
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap::spec {
 
 // A slice of one checkpoint linear (`linear` is its prefix: `linear + ".weight"`).
@@ -91,3 +93,4 @@ std::vector<ParamSpec> moe_experts(const std::string& dst, const std::string& sr
                                    uint64_t hidden, const Layout& l, const LinearQuant& quant, const ExpertNames& names = {});
 
 }  // namespace wmap::spec
+WMAP_PUBLIC_END

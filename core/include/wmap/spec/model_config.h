@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "wmap/io/file_io.h"
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 class ModelConfig {
@@ -56,3 +58,4 @@ class ModelConfig {
 };
 
 }  // namespace wmap
+WMAP_PUBLIC_END

@@ -16,7 +16,9 @@
 
 #include "wmap/format/dtype.h"
 #include "wmap/spec/layout.h"
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 struct Piece {
@@ -105,3 +107,4 @@ Range kv_head_rows(uint64_t kv_heads, uint64_t unit_rows, const Layout& l);
 
 }  // namespace spec
 }  // namespace wmap
+WMAP_PUBLIC_END

@@ -8,7 +8,9 @@
 #include <string>
 
 #include "wmap/format/dtype.h"
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 // An in-place transform over one piece's bytes, e.g. a scale inversion. `key` names the source
@@ -16,3 +18,4 @@ namespace wmap {
 using TransformFn = std::function<void(std::span<std::byte> data, DType dtype, const std::string& key)>;
 
 }  // namespace wmap
+WMAP_PUBLIC_END

@@ -3,9 +3,12 @@
 
 #include <cstdint>
 #include <string>
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 std::string bytes_text(uint64_t bytes);
 
 }  // namespace wmap
+WMAP_PUBLIC_END

@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 std::optional<uint64_t> env_integer(const char* name, uint64_t min, uint64_t max, std::string_view what);
@@ -19,3 +21,4 @@ std::optional<uint64_t> env_bytes(const char* name, std::string_view what);
 bool env_switch_on(const char* name);
 
 }  // namespace wmap
+WMAP_PUBLIC_END

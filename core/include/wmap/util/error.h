@@ -5,7 +5,9 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 enum class ErrorCode {
@@ -50,3 +52,4 @@ class Error : public std::runtime_error {
 [[noreturn]] void throw_errno(const std::string& file, std::string_view what, int err);
 
 }  // namespace wmap
+WMAP_PUBLIC_END

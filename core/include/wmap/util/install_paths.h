@@ -8,7 +8,9 @@
 #include <string>
 #include <string_view>
 #include <vector>
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 std::filesystem::path core_library_dir();
@@ -31,3 +33,4 @@ std::vector<std::filesystem::path> split_path_list(const std::string& list);
 std::optional<std::string> env_value(const char* name);
 
 }  // namespace wmap
+WMAP_PUBLIC_END

@@ -3,8 +3,11 @@
 
 #include <string>
 #include <string_view>
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 void append_json_string(std::string& out, std::string_view s);
 std::string json_string(std::string_view s);
 }
+WMAP_PUBLIC_END

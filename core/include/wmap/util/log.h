@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <string_view>
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 enum class LogLevel : uint8_t { kDebug, kInfo, kWarn, kOff };
@@ -17,3 +19,4 @@ void log_info(std::string_view message);
 void log_warn(std::string_view message);
 
 }  // namespace wmap
+WMAP_PUBLIC_END

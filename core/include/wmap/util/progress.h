@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 class Progress {
@@ -35,3 +37,4 @@ class Progress {
 };
 
 }  // namespace wmap
+WMAP_PUBLIC_END

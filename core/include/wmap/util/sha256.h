@@ -3,7 +3,10 @@
 
 #include <string>
 #include <string_view>
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 std::string sha256_hex(std::string_view data);
 }
+WMAP_PUBLIC_END

@@ -6,10 +6,13 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include "wmap/util/export.h"
 
+WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 uint64_t xxh3_64(std::span<const std::byte> bytes);
 std::string xxh3_hex(uint64_t digest);  // 16 lowercase hex digits
 
 }  // namespace wmap
+WMAP_PUBLIC_END
