@@ -11,15 +11,42 @@
 
 namespace {
 
-const char* const kFields[] = {
-    "architectures", "model_type", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-    "intermediate_size", "vocab_size", "num_hidden_layers", "tie_word_embeddings", "num_local_experts",
-    "num_experts", "moe_intermediate_size", "decoder_sparse_step", "mlp_only_layers", "attention_bias",
-    "use_qk_norm", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
-    "n_routed_experts", "n_shared_experts", "first_k_dense_replace", "moe_layer_freq",
-    "num_nextn_predict_layers", "quantization_config.quant_method", "quantization_config.weight_block_size",
-    "quantization_config.config_groups.group_0.weights.num_bits", "rope_scaling.factor", "a.b.c.d.e", "", ".",
-    "..", "a..b"};
+const char* const kFields[] = {"architectures",
+                               "model_type",
+                               "hidden_size",
+                               "num_attention_heads",
+                               "num_key_value_heads",
+                               "head_dim",
+                               "intermediate_size",
+                               "vocab_size",
+                               "num_hidden_layers",
+                               "tie_word_embeddings",
+                               "num_local_experts",
+                               "num_experts",
+                               "moe_intermediate_size",
+                               "decoder_sparse_step",
+                               "mlp_only_layers",
+                               "attention_bias",
+                               "use_qk_norm",
+                               "q_lora_rank",
+                               "kv_lora_rank",
+                               "qk_nope_head_dim",
+                               "qk_rope_head_dim",
+                               "v_head_dim",
+                               "n_routed_experts",
+                               "n_shared_experts",
+                               "first_k_dense_replace",
+                               "moe_layer_freq",
+                               "num_nextn_predict_layers",
+                               "quantization_config.quant_method",
+                               "quantization_config.weight_block_size",
+                               "quantization_config.config_groups.group_0.weights.num_bits",
+                               "rope_scaling.factor",
+                               "a.b.c.d.e",
+                               "",
+                               ".",
+                               "..",
+                               "a..b"};
 
 template <typename Fn>
 void guarded(Fn&& fn) {

@@ -52,7 +52,8 @@ std::optional<Entries> reference_parse(std::string_view json) {
 }
 
 [[noreturn]] void disagree(const char* what, std::string_view detail) {
-  std::fprintf(stderr, "shard index parsers disagree: %s: %.*s\n", what, static_cast<int>(detail.size()), detail.data());
+  std::fprintf(stderr, "shard index parsers disagree: %s: %.*s\n", what, static_cast<int>(detail.size()),
+               detail.data());
   std::abort();
 }
 
@@ -74,7 +75,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const std::optional<Entries> reference = reference_parse(json);
   if (fast.has_value() != reference.has_value()) {
-    disagree(fast ? "the fast parser accepts what the DOM reference refuses" : "the fast parser refuses what the DOM reference accepts",
+    disagree(fast ? "the fast parser accepts what the DOM reference refuses"
+                  : "the fast parser refuses what the DOM reference accepts",
              fast_error);
   }
   if (fast && *fast != *reference) disagree("both accept but read different entries", "");

@@ -53,12 +53,26 @@ namespace dl {
 
 enum DeviceType : int32_t { kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3 };
 enum TypeCode : uint8_t {
-  kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4, kDLComplex = 5, kDLBool = 6,
-  kDLFloat8_e4m3fn = 10, kDLFloat8_e5m2 = 12, kDLFloat8_e8m0fnu = 14,  // DLPack 1.1
+  kDLInt = 0,
+  kDLUInt = 1,
+  kDLFloat = 2,
+  kDLBfloat = 4,
+  kDLComplex = 5,
+  kDLBool = 6,
+  kDLFloat8_e4m3fn = 10,
+  kDLFloat8_e5m2 = 12,
+  kDLFloat8_e8m0fnu = 14,  // DLPack 1.1
 };
 
-struct Device { int32_t device_type; int32_t device_id; };
-struct DataType { uint8_t code; uint8_t bits; uint16_t lanes; };
+struct Device {
+  int32_t device_type;
+  int32_t device_id;
+};
+struct DataType {
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+};
 struct Tensor {
   void* data;
   Device device;
@@ -73,7 +87,10 @@ struct ManagedTensor {
   void* manager_ctx;
   void (*deleter)(ManagedTensor*);
 };
-struct PackVersion { uint32_t major; uint32_t minor; };
+struct PackVersion {
+  uint32_t major;
+  uint32_t minor;
+};
 struct ManagedTensorVersioned {
   PackVersion version;
   void* manager_ctx;
@@ -86,9 +103,9 @@ struct ManagedTensorVersioned {
 
 // ---------------------------------------------------------------------------------------------
 // Exceptions.
-PyObject* g_error = nullptr;            // wmap.Error
-PyObject* g_malformed_error = nullptr;  // wmap.MalformedInputError
-PyObject* g_validation_error = nullptr; // wmap.ValidationError
+PyObject* g_error = nullptr;             // wmap.Error
+PyObject* g_malformed_error = nullptr;   // wmap.MalformedInputError
+PyObject* g_validation_error = nullptr;  // wmap.ValidationError
 
 py::str message_str(const char* what) {
   const std::string s(what);
@@ -153,7 +170,7 @@ struct Export {
   dl::DataType legacy;
   dl::DataType v1_1;  // for a versioned capsule when the consumer knows DLPack >= 1.1
   dl::DataType v1_0;
-  bool raw_bytes;     // F4/F6: a flat uint8 array of nbytes
+  bool raw_bytes;  // F4/F6: a flat uint8 array of nbytes
 };
 
 Export export_of(wmap::DType t) {
@@ -174,16 +191,13 @@ Export export_of(wmap::DType t) {
     case DType::kF64: return same("<f8", {dl::kDLFloat, 64, 1});
     case DType::kC64: return same("<c8", {dl::kDLComplex, 64, 1});
     case DType::kBF16: return same("<u2", {dl::kDLBfloat, 16, 1});  // numpy: uint16 bit patterns
-    case DType::kF8_E4M3:
-      return {"|u1", {dl::kDLUInt, 8, 1}, {dl::kDLFloat8_e4m3fn, 8, 1}, {dl::kDLUInt, 8, 1}, false};
-    case DType::kF8_E5M2:
-      return {"|u1", {dl::kDLUInt, 8, 1}, {dl::kDLFloat8_e5m2, 8, 1}, {dl::kDLUInt, 8, 1}, false};
+    case DType::kF8_E4M3: return {"|u1", {dl::kDLUInt, 8, 1}, {dl::kDLFloat8_e4m3fn, 8, 1}, {dl::kDLUInt, 8, 1}, false};
+    case DType::kF8_E5M2: return {"|u1", {dl::kDLUInt, 8, 1}, {dl::kDLFloat8_e5m2, 8, 1}, {dl::kDLUInt, 8, 1}, false};
     case DType::kF8_E8M0:
       return {"|u1", {dl::kDLUInt, 8, 1}, {dl::kDLFloat8_e8m0fnu, 8, 1}, {dl::kDLUInt, 8, 1}, false};
     case DType::kF4:
     case DType::kF6_E2M3:
-    case DType::kF6_E3M2:
-      return {"|u1", {dl::kDLUInt, 8, 1}, {dl::kDLUInt, 8, 1}, {dl::kDLUInt, 8, 1}, true};
+    case DType::kF6_E3M2: return {"|u1", {dl::kDLUInt, 8, 1}, {dl::kDLUInt, 8, 1}, {dl::kDLUInt, 8, 1}, true};
   }
   throw_error(wmap::ErrorCode::kInternal, "unknown dtype");
 }
@@ -216,8 +230,8 @@ class Tensor {
     void* p = buffer_->host_data();
     if (p == nullptr) p = buffer_->device_data();  // a CUDA buffer has only a device address
     if (p == nullptr) {
-      throw_error(wmap::ErrorCode::kUnsupported, "'" + name_ + "' on " + device() +
-                                                     ": this build cannot address device memory from Python");
+      throw_error(wmap::ErrorCode::kUnsupported,
+                  "'" + name_ + "' on " + device() + ": this build cannot address device memory from Python");
     }
     return p;
   }
@@ -232,8 +246,8 @@ class Tensor {
 
   py::array numpy(py::object self) const {
     if (!on_host()) {
-      throw_error(wmap::ErrorCode::kUnsupported, "'" + name_ + "' is on " + device() +
-                                                     ": .numpy() needs host memory (use torch.from_dlpack)");
+      throw_error(wmap::ErrorCode::kUnsupported,
+                  "'" + name_ + "' is on " + device() + ": .numpy() needs host memory (use torch.from_dlpack)");
     }
     const Export ex = export_of(dtype_);
     py::dtype dt(std::string(ex.numpy));
@@ -258,10 +272,12 @@ class Tensor {
     if (!dl_device.is_none()) {
       auto want = dl_device.cast<std::pair<int32_t, int32_t>>();
       if (want.first != state_->dl_device.device_type || want.second != state_->dl_device.device_id) {
-        throw py::buffer_error("wmap.Tensor '" + name_ + "' is on " + device() + "; copying to another device is not supported");
+        throw py::buffer_error("wmap.Tensor '" + name_ + "' is on " + device() +
+                               "; copying to another device is not supported");
       }
     }
-    if (!copy.is_none() && copy.cast<bool>()) throw py::buffer_error("wmap.Tensor.__dlpack__: copy=True is not supported");
+    if (!copy.is_none() && copy.cast<bool>())
+      throw py::buffer_error("wmap.Tensor.__dlpack__: copy=True is not supported");
     uint32_t major = 0, minor = 0;
     if (!max_version.is_none()) {
       auto v = max_version.cast<std::pair<uint32_t, uint32_t>>();
@@ -403,24 +419,40 @@ Request parse_request(Entry e, const py::kwargs& kw) {
     const std::string key = py::str(item.first);
     const py::handle v = item.second;
     if (std::find(known.begin(), known.end(), key) == known.end()) {
-      throw py::type_error(entry_name(e) + " got an unexpected keyword argument '" + key + "' (known: " + joined(known) + ")");
+      throw py::type_error(entry_name(e) + " got an unexpected keyword argument '" + key +
+                           "' (known: " + joined(known) + ")");
     }
     r.given.push_back(key);
-    if (key == "tp_size") r.layout.tp_size = count_arg(key, v);
-    else if (key == "tp_rank") r.layout.tp_rank = optional_count_arg(key, v);
-    else if (key == "ep_size") r.layout.ep_size = count_arg(key, v);
-    else if (key == "mtp_layers") r.layout.mtp_layers = optional_count_arg(key, v);
-    else if (key == "target") r.layout.target = v.cast<std::string>();
-    else if (key == "attention_dp") r.layout.attention_dp = v.cast<bool>();
-    else if (key == "gpus_per_node") r.layout.gpus_per_node = optional_count_arg(key, v);
-    else if (key == "catalog") r.catalog = optional_path_arg(v);
-    else if (key == "config") r.config = optional_path_arg(v);
-    else if (key == "plugin_dir") r.plugin_dir = optional_path_arg(v);
-    else if (key == "mappings") r.mappings = optional_path_arg(v);
-    else if (key == "quiet") r.quiet = v.cast<bool>();
-    else if (key == "cache") r.cache = v.cast<bool>();
-    else if (key == "device") r.device = wmap::DeviceSpec::parse(v.cast<std::string>());
-    else if (key == "ignore") r.ignore = v.cast<std::vector<std::string>>();
+    if (key == "tp_size")
+      r.layout.tp_size = count_arg(key, v);
+    else if (key == "tp_rank")
+      r.layout.tp_rank = optional_count_arg(key, v);
+    else if (key == "ep_size")
+      r.layout.ep_size = count_arg(key, v);
+    else if (key == "mtp_layers")
+      r.layout.mtp_layers = optional_count_arg(key, v);
+    else if (key == "target")
+      r.layout.target = v.cast<std::string>();
+    else if (key == "attention_dp")
+      r.layout.attention_dp = v.cast<bool>();
+    else if (key == "gpus_per_node")
+      r.layout.gpus_per_node = optional_count_arg(key, v);
+    else if (key == "catalog")
+      r.catalog = optional_path_arg(v);
+    else if (key == "config")
+      r.config = optional_path_arg(v);
+    else if (key == "plugin_dir")
+      r.plugin_dir = optional_path_arg(v);
+    else if (key == "mappings")
+      r.mappings = optional_path_arg(v);
+    else if (key == "quiet")
+      r.quiet = v.cast<bool>();
+    else if (key == "cache")
+      r.cache = v.cast<bool>();
+    else if (key == "device")
+      r.device = wmap::DeviceSpec::parse(v.cast<std::string>());
+    else if (key == "ignore")
+      r.ignore = v.cast<std::vector<std::string>>();
   }
   return r;
 }
@@ -539,15 +571,26 @@ std::optional<wmap::DType> dtype_of(const dl::DataType& t) {
   using wmap::DType;
   if (t.lanes != 1) return std::nullopt;
   switch (t.code) {
-    case dl::kDLFloat: return t.bits == 16 ? std::optional(DType::kF16) : t.bits == 32 ? std::optional(DType::kF32)
-                            : t.bits == 64 ? std::optional(DType::kF64) : std::nullopt;
+    case dl::kDLFloat:
+      return t.bits == 16   ? std::optional(DType::kF16)
+             : t.bits == 32 ? std::optional(DType::kF32)
+             : t.bits == 64 ? std::optional(DType::kF64)
+                            : std::nullopt;
     case dl::kDLBfloat: return t.bits == 16 ? std::optional(DType::kBF16) : std::nullopt;
     case dl::kDLFloat8_e4m3fn: return DType::kF8_E4M3;
     case dl::kDLFloat8_e5m2: return DType::kF8_E5M2;
-    case dl::kDLUInt: return t.bits == 8 ? std::optional(DType::kU8) : t.bits == 16 ? std::optional(DType::kU16)
-                           : t.bits == 32 ? std::optional(DType::kU32) : t.bits == 64 ? std::optional(DType::kU64) : std::nullopt;
-    case dl::kDLInt: return t.bits == 8 ? std::optional(DType::kI8) : t.bits == 16 ? std::optional(DType::kI16)
-                          : t.bits == 32 ? std::optional(DType::kI32) : t.bits == 64 ? std::optional(DType::kI64) : std::nullopt;
+    case dl::kDLUInt:
+      return t.bits == 8    ? std::optional(DType::kU8)
+             : t.bits == 16 ? std::optional(DType::kU16)
+             : t.bits == 32 ? std::optional(DType::kU32)
+             : t.bits == 64 ? std::optional(DType::kU64)
+                            : std::nullopt;
+    case dl::kDLInt:
+      return t.bits == 8    ? std::optional(DType::kI8)
+             : t.bits == 16 ? std::optional(DType::kI16)
+             : t.bits == 32 ? std::optional(DType::kI32)
+             : t.bits == 64 ? std::optional(DType::kI64)
+                            : std::nullopt;
     case dl::kDLBool: return DType::kBOOL;
     default: return std::nullopt;
   }
@@ -555,7 +598,8 @@ std::optional<wmap::DType> dtype_of(const dl::DataType& t) {
 
 ImportedDestination import_destination(const std::string& name, const py::handle& obj) {
   if (!py::hasattr(obj, "__dlpack__")) {
-    throw py::type_error("wmap.load_into: params['" + name + "'] is a " + std::string(py::str(py::type::of(obj).attr("__name__"))) +
+    throw py::type_error("wmap.load_into: params['" + name + "'] is a " +
+                         std::string(py::str(py::type::of(obj).attr("__name__"))) +
                          ", which does not export DLPack (__dlpack__): pass torch tensors or numpy arrays");
   }
   ImportedDestination out;
@@ -592,7 +636,8 @@ ImportedDestination import_destination(const std::string& name, const py::handle
     d.device = "cuda:" + std::to_string(t.device.device_id);
   } else {
     throw_error(wmap::ErrorCode::kInvalidArgument, "wmap.load_into: params['" + name + "'] is on DLPack device type " +
-                                                       std::to_string(t.device.device_type) + ": load_into writes host or CUDA memory");
+                                                       std::to_string(t.device.device_type) +
+                                                       ": load_into writes host or CUDA memory");
   }
   return out;
 }
@@ -600,7 +645,9 @@ ImportedDestination import_destination(const std::string& name, const py::handle
 // wmap.load_into: the plan's parameters written into the caller's tensors (DESIGN.md "Loading
 // into an engine's own buffers"); again with the same tensors: a reload in place (refit).
 py::dict load_into(py::object source, py::object params, py::kwargs kw) {
-  if (!py::hasattr(params, "items")) throw py::type_error("wmap.load_into: params must be a mapping name -> tensor (e.g. dict(model.named_parameters()))");
+  if (!py::hasattr(params, "items"))
+    throw py::type_error(
+        "wmap.load_into: params must be a mapping name -> tensor (e.g. dict(model.named_parameters()))");
   Request r = parse_request(Entry::kLoadInto, kw);
   std::vector<ImportedDestination> imported;
   for (const auto& item : params.attr("items")()) {
@@ -621,9 +668,11 @@ py::dict load_into(py::object source, py::object params, py::kwargs kw) {
     try {
       device = wmap::make_device(dev);
     } catch (const wmap::Error& e) {
-      throw wmap::Error(e.code(), "wmap.load_into: params['" + dests.front().name + "'] is on " + dev + ", which this process cannot write: " + e.what());
+      throw wmap::Error(e.code(), "wmap.load_into: params['" + dests.front().name + "'] is on " + dev +
+                                      ", which this process cannot write: " + e.what());
     }
-    report = wmap::run_as_load_failure([&] { return p.session->load_into(*p.prepared, *device, dests, front_end_exec(), opts); });
+    report = wmap::run_as_load_failure(
+        [&] { return p.session->load_into(*p.prepared, *device, dests, front_end_exec(), opts); });
   }
   py::dict out;
   out["params"] = report.params;
@@ -631,7 +680,8 @@ py::dict load_into(py::object source, py::object params, py::kwargs kw) {
   out["bytes_read"] = report.stats.bytes_read;
   out["reads"] = report.stats.reads;
   out["seconds"] = report.stats.seconds;
-  out["gbps"] = report.stats.seconds > 0 ? static_cast<double>(report.stats.bytes_loaded) / report.stats.seconds / 1e9 : 0.0;
+  out["gbps"] =
+      report.stats.seconds > 0 ? static_cast<double>(report.stats.bytes_loaded) / report.stats.seconds / 1e9 : 0.0;
   out["device"] = report.device;
   out["io_path"] = report.stats.io_path;
   out["layout"] = layout_dict(p.prepared->plan->layout());
@@ -690,12 +740,16 @@ PYBIND11_MODULE(_wmap, m) {
                              "True for a cached load's tensors (shared with the weight cache): numpy views are not\n"
                              "writeable and DLPack 1.x capsules carry the read-only flag")
       .def_property_readonly("data_ptr", &Tensor::data_ptr, "The address of the first byte")
-      .def("numpy", [](py::object self) { return self.cast<const Tensor&>().numpy(self); },
-           "A zero-copy numpy view (BF16 as uint16 bit patterns, F8 as uint8, F4/F6 as flat bytes)")
-      .def("__array__", [](py::object self, py::object dtype, py::object) {
-             py::object a = self.cast<const Tensor&>().numpy(self);
-             return dtype.is_none() ? a : a.attr("astype")(dtype);
-           }, py::arg("dtype") = py::none(), py::arg("copy") = py::none())
+      .def(
+          "numpy", [](py::object self) { return self.cast<const Tensor&>().numpy(self); },
+          "A zero-copy numpy view (BF16 as uint16 bit patterns, F8 as uint8, F4/F6 as flat bytes)")
+      .def(
+          "__array__",
+          [](py::object self, py::object dtype, py::object) {
+            py::object a = self.cast<const Tensor&>().numpy(self);
+            return dtype.is_none() ? a : a.attr("astype")(dtype);
+          },
+          py::arg("dtype") = py::none(), py::arg("copy") = py::none())
       .def("__dlpack__", &Tensor::dlpack, py::kw_only(), py::arg("stream") = py::none(),
            py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(), py::arg("copy") = py::none())
       .def("__dlpack_device__", &Tensor::dlpack_device)
@@ -703,53 +757,67 @@ PYBIND11_MODULE(_wmap, m) {
 
   py::class_<Plan>(m, "Plan", "A rank's validated load plan (built from headers only)")
       .def_property_readonly("ok", [](const Plan& p) { return p.plan().ok(); })
-      .def_property_readonly("problems", [](const Plan& p) {
-        std::vector<std::string> out;
-        for (const auto& x : p.plan().problems()) out.push_back(problem_line(x));
-        return out;
-      }, "One line per problem, as `wmap plan` prints them (without the 'wmap: ' prefix)")
-      .def_property_readonly("problem_details", [](const Plan& p) {
-        py::list out;
-        for (const auto& x : p.plan().problems()) {
-          out.append(py::make_tuple(std::string(wmap::problem_kind_name(x.kind)), x.key, x.message));
-        }
-        return out;
-      }, "(kind, key, message) per problem")
+      .def_property_readonly(
+          "problems",
+          [](const Plan& p) {
+            std::vector<std::string> out;
+            for (const auto& x : p.plan().problems()) out.push_back(problem_line(x));
+            return out;
+          },
+          "One line per problem, as `wmap plan` prints them (without the 'wmap: ' prefix)")
+      .def_property_readonly(
+          "problem_details",
+          [](const Plan& p) {
+            py::list out;
+            for (const auto& x : p.plan().problems()) {
+              out.append(py::make_tuple(std::string(wmap::problem_kind_name(x.kind)), x.key, x.message));
+            }
+            return out;
+          },
+          "(kind, key, message) per problem")
       .def_property_readonly("warnings", [](const Plan& p) { return p.plan().warnings(); })
       .def_property_readonly("unconsumed", [](const Plan& p) { return p.plan().unconsumed(); })
       .def_property_readonly("coverage", [](const Plan& p) { return p.plan().coverage(); })
-      .def_property_readonly("layout", [](const Plan& p) { return layout_dict(p.plan().layout()); },
-                             "The plan's layout as `wmap plan --json` writes it")
+      .def_property_readonly(
+          "layout", [](const Plan& p) { return layout_dict(p.plan().layout()); },
+          "The plan's layout as `wmap plan --json` writes it")
       .def_property_readonly("plan_id", [](const Plan& p) { return p.plan().plan_id(); })
       .def_property_readonly("catalog_id", [](const Plan& p) { return p.plan().catalog_id(); })
       .def_property_readonly("architecture", [](const Plan& p) { return p.prepared().architecture; })
       .def_property_readonly("plugin", [](const Plan& p) { return p.prepared().plugin->name; })
-      .def_property_readonly("mapping", [](const Plan& p) -> py::object {
-        if (p.prepared().mapping == nullptr) return py::none();
-        return py::str(p.prepared().mapping->file.string());
-      })
+      .def_property_readonly("mapping",
+                             [](const Plan& p) -> py::object {
+                               if (p.prepared().mapping == nullptr) return py::none();
+                               return py::str(p.prepared().mapping->file.string());
+                             })
       .def_property_readonly("num_params", [](const Plan& p) { return p.plan().params().size(); })
       .def_property_readonly("bytes_to_load", [](const Plan& p) { return p.plan().bytes_to_load(); })
       .def_property_readonly("bytes_to_read", [](const Plan& p) { return p.plan().bytes_to_read(); })
-      .def("to_json", [](const Plan& p) { return p.plan().to_json(); }, "The text `wmap plan --json` prints")
-      .def("check_against", [](const Plan& p, py::object params) {
-        if (!py::hasattr(params, "items")) throw py::type_error("Plan.check_against: expected a mapping name -> (shape, dtype)");
-        std::vector<wmap::ExpectedParam> expected;
-        for (const auto& item : params.attr("items")()) {
-          const auto kv = item.cast<py::tuple>();
-          const auto sd = kv[1].cast<py::tuple>();
-          wmap::ExpectedParam e;
-          e.name = kv[0].cast<std::string>();
-          for (const auto& d : sd[0]) e.shape.push_back(d.cast<uint64_t>());
-          e.dtype = py::str(sd[1]);  // "torch.bfloat16", "bfloat16", "BF16"
-          expected.push_back(std::move(e));
-        }
-        std::vector<std::string> out;
-        for (const auto& x : wmap::check_expected_params(p.plan(), expected)) out.push_back(problem_line(x));
-        return out;
-      }, py::arg("params"),
-      "The plan against an engine's parameters, {name: (shape, dtype)} (dtype: a torch dtype or its name): one line\n"
-      "per difference, both directions (as `wmap plan --expect`); empty when they agree")
+      .def(
+          "to_json", [](const Plan& p) { return p.plan().to_json(); }, "The text `wmap plan --json` prints")
+      .def(
+          "check_against",
+          [](const Plan& p, py::object params) {
+            if (!py::hasattr(params, "items"))
+              throw py::type_error("Plan.check_against: expected a mapping name -> (shape, dtype)");
+            std::vector<wmap::ExpectedParam> expected;
+            for (const auto& item : params.attr("items")()) {
+              const auto kv = item.cast<py::tuple>();
+              const auto sd = kv[1].cast<py::tuple>();
+              wmap::ExpectedParam e;
+              e.name = kv[0].cast<std::string>();
+              for (const auto& d : sd[0]) e.shape.push_back(d.cast<uint64_t>());
+              e.dtype = py::str(sd[1]);  // "torch.bfloat16", "bfloat16", "BF16"
+              expected.push_back(std::move(e));
+            }
+            std::vector<std::string> out;
+            for (const auto& x : wmap::check_expected_params(p.plan(), expected)) out.push_back(problem_line(x));
+            return out;
+          },
+          py::arg("params"),
+          "The plan against an engine's parameters, {name: (shape, dtype)} (dtype: a torch dtype or its name): one "
+          "line\n"
+          "per difference, both directions (as `wmap plan --expect`); empty when they agree")
       .def("__repr__", [](const Plan& p) {
         return "wmap.Plan(" + p.prepared().architecture + ", " + p.plan().layout().to_string() + ", " +
                (p.plan().ok() ? "ok" : std::to_string(p.plan().problems().size()) + " problem(s)") + ")";
@@ -764,31 +832,42 @@ PYBIND11_MODULE(_wmap, m) {
         ("Loads one rank's parameters, as `wmap load`: validates the plan (an incomplete one raises\n"
          "ValidationError, its problems printed on stderr unless quiet), then loads. Returns\n"
          "{name: wmap.Tensor} in plan order. The GIL is released while loading.\n"
-         "load(source, *, device='host' (or 'cuda', 'cuda:N'), cache=False, ...)\n" + common_doc).c_str(),
+         "load(source, *, device='host' (or 'cuda', 'cuda:N'), cache=False, ...)\n" +
+         common_doc)
+            .c_str(),
         py::arg("source"));
-  m.def("cache_info", [] {
-    const auto i = wmap::WeightCache::process().info();
-    const auto limits = wmap::WeightCache::limits_from_env();
-    py::dict d;
-    d["entries"] = i.entries, d["hits"] = i.hits, d["misses"] = i.misses, d["healed"] = i.healed, d["evicted"] = i.evicted;
-    d["bytes"] = i.bytes, d["last_healed"] = i.last_healed;
-    d["max_entries"] = limits.max_entries;
-    d["max_bytes"] = limits.max_bytes == UINT64_MAX ? py::object(py::none()) : py::object(py::int_(limits.max_bytes));
-    return d;
-  }, "The weight cache's counters: entries, hits, misses, healed (dropped after an in-place change), evicted,\n"
-     "bytes held, last_healed (the parameters the last heal found changed), max_entries, max_bytes (None: no limit)");
-  m.def("cache_clear", [] { wmap::WeightCache::process().clear(); }, "Drops every weight-cache entry");
+  m.def(
+      "cache_info",
+      [] {
+        const auto i = wmap::WeightCache::process().info();
+        const auto limits = wmap::WeightCache::limits_from_env();
+        py::dict d;
+        d["entries"] = i.entries, d["hits"] = i.hits, d["misses"] = i.misses, d["healed"] = i.healed,
+        d["evicted"] = i.evicted;
+        d["bytes"] = i.bytes, d["last_healed"] = i.last_healed;
+        d["max_entries"] = limits.max_entries;
+        d["max_bytes"] =
+            limits.max_bytes == UINT64_MAX ? py::object(py::none()) : py::object(py::int_(limits.max_bytes));
+        return d;
+      },
+      "The weight cache's counters: entries, hits, misses, healed (dropped after an in-place change), evicted,\n"
+      "bytes held, last_healed (the parameters the last heal found changed), max_entries, max_bytes (None: no limit)");
+  m.def(
+      "cache_clear", [] { wmap::WeightCache::process().clear(); }, "Drops every weight-cache entry");
   m.def("load_into", &load_into,
         ("Writes one rank's parameters into the caller's tensors (a mapping name -> tensor exporting DLPack:\n"
          "torch, numpy; host or CUDA), as the engine's load_weights would: the tensors are checked against the\n"
          "plan first (every mismatch raised at once as ValidationError, nothing written), never reallocated;\n"
          "calling it again reloads them in place. Returns a report dict. The GIL is released while loading.\n"
-         "load_into(source, params, *, ignore=[], ...)\n" + common_doc).c_str(),
+         "load_into(source, params, *, ignore=[], ...)\n" +
+         common_doc)
+            .c_str(),
         py::arg("source"), py::arg("params"));
   m.def("plan", &make_plan,
         ("Builds and validates one rank's load plan from headers only (no tensor data is read). Plan problems\n"
          "are reported in Plan.problems (not raised); unusable input raises wmap.Error. plan(source=None, ...)\n" +
-         common_doc).c_str(),
+         common_doc)
+            .c_str(),
         py::arg("source") = py::none());
   m.def("_inspect_json", &inspect_json, py::arg("path"));
 }

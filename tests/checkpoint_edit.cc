@@ -14,7 +14,8 @@ namespace wmap::test {
 
 void copy_checkpoint(const std::filesystem::path& src, const std::filesystem::path& dst,
                      const std::function<TensorEdit(const std::string&)>& edit,
-                     const std::function<std::string(std::string)>& config_edit, const std::vector<std::string>& extra) {
+                     const std::function<std::string(std::string)>& config_edit,
+                     const std::vector<std::string>& extra) {
   const Catalog cat = Catalog::build(discover_shards(src));
   std::filesystem::create_directories(dst);
   std::map<uint32_t, std::vector<TensorToWrite>> shards;
@@ -27,14 +28,15 @@ void copy_checkpoint(const std::filesystem::path& src, const std::filesystem::pa
     const auto path = cat.shard_path(t.shard);
     const uint64_t offset = t.offset;
     const std::optional<std::string> replacement = e.bytes;
-    shards[t.shard].push_back({name, t.dtype, e.reshape.value_or(t.shape), t.nbytes, [path, offset, replacement](std::span<std::byte> d) {
-                                 if (replacement) {
-                                   std::memcpy(d.data(), replacement->data(), std::min(d.size(), replacement->size()));
-                                   return;
-                                 }
-                                 const std::string bytes = read_file(path);
-                                 std::memcpy(d.data(), bytes.data() + offset, d.size());
-                               }});
+    shards[t.shard].push_back(
+        {name, t.dtype, e.reshape.value_or(t.shape), t.nbytes, [path, offset, replacement](std::span<std::byte> d) {
+           if (replacement) {
+             std::memcpy(d.data(), replacement->data(), std::min(d.size(), replacement->size()));
+             return;
+           }
+           const std::string bytes = read_file(path);
+           std::memcpy(d.data(), bytes.data() + offset, d.size());
+         }});
     index += std::string(first ? "" : ",") + json_string(name) + ":" + json_string(cat.shards()[t.shard].file);
     first = false;
   }

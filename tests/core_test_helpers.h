@@ -35,17 +35,16 @@ inline std::optional<Error> capture_error(const std::function<void()>& fn) {
 }
 
 // Expects `fn` to throw `code` with a message containing every string of `needles`.
-#define EXPECT_WMAP_ERROR(stmt, want_code, ...)                                                          \
-  do {                                                                                             \
-    auto wmap_err_ = ::wmap::test::capture_error([&] { stmt; });                                   \
-    if (wmap_err_) {                                                                               \
-      EXPECT_EQ(::wmap::error_code_name(wmap_err_->code()), ::wmap::error_code_name(want_code))         \
-          << wmap_err_->what();                                                                    \
-      for (const std::string& needle_ : std::vector<std::string>{__VA_ARGS__}) {                   \
-        EXPECT_NE(std::string(wmap_err_->what()).find(needle_), std::string::npos)                 \
-            << "message lacks \"" << needle_ << "\": " << wmap_err_->what();                       \
-      }                                                                                            \
-    }                                                                                              \
+#define EXPECT_WMAP_ERROR(stmt, want_code, ...)                                                                       \
+  do {                                                                                                                \
+    auto wmap_err_ = ::wmap::test::capture_error([&] { stmt; });                                                      \
+    if (wmap_err_) {                                                                                                  \
+      EXPECT_EQ(::wmap::error_code_name(wmap_err_->code()), ::wmap::error_code_name(want_code)) << wmap_err_->what(); \
+      for (const std::string& needle_ : std::vector<std::string>{__VA_ARGS__}) {                                      \
+        EXPECT_NE(std::string(wmap_err_->what()).find(needle_), std::string::npos)                                    \
+            << "message lacks \"" << needle_ << "\": " << wmap_err_->what();                                          \
+      }                                                                                                               \
+    }                                                                                                                 \
   } while (0)
 
 inline SafetensorsHeader read_header_file(const std::filesystem::path& path) {
@@ -54,8 +53,8 @@ inline SafetensorsHeader read_header_file(const std::filesystem::path& path) {
 }
 
 // One tensor entry of a header: "name":{"dtype":..,"shape":[..],"data_offsets":[b,e]}.
-inline std::string entry(const std::string& name, const std::string& dtype, const std::string& shape,
-                         uint64_t begin, uint64_t end) {
+inline std::string entry(const std::string& name, const std::string& dtype, const std::string& shape, uint64_t begin,
+                         uint64_t end) {
   return "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape + ",\"data_offsets\":[" +
          std::to_string(begin) + "," + std::to_string(end) + "]}";
 }
@@ -73,9 +72,8 @@ inline uint64_t write_known(const std::filesystem::path& file, const std::vector
   std::vector<TensorToWrite> out;
   for (const auto& t : tensors) {
     const std::string* data = &t.bytes;
-    out.push_back({t.name, t.dtype, t.shape, t.bytes.size(), [data](std::span<std::byte> dst) {
-                     std::memcpy(dst.data(), data->data(), dst.size());
-                   }});
+    out.push_back({t.name, t.dtype, t.shape, t.bytes.size(),
+                   [data](std::span<std::byte> dst) { std::memcpy(dst.data(), data->data(), dst.size()); }});
   }
   return write_safetensors(file, out, metadata);
 }

@@ -47,7 +47,8 @@ inline Listing parse_listing(const std::string& json) {
   simdjson::padded_string padded(json);
   simdjson::dom::element root = parser.parse(padded).value();
   Listing out;
-  const simdjson::dom::array s_list = root["shards"].get_array().value();  // named: value() on a temporary result dangles in a range-for
+  const simdjson::dom::array s_list =
+      root["shards"].get_array().value();  // named: value() on a temporary result dangles in a range-for
   for (simdjson::dom::object s : s_list) {
     ListedShard r;
     r.file = std::string(s["file"].get_string().value());

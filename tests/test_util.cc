@@ -69,17 +69,16 @@ CommandResult run_command(const std::string& command) {
   return r;
 }
 
-CommandResult run_wmap(const std::string& args) {
-  return run_command(shell_quote(WMAP_CLI_PATH) + " -q " + args);
-}
+CommandResult run_wmap(const std::string& args) { return run_command(shell_quote(WMAP_CLI_PATH) + " -q " + args); }
 
 std::filesystem::path testdata_dir() { return WMAP_TESTDATA_DIR; }
 std::filesystem::path source_dir() { return WMAP_SOURCE_DIR; }
 std::string python() { return WMAP_PYTHON; }
 
-std::string reference_mismatches(const std::filesystem::path& ckpt, const std::filesystem::path& dump, const std::string& layout) {
-  auto check = run_command(python() + " " + shell_quote((source_dir() / "tests/python/reference.py").string()) + " check " +
-                           shell_quote(ckpt.string()) + " " + shell_quote(dump.string()) + " " + layout);
+std::string reference_mismatches(const std::filesystem::path& ckpt, const std::filesystem::path& dump,
+                                 const std::string& layout) {
+  auto check = run_command(python() + " " + shell_quote((source_dir() / "tests/python/reference.py").string()) +
+                           " check " + shell_quote(ckpt.string()) + " " + shell_quote(dump.string()) + " " + layout);
   return check.exit_code == 0 && check.out.find(" 0 mismatches") != std::string::npos ? "" : check.out + check.err;
 }
 
@@ -88,7 +87,8 @@ void expect_rank_matches(const std::filesystem::path& ckpt, uint32_t t, uint32_t
   TempDir out;
   const auto dump = out / "rank.safetensors";
   const std::string flags = "--tp-size " + std::to_string(t) + " --tp-rank " + std::to_string(r) + " " + layout;
-  auto load = run_wmap("load " + shell_quote(ckpt.string()) + " " + flags + " " + load_flags + " --dump " + shell_quote(dump.string()));
+  auto load = run_wmap("load " + shell_quote(ckpt.string()) + " " + flags + " " + load_flags + " --dump " +
+                       shell_quote(dump.string()));
   ASSERT_EQ(load.exit_code, 0) << flags << " " << load_flags << "\n" << load.err;
   EXPECT_EQ(reference_mismatches(ckpt, dump, flags), "") << flags << " " << load_flags;
 }

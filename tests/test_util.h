@@ -54,7 +54,8 @@ std::string python();  // /usr/bin/python3
 
 // Runs tests/python/reference.py on a dump of `ckpt` with `layout` (the CLI's layout flags):
 // empty when every byte matches, else the reference's report.
-std::string reference_mismatches(const std::filesystem::path& ckpt, const std::filesystem::path& dump, const std::string& layout);
+std::string reference_mismatches(const std::filesystem::path& ckpt, const std::filesystem::path& dump,
+                                 const std::string& layout);
 
 // Loads rank `r` of `t` of `ckpt` through `wmap load` with more `layout` flags (given to the
 // reference too, e.g. "--ep-size 2 --target vllm") and `load_flags` (wmap only, e.g. "--io

@@ -50,8 +50,9 @@ Gpt2Shape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyProbe
   s.vocab = b.dim("vocab_size");
   // `n_inner: null` (the usual GPT-2 config) means 4 * n_embd.
   const std::string inner = c.has("n_inner") ? std::string("n_inner") : std::string("4 * ") + hidden;
-  s.inner = b.dim(inner, c.has("n_inner") ? c.require_positive("n_inner") : b.mul(4, s.hidden, inner));  // c_fc's columns
-  b.dim(std::string("3 * ") + hidden, b.mul(3, s.hidden, std::string("3 * ") + hidden));  // c_attn's columns
+  s.inner =
+      b.dim(inner, c.has("n_inner") ? c.require_positive("n_inner") : b.mul(4, s.hidden, inner));  // c_fc's columns
+  b.dim(std::string("3 * ") + hidden, b.mul(3, s.hidden, std::string("3 * ") + hidden));           // c_attn's columns
   // GPT-2 ties its output embedding to wte unless told otherwise.
   s.tie = c.get_bool("tie_word_embeddings", true);
   if (s.hidden % s.heads != 0) {
@@ -90,11 +91,14 @@ ModelSpec build_gpt2(const ModelConfig& c, const Layout& l, const wmap::KeyProbe
   ModelSpec m;
   m.plugin = "gpt2";
   m.architecture = c.architecture();
-  m.modules.push_back(module("transformer.wte", {spec::vocab_parallel("transformer.wte.weight", "wte.weight", {s.vocab, h}, l)}));
-  m.modules.push_back(module("transformer.wpe", {spec::replicated("transformer.wpe.weight", "wpe.weight", {s.positions, h})}));
+  m.modules.push_back(
+      module("transformer.wte", {spec::vocab_parallel("transformer.wte.weight", "wte.weight", {s.vocab, h}, l)}));
+  m.modules.push_back(
+      module("transformer.wpe", {spec::replicated("transformer.wpe.weight", "wpe.weight", {s.positions, h})}));
 
   auto norm = [&](const std::string& dst, const std::string& src) {
-    return module(dst, {spec::replicated(dst + ".weight", src + ".weight", {h}), spec::replicated(dst + ".bias", src + ".bias", {h})});
+    return module(dst, {spec::replicated(dst + ".weight", src + ".weight", {h}),
+                        spec::replicated(dst + ".bias", src + ".bias", {h})});
   };
 
   for (uint64_t i = 0; i < s.layers; ++i) {
@@ -109,25 +113,30 @@ ModelSpec build_gpt2(const ModelConfig& c, const Layout& l, const wmap::KeyProbe
       qkv_w.push_back(transposed(src + "attn.c_attn.weight", h, 3 * h, part, all_h));
       qkv_b.push_back(spec::rows(src + "attn.c_attn.bias", {3 * h}, part));
     }
-    m.modules.push_back(module(dst + "attn.qkv_proj", {param(dst + "attn.qkv_proj.weight", {3 * hr.size(), h}, std::move(qkv_w)),
-                                                       param(dst + "attn.qkv_proj.bias", {3 * hr.size()}, std::move(qkv_b))}));
+    m.modules.push_back(
+        module(dst + "attn.qkv_proj", {param(dst + "attn.qkv_proj.weight", {3 * hr.size(), h}, std::move(qkv_w)),
+                                       param(dst + "attn.qkv_proj.bias", {3 * hr.size()}, std::move(qkv_b))}));
 
     // attn.c_proj: [H(in), H(out)]; o_proj = its transpose, row-parallel (split on the input).
-    m.modules.push_back(module(dst + "attn.o_proj",
-                               {param(dst + "attn.o_proj.weight", {h, hr.size()}, {transposed(src + "attn.c_proj.weight", h, h, all_h, hr)}),
-                                spec::replicated(dst + "attn.o_proj.bias", src + "attn.c_proj.bias", {h})}));
+    m.modules.push_back(module(
+        dst + "attn.o_proj",
+        {param(dst + "attn.o_proj.weight", {h, hr.size()}, {transposed(src + "attn.c_proj.weight", h, h, all_h, hr)}),
+         spec::replicated(dst + "attn.o_proj.bias", src + "attn.c_proj.bias", {h})}));
 
     m.modules.push_back(norm(dst + "ln_2", src + "ln_2"));
 
     // mlp.c_fc: [H, I]; fc = its transpose [I, H], column-parallel (split on the output).
-    m.modules.push_back(module(dst + "mlp.fc", {param(dst + "mlp.fc.weight", {ir.size(), h}, {transposed(src + "mlp.c_fc.weight", h, inner, ir, all_h)}),
-                                                param(dst + "mlp.fc.bias", {ir.size()}, {spec::rows(src + "mlp.c_fc.bias", {inner}, ir)})}));
+    m.modules.push_back(module(
+        dst + "mlp.fc",
+        {param(dst + "mlp.fc.weight", {ir.size(), h}, {transposed(src + "mlp.c_fc.weight", h, inner, ir, all_h)}),
+         param(dst + "mlp.fc.bias", {ir.size()}, {spec::rows(src + "mlp.c_fc.bias", {inner}, ir)})}));
 
     // mlp.c_proj: [I, H]; proj = its transpose [H, I], row-parallel (split on the input).
     const Range all_out{0, h};
-    m.modules.push_back(module(dst + "mlp.proj",
-                               {param(dst + "mlp.proj.weight", {h, ir.size()}, {transposed(src + "mlp.c_proj.weight", inner, h, all_out, ir)}),
-                                spec::replicated(dst + "mlp.proj.bias", src + "mlp.c_proj.bias", {h})}));
+    m.modules.push_back(module(
+        dst + "mlp.proj",
+        {param(dst + "mlp.proj.weight", {h, ir.size()}, {transposed(src + "mlp.c_proj.weight", inner, h, all_out, ir)}),
+         spec::replicated(dst + "mlp.proj.bias", src + "mlp.c_proj.bias", {h})}));
   }
   m.modules.push_back(norm("transformer.ln_f", "ln_f"));
 

@@ -27,16 +27,17 @@ Fault injected_fault() {
 }
 
 void check(int rc, const MpiWorld& world, const char* what) {
-  if (rc != MPI_SUCCESS) throw Error(ErrorCode::kIo, world.tag() + ": " + what + " failed (MPI error " + std::to_string(rc) + ")");
+  if (rc != MPI_SUCCESS)
+    throw Error(ErrorCode::kIo, world.tag() + ": " + what + " failed (MPI error " + std::to_string(rc) + ")");
 }
 
 // One chunk in flight: free -> read by the reader thread -> ready -> sent by the MPI thread ->
 // free once its sends completed.
 struct Slot {
-  std::vector<std::byte> buf;                  // the chunk's file span
-  std::vector<std::vector<std::byte>> packs;   // per destination, when its rows are scattered
-  std::vector<MPI_Request> requests;           // MPI thread only
-  bool free = true, ready = false;             // guarded by the exchange's mutex
+  std::vector<std::byte> buf;                 // the chunk's file span
+  std::vector<std::vector<std::byte>> packs;  // per destination, when its rows are scattered
+  std::vector<MPI_Request> requests;          // MPI thread only
+  bool free = true, ready = false;            // guarded by the exchange's mutex
 };
 
 // One rank's part of the exchange. Its destructor stops and joins the reader thread, so no
@@ -45,7 +46,14 @@ class Exchange {
  public:
   Exchange(const MpiWorld& world, const Catalog& catalog, const std::vector<std::vector<FileExtent>>& needed,
            ExtentStoreFileSystem& store, const FileSystem& fs, Fault fault)
-      : world_(world), catalog_(catalog), fs_(fs), needed_(needed), store_(store), me_(world.rank()), n_(world.size()), fault_(fault) {
+      : world_(world),
+        catalog_(catalog),
+        fs_(fs),
+        needed_(needed),
+        store_(store),
+        me_(world.rank()),
+        n_(world.size()),
+        fault_(fault) {
     const std::vector<FileRange> ranges = read_ranges(needed);
     stats_.union_bytes = range_bytes(ranges);
     ch_ = chunk_ranges(ranges, exchange_chunk_bytes(stats_.union_bytes, n_));
@@ -62,7 +70,8 @@ class Exchange {
     send_own_chunks();
     stop_reader();
     for (Slot& s : slots_) {
-      check(MPI_Waitall(static_cast<int>(s.requests.size()), s.requests.data(), MPI_STATUSES_IGNORE), world_, "MPI_Waitall (sends)");
+      check(MPI_Waitall(static_cast<int>(s.requests.size()), s.requests.data(), MPI_STATUSES_IGNORE), world_,
+            "MPI_Waitall (sends)");
       s.requests.clear();
     }
     // Everything addressed to us. An empty message stands for data its owner could not read;
@@ -99,11 +108,12 @@ class Exchange {
     for (size_t c = 0; c < ch_.chunks.size(); ++c) {
       const Chunk& k = ch_.chunks[c];
       uint64_t first = UINT64_MAX;
-      const uint64_t bytes = mine.overlap(k.shard, k.begin, k.end, [&](uint64_t, uint64_t at, uint64_t) { first = std::min(first, at); });
+      const uint64_t bytes =
+          mine.overlap(k.shard, k.begin, k.end, [&](uint64_t, uint64_t at, uint64_t) { first = std::min(first, at); });
       if (static_cast<int>(c % n_) == me_ || bytes == 0) continue;
       recvs_.emplace_back();
-      int rc = MPI_Irecv(store_.data() + first, static_cast<int>(bytes), MPI_BYTE, static_cast<int>(c % n_), kDataTag, world_.world(),
-                         &recvs_.back());
+      int rc = MPI_Irecv(store_.data() + first, static_cast<int>(bytes), MPI_BYTE, static_cast<int>(c % n_), kDataTag,
+                         world_.world(), &recvs_.back());
       if (fault_ == Fault::kIrecv) rc = MPI_ERR_OTHER;
       check(rc, world_, "MPI_Irecv");
     }
@@ -150,7 +160,8 @@ class Exchange {
       if (s.requests.empty()) continue;
       sending = true;
       int done = 0;
-      check(MPI_Testall(static_cast<int>(s.requests.size()), s.requests.data(), &done, MPI_STATUSES_IGNORE), world_, "MPI_Testall");
+      check(MPI_Testall(static_cast<int>(s.requests.size()), s.requests.data(), &done, MPI_STATUSES_IGNORE), world_,
+            "MPI_Testall");
       if (!done) continue;
       s.requests.clear();
       std::lock_guard lock(mu_);
@@ -194,13 +205,15 @@ class Exchange {
         }
         parts.clear();
         const uint64_t bytes = dest[static_cast<size_t>(d)].overlap(
-            k.shard, k.begin, k.end, [&](uint64_t off, uint64_t, uint64_t len) { parts.emplace_back(off - k.begin, len); });
+            k.shard, k.begin, k.end,
+            [&](uint64_t off, uint64_t, uint64_t len) { parts.emplace_back(off - k.begin, len); });
         if (bytes == 0) continue;
         const std::byte* src = nullptr;
         int count = 0;  // 0: the error marker
         if (!failed) {
           count = static_cast<int>(bytes);
-          src = parts.size() == 1 ? slot.buf.data() + parts.front().first : pack(slot.packs[static_cast<size_t>(d)], slot.buf, parts, bytes);
+          src = parts.size() == 1 ? slot.buf.data() + parts.front().first
+                                  : pack(slot.packs[static_cast<size_t>(d)], slot.buf, parts, bytes);
           stats_.sent_bytes += bytes;
           if (!world_.same_node(d, me_)) stats_.sent_off_node_bytes += bytes;
         }
@@ -253,7 +266,8 @@ class Exchange {
     why = e.what();
   } catch (...) {
   }
-  std::fprintf(stderr, "%s: error during the exchange: %s; the other ranks would wait for it forever: aborting the job\n",
+  std::fprintf(stderr,
+               "%s: error during the exchange: %s; the other ranks would wait for it forever: aborting the job\n",
                world.tag().c_str(), why.c_str());
   std::fflush(stderr);
   MPI_Abort(world.world(), 1);
@@ -268,8 +282,9 @@ uint64_t exchange_chunk_bytes(uint64_t union_bytes, int ranks) {
   return std::clamp<uint64_t>((want + mib - 1) / mib * mib, mib, kMaxExchangeChunkBytes);
 }
 
-ExchangeStats exchange_extents(const MpiWorld& world, const Catalog& catalog, const std::vector<std::vector<FileExtent>>& needed,
-                               ExtentStoreFileSystem& store, const FileSystem& fs) {
+ExchangeStats exchange_extents(const MpiWorld& world, const Catalog& catalog,
+                               const std::vector<std::vector<FileExtent>>& needed, ExtentStoreFileSystem& store,
+                               const FileSystem& fs) {
   const auto t0 = std::chrono::steady_clock::now();
   ExchangeStats stats;
   std::exception_ptr read_error;

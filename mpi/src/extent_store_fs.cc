@@ -46,16 +46,19 @@ ExtentStoreFileSystem::ExtentStoreFileSystem(const Catalog& catalog, std::vector
 
 std::unique_ptr<RandomAccessFile> ExtentStoreFileSystem::open(const std::filesystem::path& path, IoMode) const {
   for (uint32_t s = 0; s < catalog_.shards().size(); ++s) {
-    if (catalog_.shard_path(s) == path) return std::make_unique<StoreFile>(*this, s, path.string(), catalog_.shards()[s].signature.size);
+    if (catalog_.shard_path(s) == path)
+      return std::make_unique<StoreFile>(*this, s, path.string(), catalog_.shards()[s].signature.size);
   }
-  throw Error(ErrorCode::kInternal, path.string() + ": not a shard of this load's catalog (nothing was received for it)");
+  throw Error(ErrorCode::kInternal,
+              path.string() + ": not a shard of this load's catalog (nothing was received for it)");
 }
 
 const std::byte* ExtentStoreFileSystem::find(uint32_t shard, uint64_t offset, uint64_t len) const {
   // The last extent starting at or before (shard, offset): spans are disjoint, so only it can hold it.
-  auto it = std::upper_bound(extents_.begin(), extents_.end(), std::pair(shard, offset), [](const auto& key, const FileExtent& e) {
-    return key.first != e.shard ? key.first < e.shard : key.second < e.begin;
-  });
+  auto it = std::upper_bound(extents_.begin(), extents_.end(), std::pair(shard, offset),
+                             [](const auto& key, const FileExtent& e) {
+                               return key.first != e.shard ? key.first < e.shard : key.second < e.begin;
+                             });
   if (it != extents_.begin()) {
     const FileExtent& e = *--it;
     if (e.shard == shard && offset < e.end()) {
@@ -66,7 +69,8 @@ const std::byte* ExtentStoreFileSystem::find(uint32_t shard, uint64_t offset, ui
     }
   }
   throw Error(ErrorCode::kInternal, catalog_.shard_path(shard).string() + ": bytes [" + std::to_string(offset) + ", " +
-                                        std::to_string(offset + len) + ") are not within one row of the extents received from the other ranks");
+                                        std::to_string(offset + len) +
+                                        ") are not within one row of the extents received from the other ranks");
 }
 
 }  // namespace wmap::mpi

@@ -10,7 +10,8 @@ namespace wmap::mpi {
 namespace {
 
 bool file_order(const FileExtent& a, const FileExtent& b) {
-  return std::tie(a.shard, a.begin, a.row_bytes, a.stride, a.count) < std::tie(b.shard, b.begin, b.row_bytes, b.stride, b.count);
+  return std::tie(a.shard, a.begin, a.row_bytes, a.stride, a.count) <
+         std::tie(b.shard, b.begin, b.row_bytes, b.stride, b.count);
 }
 
 // Extents of one shard whose spans interleave (sorted, distinct, at least one), as one extent:
@@ -31,7 +32,8 @@ FileExtent merge_interleaved(std::span<const FileExtent> group) {
     }
     reach = std::max(reach, at + x.row_bytes);
   }
-  if (tiles && reach <= first.stride) return FileExtent::make(first.shard, first.begin, reach, first.stride, first.count);
+  if (tiles && reach <= first.stride)
+    return FileExtent::make(first.shard, first.begin, reach, first.stride, first.count);
   return FileExtent::span(first.shard, first.begin, end);
 }
 
@@ -58,7 +60,8 @@ class RunFolder {
     cur_ = {shard, begin, len, len, 1};
   }
   void flush() {
-    if (cur_.count > 0) out_.push_back(FileExtent::make(cur_.shard, cur_.begin, cur_.row_bytes, cur_.stride, cur_.count));
+    if (cur_.count > 0)
+      out_.push_back(FileExtent::make(cur_.shard, cur_.begin, cur_.row_bytes, cur_.stride, cur_.count));
     cur_ = {};
   }
 
@@ -108,7 +111,8 @@ std::vector<FileExtent> needed_extents(const LoadPlan& plan) {
   std::vector<FileExtent> e;
   {
     RunFolder fold(e);
-    for_each_read(plan, [&](uint32_t shard, uint64_t begin, uint64_t len, bool first) { fold.add(shard, begin, len, first); });
+    for_each_read(
+        plan, [&](uint32_t shard, uint64_t begin, uint64_t len, bool first) { fold.add(shard, begin, len, first); });
   }
   return merge_extents(std::move(e));
 }
@@ -183,7 +187,8 @@ std::vector<FileRange> read_ranges(const std::vector<std::vector<FileExtent>>& n
           rows.push_back({shard, x.begin, x.end()});
           continue;
         }
-        for (uint64_t r = 0; r < x.count; ++r) rows.push_back({shard, x.begin + r * x.stride, x.begin + r * x.stride + x.row_bytes});
+        for (uint64_t r = 0; r < x.count; ++r)
+          rows.push_back({shard, x.begin + r * x.stride, x.begin + r * x.stride + x.row_bytes});
       }
       std::sort(rows.begin(), rows.end(), [](const FileRange& a, const FileRange& b) { return a.begin < b.begin; });
       for (const FileRange& r : rows) join(out, r);
@@ -202,7 +207,8 @@ uint64_t range_bytes(const std::vector<FileRange>& ranges) {
 Chunking chunk_ranges(const std::vector<FileRange>& ranges, uint64_t max_bytes) {
   Chunking c;
   for (const FileRange& x : ranges) {
-    for (uint64_t b = x.begin; b < x.end; b += max_bytes) c.pieces.push_back({x.shard, b, std::min(x.end, b + max_bytes)});
+    for (uint64_t b = x.begin; b < x.end; b += max_bytes)
+      c.pieces.push_back({x.shard, b, std::min(x.end, b + max_bytes)});
   }
   for (size_t i = 0; i < c.pieces.size();) {
     const FileRange& first = c.pieces[i];
@@ -214,7 +220,8 @@ Chunking chunk_ranges(const std::vector<FileRange>& ranges, uint64_t max_bytes) 
   return c;
 }
 
-ExtentCursor::ExtentCursor(const std::vector<FileExtent>& extents) : extents_(extents), offsets_(extents.size() + 1, 0) {
+ExtentCursor::ExtentCursor(const std::vector<FileExtent>& extents)
+    : extents_(extents), offsets_(extents.size() + 1, 0) {
   for (size_t i = 0; i < extents.size(); ++i) offsets_[i + 1] = offsets_[i] + extents[i].size();
 }
 

@@ -15,7 +15,8 @@ void abort_if_unagreed(int exit_code) {
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  std::fprintf(stderr, "wmap[rank %d/%d]: the error above was not agreed with the other ranks: aborting the MPI job\n", rank, size);
+  std::fprintf(stderr, "wmap[rank %d/%d]: the error above was not agreed with the other ranks: aborting the MPI job\n",
+               rank, size);
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, exit_code);
 }
@@ -75,14 +76,15 @@ std::vector<std::string> MpiWorld::allgather(const std::string& mine, MPI_Comm c
   std::vector<int> counts(sizes.size()), displs(sizes.size());
   uint64_t total = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    if (total + sizes[i] > static_cast<uint64_t>(INT32_MAX)) throw Error(ErrorCode::kUnsupported, tag() + ": over 2 GiB to allgather");
+    if (total + sizes[i] > static_cast<uint64_t>(INT32_MAX))
+      throw Error(ErrorCode::kUnsupported, tag() + ": over 2 GiB to allgather");
     counts[i] = static_cast<int>(sizes[i]);
     displs[i] = static_cast<int>(total);
     total += sizes[i];
   }
   std::string joined(total, '\0');
-  if (MPI_Allgatherv(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, joined.data(), counts.data(), displs.data(), MPI_CHAR,
-                     comm) != MPI_SUCCESS) {
+  if (MPI_Allgatherv(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, joined.data(), counts.data(), displs.data(),
+                     MPI_CHAR, comm) != MPI_SUCCESS) {
     throw Error(ErrorCode::kIo, tag() + ": MPI_Allgatherv failed");
   }
   std::vector<std::string> all(sizes.size());
@@ -122,8 +124,9 @@ void MpiWorld::agree(std::string_view phase, std::exception_ptr error) {
   auto text_of = [](const std::string& v) { return v.substr(v.find(' ') + 1); };
   agreed_failure_ = true;
   if (failed == size_ && alike) {
-    if (rank_ == 0) std::fprintf(stderr, "wmap: error: %s (all %d ranks, %.*s)\n", text_of(all[0]).c_str(), size_,
-                                 static_cast<int>(phase.size()), phase.data());
+    if (rank_ == 0)
+      std::fprintf(stderr, "wmap: error: %s (all %d ranks, %.*s)\n", text_of(all[0]).c_str(), size_,
+                   static_cast<int>(phase.size()), phase.data());
     throw AgreedFailure{code_of(all[0])};
   }
   if (!mine.empty()) {

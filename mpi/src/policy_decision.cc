@@ -10,7 +10,9 @@ namespace {
 double gib(uint64_t bytes) { return static_cast<double>(bytes) / (1 << 30); }
 
 // "rank R on host H": which node's copy of the files a fact is about.
-std::string who(const std::vector<RankFacts>& facts, int r) { return "rank " + std::to_string(r) + " on host " + facts[r].host; }
+std::string who(const std::vector<RankFacts>& facts, int r) {
+  return "rank " + std::to_string(r) + " on host " + facts[r].host;
+}
 
 // Why the ranks in `group` cannot share reads of their files ("" when they can).
 std::string files_differ(const std::vector<RankFacts>& facts, const std::vector<int>& group) {
@@ -18,12 +20,13 @@ std::string files_differ(const std::vector<RankFacts>& facts, const std::vector<
   for (int r : group) {
     const RankFacts& b = facts[r];
     if (b.shards.size() != a.shards.size()) {
-      return who(facts, r) + " has " + std::to_string(b.shards.size()) + " shard files, " + who(facts, group.front()) + " has " +
-             std::to_string(a.shards.size());
+      return who(facts, r) + " has " + std::to_string(b.shards.size()) + " shard files, " + who(facts, group.front()) +
+             " has " + std::to_string(a.shards.size());
     }
     for (size_t i = 0; i < a.shards.size(); ++i) {
       if (a.shards[i] != b.shards[i]) {
-        return who(facts, r) + ": shard '" + b.shards[i] + "' differs from " + who(facts, group.front()) + ": '" + a.shards[i] + "'";
+        return who(facts, r) + ": shard '" + b.shards[i] + "' differs from " + who(facts, group.front()) + ": '" +
+               a.shards[i] + "'";
       }
     }
   }
@@ -31,13 +34,14 @@ std::string files_differ(const std::vector<RankFacts>& facts, const std::vector<
 }
 
 // Why the needed-extent lists of `group` cannot be all-gathered in one call ("" when they can).
-std::string too_much_metadata(const std::vector<RankFacts>& facts, const std::vector<int>& group, const std::string& whose) {
+std::string too_much_metadata(const std::vector<RankFacts>& facts, const std::vector<int>& group,
+                              const std::string& whose) {
   uint64_t total = 0;
   for (int r : group) total += facts[r].extents_bytes;
   if (total <= kMaxAllgatherBytes) return "";
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%s needed-extent lists take %.2f GiB, over the 2 GiB one MPI_Allgatherv carries", whose.c_str(),
-                gib(total));
+  std::snprintf(buf, sizeof buf, "%s needed-extent lists take %.2f GiB, over the 2 GiB one MPI_Allgatherv carries",
+                whose.c_str(), gib(total));
   return buf;
 }
 
@@ -45,8 +49,14 @@ std::string too_much_metadata(const std::vector<RankFacts>& facts, const std::ve
 
 std::string RankFacts::encode() const {
   std::ostringstream o;
-  o << policy << '\n' << host << '\n' << exchange_bytes << '\n' << params_on_host << '\n' << available << '\n' << extents_bytes << '\n'
-    << threads_ok << '\n' << thread_level << '\n';
+  o << policy << '\n'
+    << host << '\n'
+    << exchange_bytes << '\n'
+    << params_on_host << '\n'
+    << available << '\n'
+    << extents_bytes << '\n'
+    << threads_ok << '\n'
+    << thread_level << '\n';
   for (const auto& s : shards) o << s << '\n';
   return o.str();
 }
@@ -76,7 +86,8 @@ IoPolicy decide_io_policy(const std::vector<RankFacts>& facts, std::string& reas
   const IoPolicy requested = parse_io_policy(facts[0].policy);
   for (size_t r = 1; r < facts.size(); ++r) {
     if (facts[r].policy != facts[0].policy) {
-      reason = "rank " + std::to_string(r) + " asked for --io-policy " + facts[r].policy + ", rank 0 for " + facts[0].policy;
+      reason =
+          "rank " + std::to_string(r) + " asked for --io-policy " + facts[r].policy + ", rank 0 for " + facts[0].policy;
       return IoPolicy::kNative;
     }
   }
@@ -88,7 +99,8 @@ IoPolicy decide_io_policy(const std::vector<RankFacts>& facts, std::string& reas
   // Ranks per host: rank-striped shares a host's page cache; exchange needs one set of files.
   std::vector<std::vector<int>> hosts;
   for (int r = 0; r < static_cast<int>(facts.size()); ++r) {
-    auto it = std::find_if(hosts.begin(), hosts.end(), [&](const auto& g) { return facts[g.front()].host == facts[r].host; });
+    auto it =
+        std::find_if(hosts.begin(), hosts.end(), [&](const auto& g) { return facts[g.front()].host == facts[r].host; });
     if (it == hosts.end()) {
       hosts.push_back({r});
     } else {

@@ -13,8 +13,8 @@
 namespace wmap::mpi {
 namespace {
 
-RankFacts local_facts(IoPolicy requested, const MpiWorld& world, const PreparedLoad& prepared, uint64_t held, uint64_t extents_bytes,
-                      bool params_on_host) {
+RankFacts local_facts(IoPolicy requested, const MpiWorld& world, const PreparedLoad& prepared, uint64_t held,
+                      uint64_t extents_bytes, bool params_on_host) {
   RankFacts f;
   f.policy = std::string(io_policy_name(requested));
   f.host = host_name();
@@ -27,7 +27,8 @@ RankFacts local_facts(IoPolicy requested, const MpiWorld& world, const PreparedL
   const Catalog& c = *prepared.catalog;
   for (uint32_t s = 0; s < c.shards().size(); ++s) {
     const FileSignature sig = stat_signature(c.shard_path(s));
-    f.shards.push_back(c.shards()[s].file + " size " + std::to_string(sig.size) + " mtime_ns " + std::to_string(sig.mtime_ns));
+    f.shards.push_back(c.shards()[s].file + " size " + std::to_string(sig.size) + " mtime_ns " +
+                       std::to_string(sig.mtime_ns));
   }
   return f;
 }
@@ -40,7 +41,8 @@ std::vector<std::vector<FileExtent>> gather_extents(const MpiWorld& world, const
 
 }  // namespace
 
-RankIo::RankIo(MpiWorld& world, IoPolicy requested, const PreparedLoad& prepared, bool params_on_host, const FileSystem& fs) {
+RankIo::RankIo(MpiWorld& world, IoPolicy requested, const PreparedLoad& prepared, bool params_on_host,
+               const FileSystem& fs) {
   report_.requested = requested;
   std::vector<FileExtent> mine;
   std::string encoded, facts_text;

@@ -8,8 +8,8 @@
 
 namespace wmap::mpi {
 
-WarmupStats striped_warmup(const MpiWorld& world, const Catalog& catalog, const std::vector<std::vector<FileExtent>>& node_needed,
-                           const FileSystem& fs) {
+WarmupStats striped_warmup(const MpiWorld& world, const Catalog& catalog,
+                           const std::vector<std::vector<FileExtent>>& node_needed, const FileSystem& fs) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<FileRange> ranges = read_ranges(node_needed);
   const int n = world.node_size(), me = world.node_rank();

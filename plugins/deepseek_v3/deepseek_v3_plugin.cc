@@ -34,9 +34,9 @@ namespace spec = wmap::spec;
 
 // What differs between the engines for this family, in one place.
 struct TargetRules {
-  const char* fused_a;             // concat(q_a_proj, kv_a_proj_with_mqa): the MLA module's name for it
-  const char* scale;               // FP8 block scales of a linear: `<linear>.<scale>`
-  const char* expert_scale;        // ... of the stacked routed experts: `<w3_w1|w13>_<expert_scale>`
+  const char* fused_a;       // concat(q_a_proj, kv_a_proj_with_mqa): the MLA module's name for it
+  const char* scale;         // FP8 block scales of a linear: `<linear>.<scale>`
+  const char* expert_scale;  // ... of the stacked routed experts: `<w3_w1|w13>_<expert_scale>`
   spec::ExpertNames experts;
   const char* experts_module;      // after "mlp."
   bool replicated_embedding;       // embed_tokens whole on every rank (else vocabulary-parallel)
@@ -164,22 +164,27 @@ DeepseekShape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyP
     }
     s.fp8 = spec::BlockScales{static_cast<uint64_t>(block[0]), static_cast<uint64_t>(block[1])};
     if (s.nope % s.fp8->rows || s.v % s.fp8->rows || s.kv_lora % s.fp8->cols) {
-      c.fail("quantization_config.weight_block_size", "qk_nope_head_dim, v_head_dim and kv_lora_rank must be multiples of the block");
+      c.fail("quantization_config.weight_block_size",
+             "qk_nope_head_dim, v_head_dim and kv_lora_rank must be multiples of the block");
     }
   }
   if (rules_for(l.target).gcd_mlp_split) {
     // TensorRT-LLM asserts this of the widths it splits by whole blocks.
     const uint64_t b = s.fp8 ? s.fp8->rows : 1;
-    if (s.intermediate % b) c.fail("intermediate_size", std::to_string(s.intermediate) + " is not a multiple of the " + std::to_string(b) + "-row FP8 block");
-    const uint64_t shared = bounds.mul(s.moe_intermediate, s.shared_experts, "moe_intermediate_size * n_shared_experts");
+    if (s.intermediate % b)
+      c.fail("intermediate_size",
+             std::to_string(s.intermediate) + " is not a multiple of the " + std::to_string(b) + "-row FP8 block");
+    const uint64_t shared =
+        bounds.mul(s.moe_intermediate, s.shared_experts, "moe_intermediate_size * n_shared_experts");
     if (s.experts && shared % b) {
       c.fail("moe_intermediate_size", "the shared experts' width " + std::to_string(shared) +
                                           " is not a multiple of the " + std::to_string(b) + "-row FP8 block");
     }
   }
   if (s.tie && rules_for(l.target).replicated_embedding && !l.attention_dp && l.tp_size > 1) {
-    c.fail("tie_word_embeddings", "a tied lm_head cannot share TensorRT-LLM's replicated embed_tokens while lm_head is split over tp_size " +
-                                      std::to_string(l.tp_size));
+    c.fail("tie_word_embeddings",
+           "a tied lm_head cannot share TensorRT-LLM's replicated embed_tokens while lm_head is split over tp_size " +
+               std::to_string(l.tp_size));
   }
   return s;
 }
@@ -193,7 +198,8 @@ spec::LinearQuant quant(const DeepseekShape& s, wmap::Target t, const char* scal
 }
 
 // A linear's parameters under `dst` (dst.weight and its FP8 scales).
-std::vector<ParamSpec> linear(const std::string& dst, std::vector<spec::LinearSlice> slices, const DeepseekShape& s, const Layout& l) {
+std::vector<ParamSpec> linear(const std::string& dst, std::vector<spec::LinearSlice> slices, const DeepseekShape& s,
+                              const Layout& l) {
   std::vector<ParamSpec> out;
   spec::add_linear(out, dst, ".", slices, quant(s, l.target, rules_for(l.target).scale));
   return out;
@@ -254,7 +260,8 @@ void gated_mlp(std::vector<ModuleSpec>& modules, const std::string& dst, const s
                                                          {spec::linear_rows(src + ".gate_proj", {inter, h}, sp),
                                                           spec::linear_rows(src + ".up_proj", {inter, h}, sp)},
                                                          s, l)));
-  modules.push_back(module(dst + ".down_proj", linear(dst + ".down_proj", {spec::linear_cols(src + ".down_proj", {h, inter}, sp)}, s, l)));
+  modules.push_back(module(dst + ".down_proj",
+                           linear(dst + ".down_proj", {spec::linear_cols(src + ".down_proj", {h, inter}, sp)}, s, l)));
 }
 
 // How a dense MLP (node_cap) or the shared experts of `width` rows are split on this rank.
@@ -265,31 +272,35 @@ wmap::Split mlp_split(uint64_t width, bool node_cap, const DeepseekShape& s, con
 
 // One decoder layer: model layer `dst_i` from checkpoint layer `src_i`.
 void add_layer(ModelSpec& m, uint64_t dst_i, uint64_t src_i, const DeepseekShape& s, const Layout& l) {
-  const std::string d = "model.layers." + std::to_string(dst_i) + ".", c = "model.layers." + std::to_string(src_i) + ".";
+  const std::string d = "model.layers." + std::to_string(dst_i) + ".",
+                    c = "model.layers." + std::to_string(src_i) + ".";
   const std::string da = d + "self_attn.", ca = c + "self_attn.";
   const uint64_t h = s.hidden, qk = s.nope + s.rope;
   const TargetRules& rules = rules_for(l.target);
   const wmap::Split attn = l.attention();
   auto rep = [&](const std::string& name, std::vector<uint64_t> shape) {
-    m.modules.push_back(module(d + name, {spec::replicated(d + name + ".weight", c + name + ".weight", std::move(shape))}));
+    m.modules.push_back(
+        module(d + name, {spec::replicated(d + name + ".weight", c + name + ".weight", std::move(shape))}));
   };
   rep("input_layernorm", {h});
   if (s.q_lora) {
-    m.modules.push_back(module(da + rules.fused_a, linear(da + rules.fused_a,
-                                                          {spec::whole_linear(ca + "q_a_proj", {*s.q_lora, h}),
-                                                           spec::whole_linear(ca + "kv_a_proj_with_mqa", {s.kv_lora + s.rope, h})},
-                                                          s, l)));
+    m.modules.push_back(
+        module(da + rules.fused_a, linear(da + rules.fused_a,
+                                          {spec::whole_linear(ca + "q_a_proj", {*s.q_lora, h}),
+                                           spec::whole_linear(ca + "kv_a_proj_with_mqa", {s.kv_lora + s.rope, h})},
+                                          s, l)));
     rep("self_attn.q_a_layernorm", {*s.q_lora});
     const std::vector<uint64_t> qb{s.heads * qk, *s.q_lora};
-    m.modules.push_back(module(da + "q_b_proj", linear(da + "q_b_proj",
-                                                       {spec::linear_rows(ca + "q_b_proj", qb, attn)}, s, l)));
+    m.modules.push_back(
+        module(da + "q_b_proj", linear(da + "q_b_proj", {spec::linear_rows(ca + "q_b_proj", qb, attn)}, s, l)));
   } else {
     // V2-Lite style: no q LoRA; kv_a_proj_with_mqa alone is the replicated down-projection.
     const std::vector<uint64_t> q{s.heads * qk, h};
-    m.modules.push_back(module(da + "q_proj", linear(da + "q_proj",
-                                                     {spec::linear_rows(ca + "q_proj", q, attn)}, s, l)));
+    m.modules.push_back(
+        module(da + "q_proj", linear(da + "q_proj", {spec::linear_rows(ca + "q_proj", q, attn)}, s, l)));
     m.modules.push_back(module(da + "kv_a_proj_with_mqa",
-                               linear(da + "kv_a_proj_with_mqa", {spec::whole_linear(ca + "kv_a_proj_with_mqa", {s.kv_lora + s.rope, h})}, s, l)));
+                               linear(da + "kv_a_proj_with_mqa",
+                                      {spec::whole_linear(ca + "kv_a_proj_with_mqa", {s.kv_lora + s.rope, h})}, s, l)));
   }
   rep("self_attn.kv_a_layernorm", {s.kv_lora});
   if (rules.split_kv_b) {
@@ -297,7 +308,8 @@ void add_layer(ModelSpec& m, uint64_t dst_i, uint64_t src_i, const DeepseekShape
   } else {
     // vLLM: column-parallel by rows, each head's [nope; v] rows kept as in the checkpoint.
     const std::vector<uint64_t> kvb{s.heads * (s.nope + s.v), s.kv_lora};
-    m.modules.push_back(module(da + "kv_b_proj", linear(da + "kv_b_proj", {spec::linear_rows(ca + "kv_b_proj", kvb, attn)}, s, l)));
+    m.modules.push_back(
+        module(da + "kv_b_proj", linear(da + "kv_b_proj", {spec::linear_rows(ca + "kv_b_proj", kvb, attn)}, s, l)));
   }
   const std::vector<uint64_t> o{h, s.heads * s.v};
   m.modules.push_back(module(da + "o_proj", linear(da + "o_proj", {spec::linear_cols(ca + "o_proj", o, attn)}, s, l)));
@@ -318,7 +330,8 @@ void add_layer(ModelSpec& m, uint64_t dst_i, uint64_t src_i, const DeepseekShape
   m.modules.push_back(module(d + "mlp.gate", std::move(gate)));
   if (s.shared_experts) {
     const uint64_t width = s.moe_intermediate * s.shared_experts;  // overflow-checked by read_shape
-    gated_mlp(m.modules, d + "mlp.shared_experts", c + "mlp.shared_experts", width, mlp_split(width, false, s, l), s, l);
+    gated_mlp(m.modules, d + "mlp.shared_experts", c + "mlp.shared_experts", width, mlp_split(width, false, s, l), s,
+              l);
   }
   const std::string experts = d + "mlp." + rules.experts_module;
   m.modules.push_back({experts,
@@ -337,8 +350,9 @@ ModelSpec build_deepseek(const ModelConfig& c, const Layout& l, const wmap::KeyP
   // lm_head (and vLLM's embed_tokens): split as attention is, so replicated under attention_dp.
   const wmap::Split vocab = l.attention();
   const std::string embed = "model.embed_tokens.weight";
-  m.modules.push_back(module("model.embed_tokens", {rules.replicated_embedding ? spec::replicated(embed, embed, {s.vocab, h})
-                                                                               : spec::vocab_parallel(embed, embed, {s.vocab, h}, l, vocab)}));
+  m.modules.push_back(module(
+      "model.embed_tokens", {rules.replicated_embedding ? spec::replicated(embed, embed, {s.vocab, h})
+                                                        : spec::vocab_parallel(embed, embed, {s.vocab, h}, l, vocab)}));
   for (uint64_t i = 0; i < s.layers; ++i) add_layer(m, i, i, s, l);
   for (uint64_t k = 0; k < s.mtp; ++k) {
     const uint64_t dst = s.layers + k, src = s.layers + k % s.mtp_in_checkpoint;
@@ -349,13 +363,15 @@ ModelSpec build_deepseek(const ModelConfig& c, const Layout& l, const wmap::KeyP
     m.modules.push_back(module(d + "enorm", {spec::replicated(d + "enorm.weight", c2 + "enorm.weight", {h})}));
     m.modules.push_back(module(d + "hnorm", {spec::replicated(d + "hnorm.weight", c2 + "hnorm.weight", {h})}));
     // eh_proj stays BF16 in FP8 checkpoints (no weight_scale_inv); row-parallel in TensorRT-LLM's MTP.
-    m.modules.push_back(module(d + "eh_proj", {spec::row_parallel(d + "eh_proj.weight", c2 + "eh_proj.weight", {h, 2 * h},
-                                                                  l.attention())}));
-    m.modules.push_back(module(d + "shared_head.norm", {spec::replicated(d + "shared_head.norm.weight", c2 + "shared_head.norm.weight", {h})}));
+    m.modules.push_back(module(
+        d + "eh_proj", {spec::row_parallel(d + "eh_proj.weight", c2 + "eh_proj.weight", {h, 2 * h}, l.attention())}));
+    m.modules.push_back(module(d + "shared_head.norm",
+                               {spec::replicated(d + "shared_head.norm.weight", c2 + "shared_head.norm.weight", {h})}));
     add_layer(m, dst, src, s, l);
   }
   if (s.mtp == 0) {
-    for (uint64_t k = 0; k < s.mtp_in_checkpoint; ++k) m.skipped_prefixes.push_back("model.layers." + std::to_string(s.layers + k));
+    for (uint64_t k = 0; k < s.mtp_in_checkpoint; ++k)
+      m.skipped_prefixes.push_back("model.layers." + std::to_string(s.layers + k));
   }
   m.modules.push_back(module("model.norm", {spec::replicated("model.norm.weight", "model.norm.weight", {h})}));
   spec::add_lm_head(m, embed, s.vocab, h, s.tie, l, vocab);

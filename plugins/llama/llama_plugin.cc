@@ -30,10 +30,10 @@ namespace spec = wmap::spec;
 
 // What differs between the engines for this family, in one place.
 struct TargetRules {
-  spec::ExpertNames experts;   // stacked routed-expert parameters
-  const char* experts_module;  // runtime module of the routed experts, after "mlp."
+  spec::ExpertNames experts;            // stacked routed-expert parameters
+  const char* experts_module;           // runtime module of the routed experts, after "mlp."
   bool mixtral_keeps_block_sparse_moe;  // Mixtral's MoE parameters under `block_sparse_moe.`
-  bool bias_flag;  // config `bias` also turns on q/k/v/o biases (vLLM llama.py: attention_bias or bias)
+  bool bias_flag;           // config `bias` also turns on q/k/v/o biases (vLLM llama.py: attention_bias or bias)
   bool skip_unused_biases;  // checkpoint biases the model does not use are declared skipped
   bool serves_nvfp4;        // compressed-tensors NVFP4 checkpoints (their engine names are TensorRT-LLM's)
 };
@@ -98,7 +98,9 @@ LlamaShape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyProb
   if (c.has("head_dim")) {
     s.head_dim = c.require_positive("head_dim");
   } else {
-    if (s.hidden % s.heads != 0) c.fail("hidden_size", std::to_string(s.hidden) + " is not a multiple of num_attention_heads " + std::to_string(s.heads) + " and head_dim is not given");
+    if (s.hidden % s.heads != 0)
+      c.fail("hidden_size", std::to_string(s.hidden) + " is not a multiple of num_attention_heads " +
+                                std::to_string(s.heads) + " and head_dim is not given");
     s.head_dim = s.hidden / s.heads;
   }
   // q_proj's and k_proj's rows.
@@ -108,8 +110,8 @@ LlamaShape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyProb
   s.vocab = b.dim("vocab_size");
   s.tie = c.get_bool("tie_word_embeddings", false);
   const bool qwen2 = arch == "Qwen2ForCausalLM" || model_type == "qwen2";
-  const bool qwen3 = arch == "Qwen3ForCausalLM" || model_type == "qwen3" || arch == "Qwen3MoeForCausalLM" ||
-                     model_type == "qwen3_moe";
+  const bool qwen3 =
+      arch == "Qwen3ForCausalLM" || model_type == "qwen3" || arch == "Qwen3MoeForCausalLM" || model_type == "qwen3_moe";
   const bool mixtral = arch == "MixtralForCausalLM" || model_type == "mixtral";
   const char* experts_key = mixtral ? "num_local_experts" : "num_experts";
   if (mixtral) {
@@ -134,23 +136,28 @@ LlamaShape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyProb
     b.dim(mixtral ? "intermediate_size" : "moe_intermediate_size", s.moe_intermediate);
   }
   // vLLM's llama.py reads `bias` too; its qwen2.py / qwen3.py only their own fields.
-  const bool bias = c.get_bool("attention_bias", false) || (rules_for(l.target).bias_flag && !qwen2 && !qwen3 && c.get_bool("bias", false));
+  const bool bias = c.get_bool("attention_bias", false) ||
+                    (rules_for(l.target).bias_flag && !qwen2 && !qwen3 && c.get_bool("bias", false));
   s.qkv_bias = qwen2 || bias;
   s.o_bias = !qwen2 && !qwen3 && bias;
   s.qk_norm = qwen3 || c.get_bool("use_qk_norm", false);
 
   s.nvfp4 = c.get_string("quantization_config.quant_method", "") == "compressed-tensors";
   if (s.nvfp4 && !rules_for(l.target).serves_nvfp4) {
-    c.fail("quantization_config.quant_method", "compressed-tensors NVFP4 checkpoints are served for target trtllm only");
+    c.fail("quantization_config.quant_method",
+           "compressed-tensors NVFP4 checkpoints are served for target trtllm only");
   }
   if (l.attention_dp) {
-    c.fail("architectures", s.experts ? "attention_dp is not served for " + arch + " (the llama plugin has no attention-data-parallel layout; DeepseekV3ForCausalLM has)"
-                                      : "attention_dp has no meaning for a dense model such as " + arch +
-                                            ": it would replicate every parameter (load it with tp_size 1 instead)");
+    c.fail("architectures",
+           s.experts ? "attention_dp is not served for " + arch +
+                           " (the llama plugin has no attention-data-parallel layout; DeepseekV3ForCausalLM has)"
+                     : "attention_dp has no meaning for a dense model such as " + arch +
+                           ": it would replicate every parameter (load it with tp_size 1 instead)");
   }
   if (auto e = l.heads_error(s.heads)) c.fail("num_attention_heads", *e);
   if (s.heads % s.kv_heads != 0) {
-    c.fail("num_key_value_heads", std::to_string(s.kv_heads) + " does not divide num_attention_heads " + std::to_string(s.heads));
+    c.fail("num_key_value_heads",
+           std::to_string(s.kv_heads) + " does not divide num_attention_heads " + std::to_string(s.heads));
   }
   if (auto e = l.kv_heads_error(s.kv_heads)) c.fail("num_key_value_heads", *e);
   return s;
@@ -190,21 +197,24 @@ ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProb
   m.plugin = "llama";
   m.architecture = c.architecture();
   const uint64_t h = s.hidden, q_rows = s.heads * s.head_dim, inter = s.intermediate;
-  m.modules.push_back(module("model.embed_tokens",
-                             {spec::vocab_parallel("model.embed_tokens.weight", "model.embed_tokens.weight", {s.vocab, h}, l)}));
+  m.modules.push_back(
+      module("model.embed_tokens",
+             {spec::vocab_parallel("model.embed_tokens.weight", "model.embed_tokens.weight", {s.vocab, h}, l)}));
   for (uint64_t i = 0; i < s.layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     const std::string a = p + "self_attn.";
-    m.modules.push_back(module(p + "input_layernorm", {spec::replicated(p + "input_layernorm.weight", p + "input_layernorm.weight", {h})}));
+    m.modules.push_back(module(p + "input_layernorm",
+                               {spec::replicated(p + "input_layernorm.weight", p + "input_layernorm.weight", {h})}));
     const spec::LinearQuant qq = quant_of(s, probe, a + "q_proj", true);
     const uint64_t hc = qq.stored_cols(h);
     const uint64_t kv_rows = s.kv_heads * s.head_dim;
     const wmap::Range kv = spec::kv_head_rows(s.kv_heads, s.head_dim, l);
     std::vector<ParamSpec> qkv;
-    spec::add_linear(qkv, a + "qkv_proj", ".",
-                     {spec::linear_rows(a + "q_proj", {q_rows, hc}, tp),
-                      spec::linear_rows(a + "k_proj", {kv_rows, hc}, kv), spec::linear_rows(a + "v_proj", {kv_rows, hc}, kv)},
-                     qq);
+    spec::add_linear(
+        qkv, a + "qkv_proj", ".",
+        {spec::linear_rows(a + "q_proj", {q_rows, hc}, tp), spec::linear_rows(a + "k_proj", {kv_rows, hc}, kv),
+         spec::linear_rows(a + "v_proj", {kv_rows, hc}, kv)},
+        qq);
     if (s.qkv_bias) qkv.push_back(fused_qkv_bias(a + "qkv_proj.bias", a, s, l));
     if (rules.skip_unused_biases && !s.qkv_bias) {
       for (const char* b : {"q_proj.bias", "k_proj.bias", "v_proj.bias"}) m.skipped_keys.push_back(a + b);
@@ -212,8 +222,10 @@ ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProb
     if (rules.skip_unused_biases && !s.o_bias) m.skipped_keys.push_back(a + "o_proj.bias");
     m.modules.push_back(module(a + "qkv_proj", std::move(qkv)));
     if (s.qk_norm) {
-      m.modules.push_back(module(a + "q_norm", {spec::replicated(a + "q_norm.weight", a + "q_norm.weight", {s.head_dim})}));
-      m.modules.push_back(module(a + "k_norm", {spec::replicated(a + "k_norm.weight", a + "k_norm.weight", {s.head_dim})}));
+      m.modules.push_back(
+          module(a + "q_norm", {spec::replicated(a + "q_norm.weight", a + "q_norm.weight", {s.head_dim})}));
+      m.modules.push_back(
+          module(a + "k_norm", {spec::replicated(a + "k_norm.weight", a + "k_norm.weight", {s.head_dim})}));
     }
     const spec::LinearQuant oq = quant_of(s, probe, a + "o_proj", true);
     const uint64_t oc = oq.stored_cols(q_rows);
@@ -221,12 +233,14 @@ ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProb
     spec::add_linear(o, a + "o_proj", ".", {spec::linear_cols(a + "o_proj", {h, oc}, tp)}, oq);
     if (s.o_bias) o.push_back(spec::replicated(a + "o_proj.bias", a + "o_proj.bias", {h}));
     m.modules.push_back(module(a + "o_proj", std::move(o)));
-    m.modules.push_back(module(p + "post_attention_layernorm",
-                               {spec::replicated(p + "post_attention_layernorm.weight", p + "post_attention_layernorm.weight", {h})}));
+    m.modules.push_back(
+        module(p + "post_attention_layernorm",
+               {spec::replicated(p + "post_attention_layernorm.weight", p + "post_attention_layernorm.weight", {h})}));
     if (const auto source = s.experts_of(i)) {
       // The runtime module (trtllm `mlp.experts.backend`) is read from checkpoint prefix `mlp.experts`.
       const std::string experts = p + moe + rules.experts_module;
-      m.modules.push_back(module(p + moe + "gate", {spec::replicated(p + moe + "gate.weight", p + "mlp.gate.weight", {s.experts, h})}));
+      m.modules.push_back(
+          module(p + moe + "gate", {spec::replicated(p + moe + "gate.weight", p + "mlp.gate.weight", {s.experts, h})}));
       m.modules.push_back({experts,
                            spec::moe_experts(experts, *source, s.experts, s.moe_intermediate, h, l,
                                              quant_of(s, probe, *source + ".0.up_proj", false), rules.experts),
@@ -254,5 +268,5 @@ void register_llama(wmap::PluginRegistrar& registrar) { registrar.set_model_buil
 
 }  // namespace
 
-WMAP_DEFINE_PLUGIN("llama", "1.1", register_llama, ("trtllm", "vllm"), "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
-                   "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM")
+WMAP_DEFINE_PLUGIN("llama", "1.1", register_llama, ("trtllm", "vllm"), "LlamaForCausalLM", "MistralForCausalLM",
+                   "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM")

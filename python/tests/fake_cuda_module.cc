@@ -17,12 +17,15 @@ std::shared_ptr<wmap::test::FakeCudaRuntime> g_fake;
 }  // namespace
 
 PYBIND11_MODULE(_wmap_fake_cuda, m) {
-  m.def("install", [](int devices) {
-    wmap::test::FakeCudaRuntime::Options o;
-    o.devices = devices;
-    g_fake = std::make_shared<wmap::test::FakeCudaRuntime>(o);
-    wmap::cuda::set_process_runtime(g_fake);
-  }, py::arg("devices") = 1);
+  m.def(
+      "install",
+      [](int devices) {
+        wmap::test::FakeCudaRuntime::Options o;
+        o.devices = devices;
+        g_fake = std::make_shared<wmap::test::FakeCudaRuntime>(o);
+        wmap::cuda::set_process_runtime(g_fake);
+      },
+      py::arg("devices") = 1);
   m.def("uninstall", [] { wmap::cuda::set_process_runtime(nullptr); });
   m.def("violations", [] { return g_fake ? g_fake->violations() : std::vector<std::string>{}; });
   m.def("async_copies", [] { return g_fake ? g_fake->counts().async_copies : 0; });

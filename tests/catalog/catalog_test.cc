@@ -282,9 +282,10 @@ TEST_F(CatalogTest, EditedCatalogRefused) {
   // A changed offset that stays inside the file.
   const TensorRecord& r = cat_.require("model.layers.1x");
   const std::string off = "\"offset\":" + std::to_string(r.offset) + ",\"nbytes\":2}";
-  EXPECT_WMAP_ERROR(Catalog::parse_json(replace_once(json, off, "\"offset\":" + std::to_string(r.offset - 1) + ",\"nbytes\":2}"),
-                                        "edited.json"),
-                    ErrorCode::kMalformedInput, "edited.json", "content id");
+  EXPECT_WMAP_ERROR(
+      Catalog::parse_json(replace_once(json, off, "\"offset\":" + std::to_string(r.offset - 1) + ",\"nbytes\":2}"),
+                          "edited.json"),
+      ErrorCode::kMalformedInput, "edited.json", "content id");
   // A forged content id.
   EXPECT_WMAP_ERROR(Catalog::parse_json(replace_once(json, cat_.content_id(), std::string(64, '0')), "edited.json"),
                     ErrorCode::kMalformedInput, "edited.json", std::string(64, '0'));
@@ -408,14 +409,14 @@ TEST_F(CatalogTest, ChangedShardsReportsMissingShard) {
   EXPECT_NE(changes[0].find("model-00002-of-00002.safetensors"), std::string::npos) << changes[0];
 }
 
-
 // from_parts checks each record as the header parser does (review F8): parts handed in by an
 // engine or another format's loader cannot make a catalog whose records lie.
 TEST(CatalogFromParts, ChecksEveryRecordAsTheParserDoes) {
   ShardRecord s;
   s.file = "s.safetensors";
   s.signature.size = 64;
-  TensorRecord good{.name = "w", .shard = 0, .dtype = DType::kF32, .shape = {4, 2}, .offset = 8, .nbytes = 32, .strides = {}};
+  TensorRecord good{
+      .name = "w", .shard = 0, .dtype = DType::kF32, .shape = {4, 2}, .offset = 8, .nbytes = 32, .strides = {}};
   EXPECT_EQ(Catalog::from_parts("/x", {s}, {good}).tensors().size(), 1u);
 
   TensorRecord r = good;
@@ -424,8 +425,8 @@ TEST(CatalogFromParts, ChecksEveryRecordAsTheParserDoes) {
                     "nbytes 31 does not match F32 [4, 2]");
   r = good;
   r.offset = 40;
-  EXPECT_WMAP_ERROR(Catalog::from_parts("/x", {s}, {r}), ErrorCode::kMalformedInput, "'w'", "[40, +32)", "s.safetensors",
-                    "64 bytes");
+  EXPECT_WMAP_ERROR(Catalog::from_parts("/x", {s}, {r}), ErrorCode::kMalformedInput, "'w'", "[40, +32)",
+                    "s.safetensors", "64 bytes");
   r = good;
   r.shape = {uint64_t{1} << 40, uint64_t{1} << 40};
   EXPECT_WMAP_ERROR(Catalog::from_parts("/x", {s}, {r}), ErrorCode::kMalformedInput, "more than 2^64 elements");
@@ -434,7 +435,8 @@ TEST(CatalogFromParts, ChecksEveryRecordAsTheParserDoes) {
   EXPECT_WMAP_ERROR(Catalog::from_parts("/x", {s}, {r}), ErrorCode::kMalformedInput, "1 strides for a 2-d shape");
   r = good;
   r.strides = {UINT64_MAX / 2, 1};
-  EXPECT_WMAP_ERROR(Catalog::from_parts("/x", {s}, {r}), ErrorCode::kMalformedInput, "strided extent overflows 64 bits");
+  EXPECT_WMAP_ERROR(Catalog::from_parts("/x", {s}, {r}), ErrorCode::kMalformedInput,
+                    "strided extent overflows 64 bits");
   r = good;
   r.dtype = DType::kF4;
   r.nbytes = 4;

@@ -27,8 +27,9 @@ fs::path layout_dir(const std::string& name) { return test::testdata_dir() / "la
 // Runs sparse_layout.py and returns its `key value` summary lines.
 std::map<std::string, uint64_t> build_sparse(const std::string& layout, const fs::path& out) {
   const auto script = test::source_dir() / "tests" / "python" / "sparse_layout.py";
-  const auto r = test::run_command(test::shell_quote(test::python()) + " " + test::shell_quote(script.string()) + " " +
-                                   test::shell_quote(layout_dir(layout).string()) + " " + test::shell_quote(out.string()));
+  const auto r =
+      test::run_command(test::shell_quote(test::python()) + " " + test::shell_quote(script.string()) + " " +
+                        test::shell_quote(layout_dir(layout).string()) + " " + test::shell_quote(out.string()));
   EXPECT_EQ(r.exit_code, 0) << layout << ": " << r.err;
   std::map<std::string, uint64_t> summary;
   size_t pos = 0;
@@ -263,11 +264,13 @@ TEST(SparseLayout, UnknownTensorNameFailsNamingTheKey) {
   const fs::path layout = tmp / "layout";
   fs::create_directories(layout);
   fs::copy_file(layout_dir("llama3-8b") / "config.json", layout / "config.json");
-  test::write_file(layout / "model.safetensors.index.json",
-                   R"({"metadata": {}, "weight_map": {"model.layers.0.mystery.weight": "model-00001-of-00001.safetensors"}})");
+  test::write_file(
+      layout / "model.safetensors.index.json",
+      R"({"metadata": {}, "weight_map": {"model.layers.0.mystery.weight": "model-00001-of-00001.safetensors"}})");
   const auto script = test::source_dir() / "tests" / "python" / "sparse_layout.py";
-  const auto r = test::run_command(test::shell_quote(test::python()) + " " + test::shell_quote(script.string()) + " " +
-                                   test::shell_quote(layout.string()) + " " + test::shell_quote((tmp / "out").string()));
+  const auto r =
+      test::run_command(test::shell_quote(test::python()) + " " + test::shell_quote(script.string()) + " " +
+                        test::shell_quote(layout.string()) + " " + test::shell_quote((tmp / "out").string()));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("model.layers.0.mystery.weight"), std::string::npos) << r.err;
 }

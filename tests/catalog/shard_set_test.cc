@@ -77,7 +77,8 @@ TEST(ShardSetTest, KeyMappedToWrongShardNamesBoth) {
   TempDir dir;
   write_shard(dir / "s1.safetensors", {"a"});
   write_shard(dir / "s2.safetensors", {"b"});
-  write_file(dir / "model.safetensors.index.json", R"({"weight_map": {"a": "s2.safetensors", "b": "s2.safetensors", "c": "s1.safetensors"}})");
+  write_file(dir / "model.safetensors.index.json",
+             R"({"weight_map": {"a": "s2.safetensors", "b": "s2.safetensors", "c": "s1.safetensors"}})");
   // `a` is in s1 but mapped to s2 (s1 is named by the index through `c`).
   write_shard(dir / "s1.safetensors", {"a", "c"});
   EXPECT_WMAP_ERROR(Catalog::build(discover_shards(dir.path())), ErrorCode::kMalformedInput,
@@ -87,7 +88,8 @@ TEST(ShardSetTest, KeyMappedToWrongShardNamesBoth) {
 TEST(ShardSetTest, KeyMappedToNoShard) {
   TempDir dir;
   write_shard(dir / "s1.safetensors", {"a"});
-  write_file(dir / "model.safetensors.index.json", R"({"weight_map": {"a": "s1.safetensors", "ghost": "s1.safetensors"}})");
+  write_file(dir / "model.safetensors.index.json",
+             R"({"weight_map": {"a": "s1.safetensors", "ghost": "s1.safetensors"}})");
   EXPECT_WMAP_ERROR(Catalog::build(discover_shards(dir.path())), ErrorCode::kMalformedInput,
                     "model.safetensors.index.json", "'ghost'", "s1.safetensors");
 }
@@ -148,7 +150,8 @@ TEST(ShardSetTest, MalformedIndexRefused) {
 
 TEST(ShardSetTest, ParseShardIndexDirectly) {
   std::vector<std::string> names;
-  const ShardIndex idx = parse_shard_index(R"({"weight_map": {"z": "b.st", "y": "a.st", "x": "b.st"}})", "idx.json", names);
+  const ShardIndex idx =
+      parse_shard_index(R"({"weight_map": {"z": "b.st", "y": "a.st", "x": "b.st"}})", "idx.json", names);
   EXPECT_EQ(names, (std::vector<std::string>{"a.st", "b.st"}));
   const std::vector<std::pair<std::string_view, uint32_t>> want = {{"x", 1}, {"y", 0}, {"z", 1}};
   EXPECT_EQ(idx.weight_map, want);
@@ -169,18 +172,23 @@ TEST(ShardSetTest, ParseShardIndexEscapesAndFieldOrder) {
   const ShardIndex copy = idx;
   EXPECT_EQ(copy.weight_map, want);
   std::vector<std::string> names2;
-  EXPECT_EQ(parse_shard_index(R"({"metadata": {"x": [1, {"y": "}"}]}, "weight_map": {"k": "s.st"}})", "i", names2).weight_map.size(), 1u);
+  EXPECT_EQ(parse_shard_index(R"({"metadata": {"x": [1, {"y": "}"}]}, "weight_map": {"k": "s.st"}})", "i", names2)
+                .weight_map.size(),
+            1u);
   // Keys and values are found from the structural positions around the colon: any whitespace
   // there, and structural characters inside the strings, are fine.
   std::vector<std::string> names4;
   const ShardIndex spaced = parse_shard_index(
-      "{\"weight_map\" : { \"k1\"\n :\t\"s.st\" ,\r\n \"k:}2\"\t:\n\"t\\u002est\"  , \"\": \"s.st\"\n}\n}", "i", names4);
+      "{\"weight_map\" : { \"k1\"\n :\t\"s.st\" ,\r\n \"k:}2\"\t:\n\"t\\u002est\"  , \"\": \"s.st\"\n}\n}", "i",
+      names4);
   EXPECT_EQ(names4, (std::vector<std::string>{"s.st", "t.st"}));
   const std::vector<std::pair<std::string_view, uint32_t>> want4 = {{"", 0}, {"k1", 0}, {"k:}2", 1}};
   EXPECT_EQ(spaced.weight_map, want4);
   // Whitespace after the object, nulls, booleans and nested arrays in metadata are fine.
   std::vector<std::string> names3;
-  EXPECT_EQ(parse_shard_index("{\"metadata\": {\"a\": [null, true, false, -1.5e3, [[]]]}, \"weight_map\": {\"k\": \"s.st\"}} \n\t ", "i", names3)
+  EXPECT_EQ(parse_shard_index(
+                "{\"metadata\": {\"a\": [null, true, false, -1.5e3, [[]]]}, \"weight_map\": {\"k\": \"s.st\"}} \n\t ",
+                "i", names3)
                 .weight_map.size(),
             1u);
 }
@@ -196,7 +204,8 @@ TEST(ShardSetTest, SortedDiscoveryWithoutIndex) {
   fs::create_directory(dir / "d.safetensors");  // a directory, not a shard
   const ShardSet set = discover_shards(dir.path());
   EXPECT_FALSE(set.index.has_value());
-  EXPECT_EQ(set.files, (std::vector<std::string>{"a-2.safetensors", "a.safetensors", "b.safetensors", "c.safetensors"}));
+  EXPECT_EQ(set.files,
+            (std::vector<std::string>{"a-2.safetensors", "a.safetensors", "b.safetensors", "c.safetensors"}));
   EXPECT_EQ(set.root, dir.path());
   EXPECT_EQ(set.path_of(2), dir / "b.safetensors");
 }
@@ -207,7 +216,8 @@ TEST(ShardSetTest, ShardedPreferredOverConsolidated) {
   write_shard(dir / "model-00002-of-00002.safetensors", {"b"});
   write_shard(dir / "consolidated.safetensors", {"a", "b"});
   const ShardSet set = discover_shards(dir.path());
-  EXPECT_EQ(set.files, (std::vector<std::string>{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"}));
+  EXPECT_EQ(set.files,
+            (std::vector<std::string>{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"}));
   EXPECT_TRUE(has_warning_naming(set, "consolidated.safetensors"));
   EXPECT_EQ(Catalog::build(set).size(), 2u);
 
@@ -255,7 +265,8 @@ TEST(ShardSetTest, OnlyConsolidatedFilesAreUsed) {
 TEST(ShardSetTest, PreferConsolidatedWithoutConsolidatedFilesUsesShards) {
   TempDir dir;
   write_shard(dir / "model.safetensors", {"a"});
-  EXPECT_EQ(discover_shards(dir.path(), {.prefer_consolidated = true}).files, std::vector<std::string>{"model.safetensors"});
+  EXPECT_EQ(discover_shards(dir.path(), {.prefer_consolidated = true}).files,
+            std::vector<std::string>{"model.safetensors"});
 }
 
 TEST(ShardSetTest, EmptyDirectoryNamesTheDirectory) {

@@ -25,8 +25,10 @@ TEST(HostDevice, ALoadLargerThanTheMachinesMemoryIsRefusedUpFront) {
   } catch (const Error& e) {
     const std::string m = e.what();
     EXPECT_EQ(e.code(), ErrorCode::kValidation) << m;
-    EXPECT_NE(m.find("host: the load needs 1.00 EiB (1152921504606846976 bytes) for 3 parameters but this machine has "),
-              std::string::npos) << m;
+    EXPECT_NE(
+        m.find("host: the load needs 1.00 EiB (1152921504606846976 bytes) for 3 parameters but this machine has "),
+        std::string::npos)
+        << m;
     EXPECT_NE(m.find("of memory; nothing was read"), std::string::npos) << m;
   }
   EXPECT_NO_THROW(host->reserve(uint64_t{1} << 20, 10));

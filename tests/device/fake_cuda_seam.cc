@@ -122,8 +122,8 @@ FakeCudaRuntime::Stream* FakeCudaRuntime::stream_of(cuda::Stream s, const char* 
     return nullptr;
   }
   if (it->second.device != current()) {
-    violation(std::string(call) + ": a stream of cuda:" + std::to_string(it->second.device) + " used while cuda:" +
-              std::to_string(current()) + " is current");
+    violation(std::string(call) + ": a stream of cuda:" + std::to_string(it->second.device) +
+              " used while cuda:" + std::to_string(current()) + " is current");
     return nullptr;
   }
   return &it->second;
@@ -171,7 +171,8 @@ int FakeCudaRuntime::malloc_device(void** p, uint64_t bytes) {
   touch();
   const int d = current();
   ++counts_.device_mallocs;
-  if (device_malloc_left_ == 0 || used_[static_cast<size_t>(d)] + bytes > options_.memory_per_device) return kErrorMemoryAllocation;
+  if (device_malloc_left_ == 0 || used_[static_cast<size_t>(d)] + bytes > options_.memory_per_device)
+    return kErrorMemoryAllocation;
   if (device_malloc_left_ > 0) --device_malloc_left_;
   Allocation a{bytes, d, std::make_unique<std::byte[]>(std::max<uint64_t>(bytes, 1))};
   std::memset(a.bytes.get(), 0xA5, bytes);  // not zero: unwritten bytes show in a bit-exact check
@@ -189,7 +190,8 @@ int FakeCudaRuntime::free_device(void* p) {
     violation("cudaFree(" + hex(p) + "): not a device allocation");
     return kErrorInvalidValue;
   }
-  if (queued_write_overlaps(it->first, it->second.size)) violation("cudaFree(" + hex(p) + ") while queued work still writes it");
+  if (queued_write_overlaps(it->first, it->second.size))
+    violation("cudaFree(" + hex(p) + ") while queued work still writes it");
   used_[static_cast<size_t>(it->second.device)] -= it->second.size;
   counts_.device_bytes_live -= it->second.size;
   device_.erase(it);
@@ -268,11 +270,12 @@ int FakeCudaRuntime::memcpy_to_device_async(void* dst, const void* src, uint64_t
     return kErrorInvalidValue;
   }
   if (a->device != current()) {
-    violation("cudaMemcpyAsync to memory of cuda:" + std::to_string(a->device) + " while cuda:" + std::to_string(current()) +
-              " is current");
+    violation("cudaMemcpyAsync to memory of cuda:" + std::to_string(a->device) +
+              " while cuda:" + std::to_string(current()) + " is current");
     return kErrorInvalidValue;
   }
-  if (!pinned(src, bytes)) violation("cudaMemcpyAsync from pageable memory " + hex(src) + " (" + std::to_string(bytes) + " bytes)");
+  if (!pinned(src, bytes))
+    violation("cudaMemcpyAsync from pageable memory " + hex(src) + " (" + std::to_string(bytes) + " bytes)");
   Op op;
   op.kind = Op::Kind::kCopy;
   op.dst = static_cast<std::byte*>(dst);
@@ -290,7 +293,8 @@ int FakeCudaRuntime::memcpy_to_host(void* dst, const void* src, uint64_t bytes) 
   touch();
   Allocation* a = device_allocation(src, bytes);
   if (!a || a->device != current()) {
-    violation("cudaMemcpy from " + hex(src) + ": not device memory of the current device cuda:" + std::to_string(current()));
+    violation("cudaMemcpy from " + hex(src) +
+              ": not device memory of the current device cuda:" + std::to_string(current()));
     return kErrorInvalidValue;
   }
   // The device's streams are non-blocking: a synchronous copy does not wait for them.
@@ -318,8 +322,8 @@ int FakeCudaRuntime::event_record(cuda::Event e, cuda::Stream s) {
   Stream* st = stream_of(s, "cudaEventRecord");
   if (!st) return kErrorInvalidResourceHandle;
   if (it->second.device != current()) {
-    violation("cudaEventRecord: an event of cuda:" + std::to_string(it->second.device) + " while cuda:" + std::to_string(current()) +
-              " is current");
+    violation("cudaEventRecord: an event of cuda:" + std::to_string(it->second.device) +
+              " while cuda:" + std::to_string(current()) + " is current");
     return kErrorInvalidResourceHandle;
   }
   Op op;
@@ -414,7 +418,8 @@ void FakeCudaRuntime::run_queue() {
     }
     Stream* s = ready[std::uniform_int_distribution<size_t>(0, ready.size() - 1)(rng_)];
     s->running = true;
-    const int delay = options_.max_delay_us > 0 ? std::uniform_int_distribution<int>(0, options_.max_delay_us)(rng_) : 0;
+    const int delay =
+        options_.max_delay_us > 0 ? std::uniform_int_distribution<int>(0, options_.max_delay_us)(rng_) : 0;
     Op op = std::move(s->ops.front());
     s->ops.pop_front();
     lock.unlock();
@@ -437,9 +442,7 @@ void FakeCudaRuntime::execute(Op& op) {
       std::memcpy(op.dst, op.src, op.bytes);
       counts_.copied_bytes += op.bytes;
       return;
-    case Op::Kind::kKernel:
-      invert_scales(std::span(op.dst, op.count * (dtype_bits(op.dtype) / 8)), op.dtype);
-      return;
+    case Op::Kind::kKernel: invert_scales(std::span(op.dst, op.count * (dtype_bits(op.dtype) / 8)), op.dtype); return;
     case Op::Kind::kEvent: {
       auto it = events_.find(op.event);
       if (it != events_.end()) --it->second.pending;

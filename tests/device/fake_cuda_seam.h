@@ -115,8 +115,8 @@ class FakeCudaRuntime final : public cuda::Runtime {
   };
 
   int current() const;
-  void touch();  // the calling thread now has a context on its current device (mutex_ held)
-  void violation(std::string what);               // mutex_ held
+  void touch();                      // the calling thread now has a context on its current device (mutex_ held)
+  void violation(std::string what);  // mutex_ held
   Allocation* device_allocation(const void* p, uint64_t bytes);  // containing [p, p + bytes), or null
   bool pinned(const void* p, uint64_t bytes) const;
   Stream* stream_of(cuda::Stream s, const char* call);  // checks it exists and is current's
@@ -128,8 +128,8 @@ class FakeCudaRuntime final : public cuda::Runtime {
   uint64_t instance_ = 0;  // keys this fake's current device in each thread
   mutable std::mutex mutex_;
   std::condition_variable changed_;
-  std::map<const std::byte*, Allocation> device_;   // by base address
-  std::map<const std::byte*, uint64_t> pinned_;     // base -> size
+  std::map<const std::byte*, Allocation> device_;  // by base address
+  std::map<const std::byte*, uint64_t> pinned_;    // base -> size
   std::map<int, Stream> streams_;
   std::map<int, Event> events_;
   int next_handle_ = 1;

@@ -41,7 +41,8 @@ std::string joined(const std::vector<std::string>& v) {
 struct Rank {
   uint32_t tp = 1, rank = 0, ep = 1;
   std::string flags() const {
-    return "--tp-size " + std::to_string(tp) + " --tp-rank " + std::to_string(rank) + " --ep-size " + std::to_string(ep);
+    return "--tp-size " + std::to_string(tp) + " --tp-rank " + std::to_string(rank) + " --ep-size " +
+           std::to_string(ep);
   }
 };
 
@@ -59,8 +60,8 @@ LoadedModel load(const std::filesystem::path& ckpt, Device& device, const Rank& 
 }
 
 // Loads rank `r` through the fake and checks it against the reference; empty when it matches.
-std::string load_mismatches(const std::filesystem::path& ckpt, Device& device, const Rank& r, IoMode io = IoMode::kPread,
-                            uint64_t chunk_bytes = 0) {
+std::string load_mismatches(const std::filesystem::path& ckpt, Device& device, const Rank& r,
+                            IoMode io = IoMode::kPread, uint64_t chunk_bytes = 0) {
   TempDir out;
   const LoadedModel model = load(ckpt, device, r, io, chunk_bytes);
   const auto dump = out / "rank.safetensors";
@@ -105,7 +106,8 @@ void expect_every_rank_matches_through_fake(const std::filesystem::path& ckpt, c
 
 TEST(FakeCuda, LlamaTp1Tp2BitExactThroughTheFake) {
   TempDir dir;
-  expect_every_rank_matches_through_fake(synth(dir, "llama", "--shards 3"), {{1}, {2}}, {IoMode::kPread, IoMode::kMmap});
+  expect_every_rank_matches_through_fake(synth(dir, "llama", "--shards 3"), {{1}, {2}},
+                                         {IoMode::kPread, IoMode::kMmap});
 }
 
 TEST(FakeCuda, DeepseekFp8BitExactWithParametersLargerThanTheRing) {
@@ -195,7 +197,9 @@ TEST(FakeCuda, ALoadTooLargeForTheDeviceFailsBeforeAnyByteIsCopied) {
     const std::string m = e.what();
     EXPECT_EQ(e.code(), ErrorCode::kValidation) << m;
     EXPECT_NE(m.find("cuda:0: the load needs "), std::string::npos) << m;
-    EXPECT_NE(m.find("parameters but only 64.00 KiB (65536 bytes) of 64.00 KiB (65536 bytes) is free on the device"), std::string::npos) << m;
+    EXPECT_NE(m.find("parameters but only 64.00 KiB (65536 bytes) of 64.00 KiB (65536 bytes) is free on the device"),
+              std::string::npos)
+        << m;
     EXPECT_NE(m.find("nothing was read"), std::string::npos) << m;
   }
   EXPECT_EQ(fake->counts().device_mallocs, 0u);
@@ -257,7 +261,8 @@ TEST(FakeCuda, PinnedMemoryShortfallMeansFewerSlabsNotAFailedLoad) {
     auto fake = std::make_shared<FakeCudaRuntime>();
     fake->fail_pinned_after(slabs);
     auto device = make_cuda_device(0, fake, {.slab_bytes = 256 << 10, .slabs = 4, .streams = 2});
-    EXPECT_EQ(fake->counts().pinned_bytes_live, static_cast<uint64_t>(slabs) << 18) << slabs << " slab(s), when the device opened";
+    EXPECT_EQ(fake->counts().pinned_bytes_live, static_cast<uint64_t>(slabs) << 18)
+        << slabs << " slab(s), when the device opened";
     EXPECT_EQ(load_mismatches(ckpt, *device, {}, IoMode::kPread, 64 << 10), "") << slabs;
     EXPECT_TRUE(fake->violations().empty()) << joined(fake->violations());
   }

@@ -24,8 +24,8 @@ std::string gpu_missing() {
   return cuda_device_count(&why) > 0 ? "" : why;
 }
 
-#define WMAP_SKIP_WITHOUT_GPU()                                             \
-  do {                                                                      \
+#define WMAP_SKIP_WITHOUT_GPU()                                                                 \
+  do {                                                                                          \
     if (const std::string why = gpu_missing(); !why.empty()) GTEST_SKIP() << "no GPU: " << why; \
   } while (0)
 
@@ -37,7 +37,8 @@ std::filesystem::path synth(const TempDir& dir, const std::string& family, const
 }
 
 // Loads every rank of each layout on cuda:0 and checks it against the reference.
-void expect_gpu_ranks_match(const std::filesystem::path& ckpt, const std::vector<std::string>& layouts, const std::string& extra = "") {
+void expect_gpu_ranks_match(const std::filesystem::path& ckpt, const std::vector<std::string>& layouts,
+                            const std::string& extra = "") {
   TempDir out;
   for (const auto& layout : layouts) {
     const auto t = static_cast<uint32_t>(std::stoul(layout.substr(layout.find("--tp-size ") + 10)));
@@ -64,7 +65,8 @@ TEST(GpuLoad, CudaDeviceThatIsNotThereIsAClearError) {
   if (count == 0) {
     EXPECT_NE(r.err.find(why), std::string::npos) << r.err;  // the build's or CUDA's reason
   } else {
-    EXPECT_NE(r.err.find("device " + std::to_string(count) + " of " + std::to_string(count)), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("device " + std::to_string(count) + " of " + std::to_string(count)), std::string::npos)
+        << r.err;
   }
   try {
     make_device(spec);
@@ -84,8 +86,8 @@ TEST(GpuLoad, WorkerCountsAndIoPathsGiveTheSameBytes) {
   WMAP_SKIP_WITHOUT_GPU();
   TempDir dir;
   const auto ckpt = synth(dir, "llama", "--preset small");
-  for (const std::string extra : {"--io pread --load-workers 1 --read-workers 1", "--io pread --load-workers 8 --read-workers 8",
-                                  "--io mmap --load-workers 8"}) {
+  for (const std::string extra : {"--io pread --load-workers 1 --read-workers 1",
+                                  "--io pread --load-workers 8 --read-workers 8", "--io mmap --load-workers 8"}) {
     expect_gpu_ranks_match(ckpt, {"--tp-size 4"}, extra);
   }
 }
@@ -174,7 +176,8 @@ TEST(GpuLoad, LoadIntoCallerOwnedDeviceMemoryBitExact) {
     for (const PlannedParam& p : prepared->plan->params()) {
       if (p.absent || !p.alias_of.empty()) continue;
       owned.push_back(gpu->allocate(p.nbytes, p.name));
-      dests.push_back({p.name, owned.back()->device_data(), p.nbytes, p.shape, dtype_bits(p.dtype) / 8, p.dtype, "cuda:0", true});
+      dests.push_back(
+          {p.name, owned.back()->device_data(), p.nbytes, p.shape, dtype_bits(p.dtype) / 8, p.dtype, "cuda:0", true});
     }
     for (int pass = 0; pass < 2; ++pass) {
       const LoadIntoReport r = session.load_into(*prepared, *gpu, dests, ExecOptions{});
@@ -185,7 +188,8 @@ TEST(GpuLoad, LoadIntoCallerOwnedDeviceMemoryBitExact) {
         gpu->copy_to_host(*owned[i], got);
         const LoadedParam* w = want.find(dests[i].name);
         ASSERT_NE(w, nullptr);
-        EXPECT_EQ(0, std::memcmp(got.data(), w->buffer->host_data(), got.size())) << family << " " << dests[i].name << " pass " << pass;
+        EXPECT_EQ(0, std::memcmp(got.data(), w->buffer->host_data(), got.size()))
+            << family << " " << dests[i].name << " pass " << pass;
       }
     }
   }
@@ -195,7 +199,7 @@ TEST(GpuDevice, BuffersLargerThanASlabAndMoreThanTheRingHolds) {
   WMAP_SKIP_WITHOUT_GPU();
   auto device = make_device("cuda:0");
   expect_round_trip(*device, {0, 1, 1000, (uint64_t{300} << 20) + 7});  // over the 256 MiB slab
-  std::vector<uint64_t> many(12, uint64_t{200} << 20);                    // 2.4 GB begun at once
+  std::vector<uint64_t> many(12, uint64_t{200} << 20);                  // 2.4 GB begun at once
   expect_round_trip(*device, many);
 }
 

@@ -98,7 +98,8 @@ TEST(ScaleInversion, OtherDtypesAreRefusedNamingTheKey) {
     check_scale_dtype(DType::kF8_E4M3, "some.scale");
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'some.scale': scale inversion needs F32, BF16 or F16, not F8_E4M3"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("'some.scale': scale inversion needs F32, BF16 or F16, not F8_E4M3"),
+              std::string::npos)
         << e.what();
   }
 }

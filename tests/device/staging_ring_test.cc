@@ -25,7 +25,8 @@ class FakeAllocator final : public StagingRing::SlabAllocator {
   std::byte* allocate(uint64_t bytes) override {
     ++c_.slabs;
     const int live = ++c_.live;
-    for (int m = c_.max_live; live > m && !c_.max_live.compare_exchange_weak(m, live);) {}
+    for (int m = c_.max_live; live > m && !c_.max_live.compare_exchange_weak(m, live);) {
+    }
     return new std::byte[bytes];
   }
   void free(std::byte* slab) noexcept override {

@@ -39,7 +39,8 @@ class Destinations : public ::testing::Test {
     }
     for (const PlannedParam& p : prepared_->plan->params()) {
       if (p.absent || !p.alias_of.empty()) continue;
-      dests_.push_back({p.name, buffers_[p.name].data(), p.nbytes, p.shape, dtype_bits(p.dtype) / 8, p.dtype, "host", true});
+      dests_.push_back(
+          {p.name, buffers_[p.name].data(), p.nbytes, p.shape, dtype_bits(p.dtype) / 8, p.dtype, "host", true});
     }
   }
 
@@ -73,7 +74,8 @@ class Destinations : public ::testing::Test {
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::kValidation) << e.what();
       for (const auto& [name, bytes] : buffers_) {
-        EXPECT_TRUE(std::all_of(bytes.begin(), bytes.end(), [](std::byte b) { return b == kSentinel; })) << name << " was written";
+        EXPECT_TRUE(std::all_of(bytes.begin(), bytes.end(), [](std::byte b) { return b == kSentinel; }))
+            << name << " was written";
       }
       return e.what();
     }
@@ -107,9 +109,10 @@ TEST_F(Destinations, LlamaAndDeepseekFp8BitExactAsTheOwnLoadUnderBothTargets) {
     uint32_t tp, rank;
     Target target;
   };
-  for (const auto& c : {Case{"llama", "", 2, 1, Target::kTrtllm}, Case{"llama", "", 4, 3, Target::kVllm},
-                        Case{"deepseek_v3", "--fp8", 2, 0, Target::kTrtllm},
-                        Case{"deepseek_v3", "--fp8 --heads 8 --intermediate 512 --moe-intermediate 512", 2, 1, Target::kVllm}}) {
+  for (const auto& c :
+       {Case{"llama", "", 2, 1, Target::kTrtllm}, Case{"llama", "", 4, 3, Target::kVllm},
+        Case{"deepseek_v3", "--fp8", 2, 0, Target::kTrtllm},
+        Case{"deepseek_v3", "--fp8 --heads 8 --intermediate 512 --moe-intermediate 512", 2, 1, Target::kVllm}}) {
     prepare(c.family, c.flags, c.tp, c.rank, c.target);
     const auto want = own_load();
     const LoadIntoReport r = load_into();
@@ -127,18 +130,24 @@ TEST_F(Destinations, EveryProblemIsNamedAtOnceAndNothingIsWritten) {
   const std::string gate_up = "model.layers.1.mlp.gate_up_proj.weight", down = "model.layers.1.mlp.down_proj.weight";
   const std::string norm = "model.norm.weight";
   // missing
-  dests_.erase(std::find_if(dests_.begin(), dests_.end(), [](const Destination& d) { return d.name == "lm_head.weight"; }));
-  dest(qkv).shape = {1, 2, 3};                       // wrong shape
-  dest(o).element_bytes = 4;                         // wrong element size
-  dest(gate_up).contiguous = false;                  // a transposed view
-  dest(down).data = dest(gate_up).data;              // overlapping
+  dests_.erase(
+      std::find_if(dests_.begin(), dests_.end(), [](const Destination& d) { return d.name == "lm_head.weight"; }));
+  dest(qkv).shape = {1, 2, 3};           // wrong shape
+  dest(o).element_bytes = 4;             // wrong element size
+  dest(gate_up).contiguous = false;      // a transposed view
+  dest(down).data = dest(gate_up).data;  // overlapping
   std::vector<std::byte> extra(8);
   dests_.push_back({"model.layers.0.mlp.bogus", extra.data(), 8, {4}, 2, DType::kBF16, "host", true});  // not planned
   const std::string m = refused();
   EXPECT_NE(m.find("6 problem(s)"), std::string::npos) << m;
-  EXPECT_NE(m.find("missing: lm_head.weight: planned [125, 64] BF16 but no destination of that name was given"), std::string::npos) << m;
-  EXPECT_NE(m.find("shape: " + qkv + ": destination shape [1, 2, 3] but the plan builds [48, 64]"), std::string::npos) << m;
-  EXPECT_NE(m.find("dtype: " + o + ": destination elements of 4 byte(s) but the plan builds BF16 (2 byte(s))"), std::string::npos) << m;
+  EXPECT_NE(m.find("missing: lm_head.weight: planned [125, 64] BF16 but no destination of that name was given"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("shape: " + qkv + ": destination shape [1, 2, 3] but the plan builds [48, 64]"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("dtype: " + o + ": destination elements of 4 byte(s) but the plan builds BF16 (2 byte(s))"),
+            std::string::npos)
+      << m;
   EXPECT_NE(m.find(gate_up + ": destination is not contiguous"), std::string::npos) << m;
   EXPECT_NE(m.find(": overlaps the destination of '"), std::string::npos) << m;
   EXPECT_NE(m.find("model.layers.0.mlp.bogus: a destination the plan does not fill"), std::string::npos) << m;
@@ -163,24 +172,34 @@ TEST_P(DestinationProblem, RefusesTheLoadNamingItAndWritesNothing) {
 
 INSTANTIATE_TEST_SUITE_P(
     Each, DestinationProblem,
-    ::testing::Values(
-        OneProblem{"Missing", "missing: lm_head.weight: planned [125, 64] BF16 but no destination", [](auto& d) { d.pop_back(); }},
-        OneProblem{"Extra", "model.bogus: a destination the plan does not fill",
-                   [](auto& d) { d.push_back({"model.bogus", d[0].data, 2, {1}, 2, DType::kBF16, "host", true}); d.back().data = nullptr; }},
-        OneProblem{"WrongShape", "model.embed_tokens.weight: destination shape [125, 64, 1]", [](auto& d) { d.front().shape.push_back(1); }},
-        OneProblem{"WrongElementSize", "destination elements of 1 byte(s) but the plan builds BF16", [](auto& d) { d.front().element_bytes = 1; }},
-        OneProblem{"NotContiguous", "model.embed_tokens.weight: destination is not contiguous", [](auto& d) { d.front().contiguous = false; }},
-        OneProblem{"Overlapping", "overlaps the destination of", [](auto& d) { d[1].data = d[0].data; }},
-        OneProblem{"WrongDevice", "lm_head.weight: on cuda:0 but 'model.embed_tokens.weight' is on host (one device per load)",
-                   [](auto& d) { d.back().device = "cuda:0"; }},
-        OneProblem{"TooSmall", "model.embed_tokens.weight: destination holds 2 bytes", [](auto& d) { d.front().bytes = 2; }},
-        OneProblem{"GivenTwice", "given twice", [](auto& d) { d.push_back(d.front()); }}),
+    ::testing::Values(OneProblem{"Missing", "missing: lm_head.weight: planned [125, 64] BF16 but no destination",
+                                 [](auto& d) { d.pop_back(); }},
+                      OneProblem{"Extra", "model.bogus: a destination the plan does not fill",
+                                 [](auto& d) {
+                                   d.push_back({"model.bogus", d[0].data, 2, {1}, 2, DType::kBF16, "host", true});
+                                   d.back().data = nullptr;
+                                 }},
+                      OneProblem{"WrongShape", "model.embed_tokens.weight: destination shape [125, 64, 1]",
+                                 [](auto& d) { d.front().shape.push_back(1); }},
+                      OneProblem{"WrongElementSize", "destination elements of 1 byte(s) but the plan builds BF16",
+                                 [](auto& d) { d.front().element_bytes = 1; }},
+                      OneProblem{"NotContiguous", "model.embed_tokens.weight: destination is not contiguous",
+                                 [](auto& d) { d.front().contiguous = false; }},
+                      OneProblem{"Overlapping", "overlaps the destination of", [](auto& d) { d[1].data = d[0].data; }},
+                      OneProblem{
+                          "WrongDevice",
+                          "lm_head.weight: on cuda:0 but 'model.embed_tokens.weight' is on host (one device per load)",
+                          [](auto& d) { d.back().device = "cuda:0"; }},
+                      OneProblem{"TooSmall", "model.embed_tokens.weight: destination holds 2 bytes",
+                                 [](auto& d) { d.front().bytes = 2; }},
+                      OneProblem{"GivenTwice", "given twice", [](auto& d) { d.push_back(d.front()); }}),
     [](const auto& info) { return info.param.name; });
 
 TEST_F(Destinations, EngineOwnedAndIgnoredNamesAreLeftUntouched) {
   prepare("llama");
   std::vector<std::byte> scale(4, kSentinel), mine(4, kSentinel);
-  dests_.push_back({"model.layers.0.self_attn.qkv_proj.input_scale", scale.data(), 4, {}, 4, DType::kF32, "host", true});
+  dests_.push_back(
+      {"model.layers.0.self_attn.qkv_proj.input_scale", scale.data(), 4, {}, 4, DType::kF32, "host", true});
   dests_.push_back({"model.my_adapter.weight", mine.data(), 4, {2}, 2, DType::kBF16, "host", true});
   EXPECT_NE(refused().find("model.my_adapter.weight: a destination the plan does not fill"), std::string::npos);
   DestinationOptions o;
@@ -198,7 +217,8 @@ TEST_F(Destinations, AnIgnorePatternOverAPlannedParameterIsRefused) {
   prepare("llama");
   DestinationOptions o;
   o.ignore = {R"(lm_head\..*)"};
-  EXPECT_NE(invalid_argument(o).find("an ignore pattern matches planned parameter 'lm_head.weight'"), std::string::npos);
+  EXPECT_NE(invalid_argument(o).find("an ignore pattern matches planned parameter 'lm_head.weight'"),
+            std::string::npos);
 }
 
 TEST_F(Destinations, AFloatDestinationOfAnotherDtypeIsRefusedAnIntegerContainerIsNot) {
@@ -240,7 +260,8 @@ TEST_F(Destinations, TiedLmHeadNeedsNoDestinationAndAGivenOneMustBeTheSameMemory
   std::vector<std::byte> other(embed.bytes);
   dests_.back().data = other.data();
   for (auto& [name, bytes] : buffers_) std::fill(bytes.begin(), bytes.end(), kSentinel);
-  EXPECT_NE(refused().find("lm_head.weight: tied to 'model.embed_tokens.weight' but given other memory"), std::string::npos);
+  EXPECT_NE(refused().find("lm_head.weight: tied to 'model.embed_tokens.weight' but given other memory"),
+            std::string::npos);
 }
 
 TEST_F(Destinations, RefitLandsRewrittenShardsInTheSameBuffers) {

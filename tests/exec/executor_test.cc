@@ -22,8 +22,8 @@ namespace fs = std::filesystem;
 
 std::string reference_check(const fs::path& ckpt, const fs::path& dump, uint32_t t, uint32_t r) {
   const std::string layout = " --tp-size " + std::to_string(t) + " --tp-rank " + std::to_string(r);
-  auto check = run_command(python() + " " + shell_quote((source_dir() / "tests/python/reference.py").string()) + " check " +
-                           shell_quote(ckpt.string()) + " " + shell_quote(dump.string()) + layout);
+  auto check = run_command(python() + " " + shell_quote((source_dir() / "tests/python/reference.py").string()) +
+                           " check " + shell_quote(ckpt.string()) + " " + shell_quote(dump.string()) + layout);
   return check.exit_code == 0 && check.out.find(" 0 mismatches") != std::string::npos ? "" : check.out + check.err;
 }
 
@@ -52,9 +52,10 @@ TEST_F(ExecutorCli, BitExactForEveryPoolSizeAndIoPath) {
     for (const std::string io : {"mmap", "pread", "auto"}) {
       for (const char* rw : {"1", "2", "8"}) {
         for (const char* lw : {"1", "2", "8"}) {
-          const std::string flags = " --io " + io + " --read-workers " + rw + " --load-workers " + lw +
-                                    " --tp-size " + std::to_string(t) + " --tp-rank " + std::to_string(r);
-          auto load = run_wmap("-q load " + shell_quote(ckpt().string()) + flags + " --dump " + shell_quote(dump.string()));
+          const std::string flags = " --io " + io + " --read-workers " + rw + " --load-workers " + lw + " --tp-size " +
+                                    std::to_string(t) + " --tp-rank " + std::to_string(r);
+          auto load =
+              run_wmap("-q load " + shell_quote(ckpt().string()) + flags + " --dump " + shell_quote(dump.string()));
           ASSERT_EQ(load.exit_code, 0) << flags << "\n" << load.err;
           if (checked.empty()) {
             ASSERT_EQ(reference_check(ckpt(), dump, t, r), "") << flags;
@@ -168,14 +169,22 @@ TEST(ExecutorUnit, GuardTurnsSigbusOnATruncatedMappingIntoAnAddress) {
     const char* src;
     char dst[8192];
   } ctx{static_cast<const char*>(map) + 8192, {}};
-  const void* fault = guard_sigbus([](void* p) {
-    auto* c = static_cast<Ctx*>(p);
-    std::memcpy(c->dst, c->src, sizeof c->dst);
-  }, &ctx);
+  const void* fault = guard_sigbus(
+      [](void* p) {
+        auto* c = static_cast<Ctx*>(p);
+        std::memcpy(c->dst, c->src, sizeof c->dst);
+      },
+      &ctx);
   EXPECT_EQ(fault, static_cast<const char*>(map) + 8192);
   // Guarded calls that do not fault return null, and the guard can be used again.
   ctx.src = static_cast<const char*>(map);
-  EXPECT_EQ(guard_sigbus([](void* p) { auto* c = static_cast<Ctx*>(p); std::memcpy(c->dst, c->src, 4096); }, &ctx), nullptr);
+  EXPECT_EQ(guard_sigbus(
+                [](void* p) {
+                  auto* c = static_cast<Ctx*>(p);
+                  std::memcpy(c->dst, c->src, 4096);
+                },
+                &ctx),
+            nullptr);
   ::munmap(map, 1 << 16);
   ::close(fd);
 }

@@ -99,10 +99,11 @@ class PlanSchedule : public ::testing::Test {
     t.name = "p_t";
     t.shape = {16, 32};
     t.pieces = {transposed};
-    spec.modules.push_back({"m",
-                            {spec::replicated("p_first", "shared", {64, 32}), spec::replicated("p_big", "big", {512, 64}), t,
-                             zeros, spec::replicated("p_tail", "tail", {16}), spec::replicated("p_last", "shared", {64, 32})},
-                            {}});
+    spec.modules.push_back(
+        {"m",
+         {spec::replicated("p_first", "shared", {64, 32}), spec::replicated("p_big", "big", {512, 64}), t, zeros,
+          spec::replicated("p_tail", "tail", {16}), spec::replicated("p_last", "shared", {64, 32})},
+         {}});
     spec_ = spec;
   }
   LoadPlan plan(uint64_t chunk_bytes) const {
@@ -146,7 +147,8 @@ TEST_F(PlanSchedule, ReleasesCoverEverySpanOnceByItsLastReader) {
   // `shared` is read by two units; the later one releases it.
   const TensorRecord& shared = record("shared");
   int readers = 0;
-  for (const ReadUnit& u : s.units()) readers += u.kind != ReadUnit::Kind::kZero && u.begin < shared.offset + shared.nbytes && shared.offset < u.end;
+  for (const ReadUnit& u : s.units())
+    readers += u.kind != ReadUnit::Kind::kZero && u.begin < shared.offset + shared.nbytes && shared.offset < u.end;
   EXPECT_EQ(readers, 2);
   // The read order is the schedule's: p_big's bytes come before p_t's, the zero-only parameter last.
   EXPECT_EQ(p.read_order().back(), 3u);
@@ -155,9 +157,11 @@ TEST_F(PlanSchedule, ReleasesCoverEverySpanOnceByItsLastReader) {
 TEST_F(PlanSchedule, JsonShowsTheUnitsAndTheIdCoversTheChunkSize) {
   const LoadPlan small = plan(1 << 16), big = plan(16 << 20);
   const std::string json = small.to_json();
-  EXPECT_NE(json.find("\"schedule\":{\"chunk_bytes\":65536,\"unit_fields\":[\"kind\",\"shard\",\"begin\",\"end\",\"segments\","
-                      "\"param\",\"piece\",\"releases\"],\"units\":["),
-            std::string::npos)
+  EXPECT_NE(
+      json.find(
+          "\"schedule\":{\"chunk_bytes\":65536,\"unit_fields\":[\"kind\",\"shard\",\"begin\",\"end\",\"segments\","
+          "\"param\",\"piece\",\"releases\"],\"units\":["),
+      std::string::npos)
       << json;
   size_t units = 0;
   for (size_t at = 0; (at = json.find("\n[\"", at)) != std::string::npos; ++at) ++units;
@@ -238,7 +242,8 @@ TEST_F(PlanSchedule, ExecutorReadsInThePlansOrderAndReleasesASharedSourceOnceAft
       const uint64_t t_off = record("t").offset;
       for (uint64_t r = 0; r < 16; ++r) {
         for (uint64_t c = 0; c < 32; ++c) {
-          ASSERT_EQ(std::memcmp(t.data() + (r * 32 + c) * 4, file.data() + t_off + (c * 16 + r) * 4, 4), 0) << r << "," << c;
+          ASSERT_EQ(std::memcmp(t.data() + (r * 32 + c) * 4, file.data() + t_off + (c * 16 + r) * 4, 4), 0)
+              << r << "," << c;
         }
       }
       const LoadedParam* lz = m.find("p_zeros");
@@ -281,7 +286,8 @@ TEST(PlanScheduleMtp, SharedMtpLayerIsReleasedOnceAfterItsLastReader) {
       for (size_t j = i + 1; j < events.size(); ++j) {
         const auto& later = events[j];
         if (later.kind == RecordingFs::Event::kRead && later.file == e.file) {
-          EXPECT_FALSE(later.begin < e.end && e.begin < later.end) << "[" << later.begin << ", " << later.end << ") read after its release";
+          EXPECT_FALSE(later.begin < e.end && e.begin < later.end)
+              << "[" << later.begin << ", " << later.end << ") read after its release";
         }
       }
       releases.push_back(e);
@@ -298,8 +304,8 @@ TEST(PlanScheduleMtp, SharedMtpLayerIsReleasedOnceAfterItsLastReader) {
     const TensorRecord& shared = prepared->catalog->require("model.layers.3.eh_proj.weight");
     const std::string shared_file = prepared->catalog->shard_path(shared.shard).string();
     for (const auto& e : events) {
-      shared_reads += e.kind == RecordingFs::Event::kRead && e.file == shared_file && e.begin < shared.offset + shared.nbytes &&
-                      shared.offset < e.end;
+      shared_reads += e.kind == RecordingFs::Event::kRead && e.file == shared_file &&
+                      e.begin < shared.offset + shared.nbytes && shared.offset < e.end;
     }
     EXPECT_GE(shared_reads, 2u);
   }
@@ -343,7 +349,9 @@ TEST_F(PlanSchedule, OneDecisionWhetherAPlanMayRun) {
     FAIL() << "an incomplete plan ran";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kValidation);
-    EXPECT_EQ(std::string(e.what()).rfind("refusing to load: the plan is incomplete (1 problem(s)):\n  'nowhere'", 0), 0u) << e.what();
+    EXPECT_EQ(std::string(e.what()).rfind("refusing to load: the plan is incomplete (1 problem(s)):\n  'nowhere'", 0),
+              0u)
+        << e.what();
   }
   EXPECT_NO_THROW(p.require_runnable(true));
   // A partial load skips the broken parameter: it has no unit, and the rest loads.

@@ -25,7 +25,8 @@ fs::path interop_dir() { return testdata_dir() / "interop"; }
 
 std::string unhex(std::string_view hex) {
   std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out += static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16));
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out += static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16));
   return out;
 }
 
@@ -173,7 +174,8 @@ void expect_same_as_reference(const fs::path& path) {
     ASSERT_EQ(cat.shards()[r.shard].file, want.tensors[i].file);
     EXPECT_EQ(r.offset, want.tensors[i].offset) << r.name;
     const auto view = mm[r.shard]->view(r.offset, r.nbytes);
-    EXPECT_EQ(sha256_hex(std::string_view(reinterpret_cast<const char*>(view.data()), view.size())), want.tensors[i].sha256)
+    EXPECT_EQ(sha256_hex(std::string_view(reinterpret_cast<const char*>(view.data()), view.size())),
+              want.tensors[i].sha256)
         << r.name;
     std::string buf(r.nbytes, '\0');
     pr[r.shard]->read(r.offset, std::as_writable_bytes(std::span(buf.data(), buf.size())));
@@ -223,7 +225,8 @@ TEST(ValidInteropSet, KnownValues) {
       "d = open(sys.argv[1], 'rb').read(); n = struct.unpack('<Q', d[:8])[0]\n"
       "h = json.loads(d[8:8+n]); h.pop('__metadata__', None)\n"
       "m = {'I64': '<i8', 'F32': '<f4'}\n"
-      "out = {k: np.frombuffer(d[8+n+v['data_offsets'][0]:8+n+v['data_offsets'][1]], m[v['dtype']]).tolist() for k, v in h.items()}\n"
+      "out = {k: np.frombuffer(d[8+n+v['data_offsets'][0]:8+n+v['data_offsets'][1]], m[v['dtype']]).tolist() for k, v "
+      "in h.items()}\n"
       "print(json.dumps(out, sort_keys=True))\n";
   TempDir tmp;
   write_file(tmp / "decode.py", script);

@@ -23,9 +23,31 @@ constexpr int kIterations = 200;
 constexpr int kReferenceEvery = 20;  // also cross-check with the Python reader every N files
 
 // Pieces of names and metadata: plain ASCII, JSON escapes, control bytes, multi-byte UTF-8.
-const std::vector<std::string> kPieces = {"a", "b", "z", "0", "9", ".", "_", "-", "/", "layers", "weight",
-                                          "\"", "\\", "\n", "\t", "\x01", "\x1f", " ", "\xc3\xa9", "\xe4\xb8\xad",
-                                          "\xf0\x9f\x98\x80", "{", "}", ":", ","};
+const std::vector<std::string> kPieces = {"a",
+                                          "b",
+                                          "z",
+                                          "0",
+                                          "9",
+                                          ".",
+                                          "_",
+                                          "-",
+                                          "/",
+                                          "layers",
+                                          "weight",
+                                          "\"",
+                                          "\\",
+                                          "\n",
+                                          "\t",
+                                          "\x01",
+                                          "\x1f",
+                                          " ",
+                                          "\xc3\xa9",
+                                          "\xe4\xb8\xad",
+                                          "\xf0\x9f\x98\x80",
+                                          "{",
+                                          "}",
+                                          ":",
+                                          ","};
 
 std::string random_text(std::mt19937_64& rng, int max_pieces) {
   std::string s;
@@ -81,7 +103,9 @@ Generated generate(std::mt19937_64& rng) {
   return g;
 }
 
-std::string as_string(std::span<const std::byte> s) { return std::string(reinterpret_cast<const char*>(s.data()), s.size()); }
+std::string as_string(std::span<const std::byte> s) {
+  return std::string(reinterpret_cast<const char*>(s.data()), s.size());
+}
 
 TEST(RoundTripTest, RandomTensorsReadBackByteExact) {
   std::mt19937_64 rng(0x5eed'2024);

@@ -101,7 +101,8 @@ TEST_F(HeaderTest, HeaderJsonNotAnObject) {
 TEST_F(HeaderTest, TensorEntryNotAnObject) {
   for (const std::string bad : {"3", "[]", "\"F32\"", "null"}) {
     const auto p = put_header("{\"w.weight\":" + bad + "}", 0);
-    EXPECT_WMAP_ERROR(read_header_file(p), ErrorCode::kInvalidHeaderJson, p.string(), "'w.weight'", "not a JSON object");
+    EXPECT_WMAP_ERROR(read_header_file(p), ErrorCode::kInvalidHeaderJson, p.string(), "'w.weight'",
+                      "not a JSON object");
   }
 }
 
@@ -139,7 +140,8 @@ TEST_F(HeaderTest, UnknownDtype) {
   // Names are case-sensitive, and no alias is accepted.
   for (const std::string bad : {"F128", "f32", "float32", ""}) {
     const auto p = put_header("{" + entry("w", bad, "[2]", 0, 8) + "}", 8);
-    EXPECT_WMAP_ERROR(read_header_file(p), ErrorCode::kInvalidTensorInfo, p.string(), "'w'", "unknown dtype '" + bad + "'");
+    EXPECT_WMAP_ERROR(read_header_file(p), ErrorCode::kInvalidTensorInfo, p.string(), "'w'",
+                      "unknown dtype '" + bad + "'");
   }
 }
 
@@ -151,7 +153,8 @@ TEST_F(HeaderTest, NegativeDimension) {
 TEST_F(HeaderTest, FloatDimension) {
   for (const std::string bad : {"[2.0]", "[2.5]", "[1e2]"}) {
     const auto p = put_header("{" + entry("w", "F32", bad, 0, 8) + "}", 8);
-    EXPECT_WMAP_ERROR(read_header_file(p), ErrorCode::kInvalidHeaderJson, p.string(), "'w'", "not a non-negative integer");
+    EXPECT_WMAP_ERROR(read_header_file(p), ErrorCode::kInvalidHeaderJson, p.string(), "'w'",
+                      "not a non-negative integer");
   }
 }
 
@@ -214,7 +217,8 @@ TEST_F(HeaderTest, SubByteDtypeWholeBytes) {
 
 TEST_F(HeaderTest, ByteLengthDiffersFromShape) {
   auto p = put_header("{" + entry("w", "F32", "[2]", 0, 4) + "}", 4);
-  EXPECT_WMAP_ERROR(read_header_file(p), ErrorCode::kInvalidTensorInfo, p.string(), "'w'", "needs 8 bytes", "span 4", "[2]");
+  EXPECT_WMAP_ERROR(read_header_file(p), ErrorCode::kInvalidTensorInfo, p.string(), "'w'", "needs 8 bytes", "span 4",
+                    "[2]");
   p = put_header("{" + entry("w", "BF16", "[2,3]", 0, 16) + "}", 16);
   EXPECT_WMAP_ERROR(read_header_file(p), ErrorCode::kInvalidTensorInfo, p.string(), "'w'", "needs 12 bytes", "span 16");
 }
@@ -343,14 +347,17 @@ TEST_F(HeaderTest, UnpaddedHeaderLeavesDataUnaligned) {
 }
 
 TEST_F(HeaderTest, UnknownExtraKeysIgnored) {
-  const auto h = parse(R"({"w":{"extra":{"x":[1,2]},"dtype":"I16","note":"hi","shape":[3],"data_offsets":[0,6],"z":null}})", 6);
+  const auto h =
+      parse(R"({"w":{"extra":{"x":[1,2]},"dtype":"I16","note":"hi","shape":[3],"data_offsets":[0,6],"z":null}})", 6);
   ASSERT_EQ(h.tensors.size(), 1u);
   EXPECT_EQ(h.tensors[0].dtype, DType::kI16);
   EXPECT_EQ(h.tensors[0].shape, std::vector<uint64_t>{3});
 }
 
 TEST_F(HeaderTest, MetadataKeptApartAndSorted) {
-  const auto h = parse(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"__metadata__":{"z":"1","format":"pt","a":"\u00e9\n"}})", 1);
+  const auto h = parse(
+      R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"__metadata__":{"z":"1","format":"pt","a":"\u00e9\n"}})",
+      1);
   ASSERT_EQ(h.tensors.size(), 1u);
   const std::vector<std::pair<std::string, std::string>> want = {{"a", "\xc3\xa9\n"}, {"format", "pt"}, {"z", "1"}};
   EXPECT_EQ(h.metadata, want);
@@ -369,10 +376,14 @@ TEST_F(HeaderTest, TensorsSortedByNameAndOffsetsAnyOrder) {
 }
 
 TEST_F(HeaderTest, EscapedAndUnicodeNames) {
-  const auto h = parse(R"({"a\"b\\c":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"\u00fcber.w":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})", 2);
+  const auto h = parse(
+      R"({"a\"b\\c":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"\u00fcber.w":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
+      2);
   ASSERT_EQ(h.tensors.size(), 2u);
   EXPECT_EQ(h.tensors[0].name, "a\"b\\c");
-  EXPECT_EQ(h.tensors[1].name, "\xc3\xbc" "ber.w");
+  EXPECT_EQ(h.tensors[1].name,
+            "\xc3\xbc"
+            "ber.w");
 }
 
 struct DTypeCase {
@@ -382,9 +393,9 @@ struct DTypeCase {
 
 TEST(DTypeTest, EveryDtypeBitSize) {
   const DTypeCase cases[] = {
-      {"BOOL", 8}, {"F4", 4}, {"F6_E2M3", 6}, {"F6_E3M2", 6}, {"U8", 8}, {"I8", 8}, {"F8_E5M2", 8},
-      {"F8_E4M3", 8}, {"F8_E8M0", 8}, {"I16", 16}, {"U16", 16}, {"F16", 16}, {"BF16", 16}, {"I32", 32},
-      {"U32", 32}, {"F32", 32}, {"C64", 64}, {"F64", 64}, {"I64", 64}, {"U64", 64},
+      {"BOOL", 8},    {"F4", 4},      {"F6_E2M3", 6}, {"F6_E3M2", 6}, {"U8", 8},   {"I8", 8},    {"F8_E5M2", 8},
+      {"F8_E4M3", 8}, {"F8_E8M0", 8}, {"I16", 16},    {"U16", 16},    {"F16", 16}, {"BF16", 16}, {"I32", 32},
+      {"U32", 32},    {"F32", 32},    {"C64", 64},    {"F64", 64},    {"I64", 64}, {"U64", 64},
   };
   ASSERT_EQ(std::size(cases), static_cast<size_t>(kDTypeCount));
   for (const auto& c : cases) {
@@ -406,7 +417,8 @@ TEST_F(HeaderTest, EveryDtypeInAHeader) {
   for (int i = 0; i < kDTypeCount; ++i) {
     const auto d = static_cast<DType>(i);
     const uint64_t n = dtype_bits(d);
-    json += (i ? "," : "") + entry("t" + std::to_string(100 + i), std::string(dtype_name(d)), "[2,4]", offset, offset + n);
+    json +=
+        (i ? "," : "") + entry("t" + std::to_string(100 + i), std::string(dtype_name(d)), "[2,4]", offset, offset + n);
     offset += n;
   }
   const auto h = parse(json + "}", offset);
@@ -427,18 +439,18 @@ TEST(ParseHeaderText, UnpaddedStringViewInput) {
   delete[] heap;
   ASSERT_EQ(h.tensors.size(), 1u);
   EXPECT_EQ(h.header_bytes, json.size());
-  EXPECT_WMAP_ERROR(parse_safetensors_header(json, 8 + json.size() + 5, "mem.safetensors"), ErrorCode::kDataSizeMismatch,
-                    "mem.safetensors");
+  EXPECT_WMAP_ERROR(parse_safetensors_header(json, 8 + json.size() + 5, "mem.safetensors"),
+                    ErrorCode::kDataSizeMismatch, "mem.safetensors");
 }
 
 TEST(ErrorCodes, NamesAndExitCodes) {
   const std::pair<ErrorCode, int> all[] = {
-      {ErrorCode::kInvalidArgument, 2}, {ErrorCode::kNotFound, 2},       {ErrorCode::kIo, 2},
-      {ErrorCode::kHeaderTooSmall, 2},  {ErrorCode::kHeaderTooLarge, 2}, {ErrorCode::kInvalidHeaderLength, 2},
+      {ErrorCode::kInvalidArgument, 2},   {ErrorCode::kNotFound, 2},          {ErrorCode::kIo, 2},
+      {ErrorCode::kHeaderTooSmall, 2},    {ErrorCode::kHeaderTooLarge, 2},    {ErrorCode::kInvalidHeaderLength, 2},
       {ErrorCode::kInvalidHeaderUtf8, 2}, {ErrorCode::kInvalidHeaderJson, 2}, {ErrorCode::kInvalidTensorInfo, 2},
-      {ErrorCode::kInvalidOffset, 2},   {ErrorCode::kOverflow, 2},       {ErrorCode::kDataSizeMismatch, 2},
-      {ErrorCode::kDuplicateTensor, 2}, {ErrorCode::kMalformedInput, 2}, {ErrorCode::kValidation, 1},
-      {ErrorCode::kUnsupported, 1},     {ErrorCode::kInternal, 1},
+      {ErrorCode::kInvalidOffset, 2},     {ErrorCode::kOverflow, 2},          {ErrorCode::kDataSizeMismatch, 2},
+      {ErrorCode::kDuplicateTensor, 2},   {ErrorCode::kMalformedInput, 2},    {ErrorCode::kValidation, 1},
+      {ErrorCode::kUnsupported, 1},       {ErrorCode::kInternal, 1},
   };
   std::set<std::string_view> names;
   for (const auto& [code, exit] : all) {

@@ -24,11 +24,11 @@ std::string maker() { return (source_dir() / "tests/format/make_torch_checkpoint
 std::string reference_py() { return (source_dir() / "tests/python/reference.py").string(); }
 
 // Runs the checkpoint maker; skips the test when torch is missing (exit 77).
-#define MAKE_OR_SKIP(args)                                                                  \
-  do {                                                                                      \
-    const CommandResult _r = run_command(python() + " " + shell_quote(maker()) + " " + (args)); \
+#define MAKE_OR_SKIP(args)                                                                               \
+  do {                                                                                                   \
+    const CommandResult _r = run_command(python() + " " + shell_quote(maker()) + " " + (args));          \
     if (_r.exit_code == 77 * 256 || _r.exit_code == 77) GTEST_SKIP() << "torch unavailable: " << _r.err; \
-    ASSERT_EQ(_r.exit_code, 0) << _r.out << _r.err;                                          \
+    ASSERT_EQ(_r.exit_code, 0) << _r.out << _r.err;                                                      \
   } while (0)
 
 std::string file_bytes(const fs::path& p, uint64_t offset, uint64_t len) {
@@ -49,12 +49,13 @@ void expect_catalog_matches(const Catalog& cat, const fs::path& expected, size_t
 
 // Loads `ckpt` at `layout` (+ `extra` flags), dumps to `dump`, and checks the dump with the
 // numpy reference run on the safetensors checkpoint `reference`.
-void expect_rank_bit_exact(const fs::path& ckpt, const fs::path& reference, const std::string& layout, const fs::path& dump,
-                           const std::string& extra = "") {
-  const CommandResult load = run_wmap("load " + shell_quote(ckpt.string()) + layout + extra + " --dump " + shell_quote(dump.string()));
+void expect_rank_bit_exact(const fs::path& ckpt, const fs::path& reference, const std::string& layout,
+                           const fs::path& dump, const std::string& extra = "") {
+  const CommandResult load =
+      run_wmap("load " + shell_quote(ckpt.string()) + layout + extra + " --dump " + shell_quote(dump.string()));
   ASSERT_EQ(load.exit_code, 0) << layout << extra << ": " << load.err;
-  const CommandResult check = run_command(python() + " " + shell_quote(reference_py()) + " check " + shell_quote(reference.string()) +
-                                          " " + shell_quote(dump.string()) + layout);
+  const CommandResult check = run_command(python() + " " + shell_quote(reference_py()) + " check " +
+                                          shell_quote(reference.string()) + " " + shell_quote(dump.string()) + layout);
   EXPECT_EQ(check.exit_code, 0) << layout << extra << ":\n" << check.out << check.err;
   EXPECT_NE(check.out.find(" 0 mismatches"), std::string::npos) << layout << extra << ": " << check.out;
 }
@@ -141,11 +142,13 @@ TEST_F(TorchCheckpointTest, InspectJsonGivesTheSameFieldsAsSafetensors) {
     for (auto f : top) keys.insert("top." + std::string(f.key));
     for (simdjson::dom::element s : shards) {
       simdjson::dom::object o;
-      if (!s.get(o)) for (auto f : o) keys.insert("shard." + std::string(f.key));
+      if (!s.get(o))
+        for (auto f : o) keys.insert("shard." + std::string(f.key));
     }
     for (simdjson::dom::element t : tensors) {
       simdjson::dom::object o;
-      if (!t.get(o)) for (auto f : o) keys.insert("tensor." + std::string(f.key));
+      if (!t.get(o))
+        for (auto f : o) keys.insert("tensor." + std::string(f.key));
     }
     return keys;
   };
@@ -191,7 +194,8 @@ TEST_F(TorchCheckpointTest, NonContiguousViewsAreGatheredBitExact) {
     ASSERT_EQ(t.nbytes, want.size()) << t.name;
     ASSERT_LE(t.offset + t.span_bytes(), file.size()) << t.name;
     std::string got(t.nbytes, '\0');
-    gather_tensor(t, reinterpret_cast<const std::byte*>(file.data() + t.offset), reinterpret_cast<std::byte*>(got.data()));
+    gather_tensor(t, reinterpret_cast<const std::byte*>(file.data() + t.offset),
+                  reinterpret_cast<std::byte*>(got.data()));
     EXPECT_EQ(got, want) << t.name;
   }
   EXPECT_FALSE(cat.require("w").strided());
@@ -256,7 +260,8 @@ TEST_F(TorchCheckpointTest, MoeBinLoadsBitExactWithExpertParallelism) {
   MAKE_OR_SKIP("convert " + shell_quote(st.string()) + " " + shell_quote(bin.string()) + " --views");
   for (const auto& [t, p] : std::vector<std::pair<uint32_t, uint32_t>>{{1, 1}, {2, 2}, {4, 2}}) {
     for (uint32_t r = 0; r < t; ++r) {
-      const auto dump = dir / ("moe" + std::to_string(t) + "_" + std::to_string(p) + "_" + std::to_string(r) + ".safetensors");
+      const auto dump =
+          dir / ("moe" + std::to_string(t) + "_" + std::to_string(p) + "_" + std::to_string(r) + ".safetensors");
       const std::string layout =
           " --tp-size " + std::to_string(t) + " --tp-rank " + std::to_string(r) + " --ep-size " + std::to_string(p);
       expect_rank_bit_exact(bin, st, layout, dump);
@@ -321,7 +326,8 @@ TEST_F(TorchCheckpointTest, MaliciousPicklesAreRefusedAndNothingRuns) {
     EXPECT_THROW(Catalog::build(discover_shards(file)), Error);
     EXPECT_FALSE(fs::exists(marker)) << kind << ": the pickle's payload ran";
     // Control: the unrestricted torch.load does run it, so the file really is malicious.
-    const CommandResult control = run_command(python() + " " + shell_quote(maker()) + " torchload " + shell_quote(file.string()));
+    const CommandResult control =
+        run_command(python() + " " + shell_quote(maker()) + " torchload " + shell_quote(file.string()));
     (void)control;
     EXPECT_TRUE(fs::exists(marker)) << kind << ": control load did not run the payload: " << control.err;
   }
@@ -369,7 +375,12 @@ std::vector<TorchTensorRef> parse(const std::string& pkl) {
 
 TEST(TorchPickle, RefusesGlobalsAndOpcodesOutsideTheSubset) {
   try {
-    parse("\x80\x02" "cos\nsystem\n" "X\x02\x00\x00\x00" "ls" "\x85R."s);
+    parse(
+        "\x80\x02"
+        "cos\nsystem\n"
+        "X\x02\x00\x00\x00"
+        "ls"
+        "\x85R."s);
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kMalformedInput);
@@ -377,13 +388,20 @@ TEST(TorchPickle, RefusesGlobalsAndOpcodesOutsideTheSubset) {
   }
   // STACK_GLOBAL is checked the same way.
   try {
-    parse("\x80\x04\x8c\x08" "builtins" "\x8c\x04" "eval" "\x93."s);
+    parse(
+        "\x80\x04\x8c\x08"
+        "builtins"
+        "\x8c\x04"
+        "eval"
+        "\x93."s);
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("'builtins.eval'"), std::string::npos) << e.what();
   }
   // REDUCE of an allowed global that is not a callable (a storage type).
-  EXPECT_THROW(parse("\x80\x02" "ctorch\nFloatStorage\n)R."s), Error);
+  EXPECT_THROW(parse("\x80\x02"
+                     "ctorch\nFloatStorage\n)R."s),
+               Error);
   // INST / OBJ / string-escaped opcodes are not in the subset.
   EXPECT_THROW(parse("\x80\x02(iposix\nsystem\n."), Error);
   EXPECT_THROW(parse("\x80\x02S'x'\n."), Error);
@@ -391,13 +409,17 @@ TEST(TorchPickle, RefusesGlobalsAndOpcodesOutsideTheSubset) {
 
 TEST(TorchPickle, BoundsAndShape) {
   EXPECT_THROW(parse(""), Error);
-  EXPECT_THROW(parse("\x80\x02X\xff\xff\xff\x7f" "abc"s), Error);  // string longer than the input
-  EXPECT_THROW(parse("\x80\x02h\x05."s), Error);                  // memo key never stored
-  EXPECT_THROW(parse("\x80\x02s."), Error);                       // stack underflow
-  EXPECT_THROW(parse("\x80\x02(."), Error);                       // STOP inside MARK
-  EXPECT_THROW(parse("\x80\x02)."s), Error);     // a tuple is not a state dict
+  EXPECT_THROW(parse("\x80\x02X\xff\xff\xff\x7f"
+                     "abc"s),
+               Error);                            // string longer than the input
+  EXPECT_THROW(parse("\x80\x02h\x05."s), Error);  // memo key never stored
+  EXPECT_THROW(parse("\x80\x02s."), Error);       // stack underflow
+  EXPECT_THROW(parse("\x80\x02(."), Error);       // STOP inside MARK
+  EXPECT_THROW(parse("\x80\x02)."s), Error);      // a tuple is not a state dict
   // A dict that contains itself (through the memo) must neither leak nor recurse.
-  EXPECT_THROW(parse("\x80\x02}q\x00X\x01\x00\x00\x00" "ah\x00s."s), Error);
+  EXPECT_THROW(parse("\x80\x02}q\x00X\x01\x00\x00\x00"
+                     "ah\x00s."s),
+               Error);
   EXPECT_TRUE(parse("\x80\x02}.").empty());  // an empty state dict is fine
 }
 

@@ -141,8 +141,9 @@ TEST_F(WeightCacheTest, TheByteLimitEvictsTheOldestAndSkipsWhatCannotFit) {
       load();
       ADD_FAILURE() << "accepted '" << bad << "'";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(std::string("WMAP_WEIGHT_CACHE_MAX_BYTES='") + bad + "': expected a byte count"),
-                std::string::npos)
+      EXPECT_NE(
+          std::string(e.what()).find(std::string("WMAP_WEIGHT_CACHE_MAX_BYTES='") + bad + "': expected a byte count"),
+          std::string::npos)
           << e.what();
     }
   }
@@ -201,7 +202,8 @@ TEST_F(WeightCacheTest, ABadEntryLimitIsAnErrorNamingTheVariable) {
       ADD_FAILURE() << "accepted '" << bad << "'";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-      EXPECT_NE(std::string(e.what()).find(std::string("WMAP_WEIGHT_CACHE_MAX_ENTRIES='") + bad + "': expected an integer 0..1024"),
+      EXPECT_NE(std::string(e.what()).find(std::string("WMAP_WEIGHT_CACHE_MAX_ENTRIES='") + bad +
+                                           "': expected an integer 0..1024"),
                 std::string::npos)
           << e.what();
     }

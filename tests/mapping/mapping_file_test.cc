@@ -68,7 +68,7 @@ TEST(MappingFileTest, UnparsableYamlNamesFileAndLine) {
   EXPECT_TRUE(contains(parse_error("architectures: [A]\nplugin: llama\nignore: [\"\\d\"]\n"), "m.yaml:3:"));
   // A mis-indented mapping on line 5.
   EXPECT_TRUE(contains(parse_error("architectures: [A]\nplugin: llama\nrename:\n  - match: a\n   replace: b: c\n"),
-              "m.yaml:5:"));
+                       "m.yaml:5:"));
 }
 
 TEST(MappingFileTest, TopLevelShape) {
@@ -77,9 +77,9 @@ TEST(MappingFileTest, TopLevelShape) {
   EXPECT_TRUE(contains(parse_error("- a\n- b\n"), "m.yaml:1: top level must be a mapping"));
   EXPECT_TRUE(contains(parse_error("just text\n"), "top level must be a mapping"));
   EXPECT_TRUE(contains(parse_error("architectures: [A]\nplugin: llama\n---\narchitectures: [B]\nplugin: x\n"),
-              "m.yaml:3: holds more than one YAML document"));
+                       "m.yaml:3: holds more than one YAML document"));
   EXPECT_TRUE(contains(parse_error("architectures: [A]\nplugin: llama\nplugin: moe\n"),
-              "m.yaml:3: key 'plugin' appears twice"));
+                       "m.yaml:3: key 'plugin' appears twice"));
 }
 
 TEST(MappingFileTest, UnknownTopLevelKeysAreNamed) {
@@ -90,41 +90,46 @@ TEST(MappingFileTest, UnknownTopLevelKeysAreNamed) {
 TEST(MappingFileTest, MissingOrMistypedArchitectures) {
   EXPECT_TRUE(contains(parse_error("plugin: llama\n"), "m.yaml:1: missing key 'architectures'"));
   EXPECT_TRUE(contains(parse_error("architectures: LlamaForCausalLM\nplugin: llama\n"),
-              "m.yaml:1: 'architectures' must be a list of strings, got a string"));
-  EXPECT_TRUE(contains(parse_error("architectures: []\nplugin: llama\n"), "m.yaml:1: 'architectures' must not be empty"));
-  EXPECT_TRUE(contains(parse_error("architectures:\nplugin: llama\n"), "'architectures' must be a list of strings, got nothing"));
+                       "m.yaml:1: 'architectures' must be a list of strings, got a string"));
+  EXPECT_TRUE(
+      contains(parse_error("architectures: []\nplugin: llama\n"), "m.yaml:1: 'architectures' must not be empty"));
+  EXPECT_TRUE(contains(parse_error("architectures:\nplugin: llama\n"),
+                       "'architectures' must be a list of strings, got nothing"));
   EXPECT_TRUE(contains(parse_error("plugin: llama\narchitectures:\n  - A\n  - {x: 1}\n"),
-              "m.yaml:4: each entry of 'architectures' must be a string, got a mapping"));
+                       "m.yaml:4: each entry of 'architectures' must be a string, got a mapping"));
   EXPECT_TRUE(contains(parse_error("architectures: [A, B, A]\nplugin: llama\n"), "architecture 'A' is listed twice"));
 }
 
 TEST(MappingFileTest, MissingOrMistypedPlugin) {
   EXPECT_TRUE(contains(parse_error("architectures: [A]\n"), "missing key 'plugin'"));
-  EXPECT_TRUE(contains(parse_error("architectures: [A]\nplugin: [llama]\n"), "m.yaml:2: 'plugin' must be a string, got a list"));
-  EXPECT_TRUE(contains(parse_error("architectures: [A]\nplugin:\n"), "m.yaml:2: 'plugin' must be a string, got nothing"));
+  EXPECT_TRUE(contains(parse_error("architectures: [A]\nplugin: [llama]\n"),
+                       "m.yaml:2: 'plugin' must be a string, got a list"));
+  EXPECT_TRUE(
+      contains(parse_error("architectures: [A]\nplugin:\n"), "m.yaml:2: 'plugin' must be a string, got nothing"));
   EXPECT_TRUE(contains(parse_error("architectures: [A]\nplugin: ''\n"), "'plugin' must not be empty"));
 }
 
 TEST(MappingFileTest, MistypedRename) {
   EXPECT_TRUE(contains(parse_error("architectures: [A]\nplugin: p\nrename: {match: a, replace: b}\n"),
-              "m.yaml:3: 'rename' must be a list of {match, replace}, got a mapping"));
+                       "m.yaml:3: 'rename' must be a list of {match, replace}, got a mapping"));
   EXPECT_TRUE(contains(parse_error("architectures: [A]\nplugin: p\nrename:\n  - '^a$'\n"),
-              "m.yaml:4: each 'rename' entry must be a mapping {match, replace}, got a string"));
+                       "m.yaml:4: each 'rename' entry must be a mapping {match, replace}, got a string"));
   EXPECT_TRUE(contains(parse_error("architectures: [A]\nplugin: p\nrename:\n  - match: '^a$'\n"),
-              "m.yaml:4: 'rename' entry lacks 'replace'"));
+                       "m.yaml:4: 'rename' entry lacks 'replace'"));
   EXPECT_TRUE(contains(parse_error("architectures: [A]\nplugin: p\nrename:\n  - replace: b\n"),
-              "m.yaml:4: 'rename' entry lacks 'match'"));
-  EXPECT_TRUE(contains(parse_error("architectures: [A]\nplugin: p\nrename:\n  - match: a\n    replace: b\n    flags: i\n"),
-              "m.yaml:6: unknown key 'flags' in a 'rename' entry"));
+                       "m.yaml:4: 'rename' entry lacks 'match'"));
+  EXPECT_TRUE(
+      contains(parse_error("architectures: [A]\nplugin: p\nrename:\n  - match: a\n    replace: b\n    flags: i\n"),
+               "m.yaml:6: unknown key 'flags' in a 'rename' entry"));
   EXPECT_TRUE(contains(parse_error("architectures: [A]\nplugin: p\nrename:\n  - match: a\n    replace: [b]\n"),
-              "m.yaml:5: 'replace' must be a string, got a list"));
+                       "m.yaml:5: 'replace' must be a string, got a list"));
 }
 
 TEST(MappingFileTest, MistypedIgnore) {
   EXPECT_TRUE(contains(parse_error("architectures: [A]\nplugin: p\nignore: '^a$'\n"),
-              "m.yaml:3: 'ignore' must be a list of regexes, got a string"));
+                       "m.yaml:3: 'ignore' must be a list of regexes, got a string"));
   EXPECT_TRUE(contains(parse_error("architectures: [A]\nplugin: p\nignore:\n  - '^a$'\n  - [b]\n"),
-              "m.yaml:5: each 'ignore' entry must be a string, got a list"));
+                       "m.yaml:5: each 'ignore' entry must be a string, got a list"));
 }
 
 TEST(MappingFileTest, LoadFileNamesPath) {
@@ -151,7 +156,8 @@ TEST(MappingFileTest, LoadFileNamesPath) {
 TEST(MappingFileTest, IncludedRuleSetsComeAfterTheFilesOwnRulesAndNameTheirOwnFile) {
   test::TempDir dir;
   std::filesystem::create_directories(dir / "rules");
-  test::write_file(dir / "rules" / "a.yaml", "rename:\n  - match: '^(.+)\\.x$'\n    replace: '\\1.y'\nignore: ['^skip$']\n");
+  test::write_file(dir / "rules" / "a.yaml",
+                   "rename:\n  - match: '^(.+)\\.x$'\n    replace: '\\1.y'\nignore: ['^skip$']\n");
   test::write_file(dir / "rules" / "b.yaml", "# nothing but an ignore\nignore:\n  - '^also$'\n");
   test::write_file(dir / "m.yaml",
                    "architectures: [A]\nplugin: p\nrename:\n  - {match: '^own\\.x$', replace: 'mine'}\n"
@@ -187,18 +193,20 @@ TEST(MappingFileTest, BadIncludesAreNamedWithTheIncludingLine) {
   const std::string m = (dir / "m.yaml").string();
   EXPECT_TRUE(contains(error_of("include: [missing.yaml]\n"), m + ":3: include 'missing.yaml': "));
   EXPECT_TRUE(contains(error_of("include: [missing.yaml]\n"), "missing.yaml"));
-  EXPECT_TRUE(contains(error_of("include: ['../up.yaml']\n"), m + ":3: include '../up.yaml' must be a relative path inside the mapping folder"));
+  EXPECT_TRUE(contains(error_of("include: ['../up.yaml']\n"),
+                       m + ":3: include '../up.yaml' must be a relative path inside the mapping folder"));
   EXPECT_TRUE(contains(error_of("include: ['/etc/x.yaml']\n"), "must be a relative path inside the mapping folder"));
   EXPECT_TRUE(contains(error_of("include: [a.yaml, a.yaml]\n"), "include 'a.yaml' is listed twice"));
   EXPECT_TRUE(contains(error_of("include: a.yaml\n"), "'include' must be a list of rule-set file names"));
   // A rule set holds only rules: no architectures, plugin or nested include.
   test::write_file(dir / "set.yaml", "architectures: [B]\nrename: []\n");
-  EXPECT_TRUE(contains(error_of("include: [set.yaml]\n"),
-                       m + ":3: include 'set.yaml': " + (dir / "set.yaml").string() + ":1: key 'architectures' in a rule set"));
+  EXPECT_TRUE(contains(error_of("include: [set.yaml]\n"), m + ":3: include 'set.yaml': " + (dir / "set.yaml").string() +
+                                                              ":1: key 'architectures' in a rule set"));
   test::write_file(dir / "set.yaml", "include: [other.yaml]\n");
   EXPECT_TRUE(contains(error_of("include: [set.yaml]\n"), "key 'include' in a rule set"));
   test::write_file(dir / "set.yaml", "rename: [{match: 'a'}]\n");
-  EXPECT_TRUE(contains(error_of("include: [set.yaml]\n"), (dir / "set.yaml").string() + ":1: 'rename' entry lacks 'replace'"));
+  EXPECT_TRUE(
+      contains(error_of("include: [set.yaml]\n"), (dir / "set.yaml").string() + ":1: 'rename' entry lacks 'replace'"));
   // Text without a folder cannot resolve an include.
   EXPECT_TRUE(contains(parse_error("architectures: [A]\nplugin: p\ninclude: [x.yaml]\n"),
                        "m.yaml:3: 'include' names files relative to the mapping file"));

@@ -24,10 +24,16 @@ class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
     if (const char* old = ::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value, 1); else ::unsetenv(name);
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
   }
   ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1); else ::unsetenv(name_);
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
   }
 
  private:
@@ -91,14 +97,14 @@ TEST(MappingRegistryTest, EarlierFolderWinsAndShadowedFileIsNamed) {
   EXPECT_EQ(reg.require("MistralForCausalLM").plugin, "llama");  // not shadowed: still served
   ASSERT_EQ(reg.warnings().size(), 1u);
   EXPECT_TRUE(contains(reg.warnings()[0], "architecture 'LlamaForCausalLM'"));
-  EXPECT_TRUE(contains(reg.warnings()[0], (defaults / "llama.yaml").string() + " is shadowed by " +
-                                              (user / "my_llama.yaml").string()));
+  EXPECT_TRUE(contains(reg.warnings()[0],
+                       (defaults / "llama.yaml").string() + " is shadowed by " + (user / "my_llama.yaml").string()));
 }
 
 TEST(MappingRegistryTest, MissingFolderWarnsAndRepeatedFolderIsReadOnce) {
   test::TempDir dir;
   write_mapping(dir / "a.yaml", "A", "pa");
-  const MappingRegistry reg = MappingRegistry::load({dir / "nope", dir.path(), dir.path() / "." });
+  const MappingRegistry reg = MappingRegistry::load({dir / "nope", dir.path(), dir.path() / "."});
   EXPECT_EQ(reg.files().size(), 1u);
   EXPECT_EQ(reg.folders().size(), 1u);
   ASSERT_EQ(reg.warnings().size(), 1u);

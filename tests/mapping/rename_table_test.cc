@@ -77,12 +77,12 @@ TEST(RenameTableTest, IdentityTable) {
 }
 
 TEST(RenameTableTest, FirstMatchWins) {
-  const RenameTable table(mapping(
-      "rename:\n"
-      "  - match: '^layers\\.(\\d+)\\.special\\.(.+)$'\n"
-      "    replace: 'first.\\1.\\2'\n"
-      "  - match: '^layers\\.(\\d+)\\.(.+)$'\n"
-      "    replace: 'second.\\1.\\2'\n"));
+  const RenameTable table(
+      mapping("rename:\n"
+              "  - match: '^layers\\.(\\d+)\\.special\\.(.+)$'\n"
+              "    replace: 'first.\\1.\\2'\n"
+              "  - match: '^layers\\.(\\d+)\\.(.+)$'\n"
+              "    replace: 'second.\\1.\\2'\n"));
   EXPECT_EQ(table.rule_count(), 2u);
   EXPECT_EQ(table.canonical("layers.3.special.weight"), "first.3.weight");
   EXPECT_EQ(table.canonical("layers.3.other.weight"), "second.3.other.weight");
@@ -103,8 +103,9 @@ TEST(RenameTableTest, UnmatchedKeysPassThrough) {
 }
 
 TEST(RenameTableTest, OutputOrderNeedNotFollowInputOrder) {
-  const RenameTable table(mapping("rename:\n  - {match: '^(\\w+)\\.(\\w+)$', replace: '\\2.\\1'}\n"
-                                  "  - {match: '^k(\\d)$', replace: 'b\\1'}\n"));
+  const RenameTable table(
+      mapping("rename:\n  - {match: '^(\\w+)\\.(\\w+)$', replace: '\\2.\\1'}\n"
+              "  - {match: '^k(\\d)$', replace: 'b\\1'}\n"));
   const Catalog cat = catalog_of({"a.z", "b.y", "c.x", "k1", "k2", "m", "a", "zz"});
   const RenamedCatalog rc = table.apply(cat);
   EXPECT_EQ(names_of(rc), (std::vector<std::string>{"a", "b1", "b2", "m", "x.c", "y.b", "z.a", "zz"}));
@@ -113,8 +114,9 @@ TEST(RenameTableTest, OutputOrderNeedNotFollowInputOrder) {
 
 TEST(RenameTableTest, PatternsMatchWholeKeysEvenWithoutAnchors) {
   // No substring renames: an unanchored pattern behaves as if written ^...$.
-  const RenameTable table(mapping("rename:\n  - {match: 'w1', replace: 'gate_proj'}\n"
-                                  "  - {match: '(.*)\\.w3\\.(.*)', replace: '\\1.up_proj.\\2'}\n"));
+  const RenameTable table(
+      mapping("rename:\n  - {match: 'w1', replace: 'gate_proj'}\n"
+              "  - {match: '(.*)\\.w3\\.(.*)', replace: '\\1.up_proj.\\2'}\n"));
   EXPECT_EQ(table.canonical("w1"), "gate_proj");
   EXPECT_EQ(table.canonical("x.w1.weight"), "x.w1.weight");
   EXPECT_EQ(table.canonical("x.w3.weight"), "x.up_proj.weight");
@@ -124,15 +126,15 @@ TEST(RenameTableTest, PatternsMatchWholeKeysEvenWithoutAnchors) {
 }
 
 TEST(RenameTableTest, IgnoreMatchesSourceKeys) {
-  const RenameTable table(mapping(
-      "rename:\n  - {match: '^(.+)\\.inv_freq$', replace: '\\1.renamed'}\n"
-      "ignore:\n  - '^model\\.layers\\.\\d+\\.self_attn\\.rotary_emb\\.inv_freq$'\n  - 'extra'\n"));
+  const RenameTable table(
+      mapping("rename:\n  - {match: '^(.+)\\.inv_freq$', replace: '\\1.renamed'}\n"
+              "ignore:\n  - '^model\\.layers\\.\\d+\\.self_attn\\.rotary_emb\\.inv_freq$'\n  - 'extra'\n"));
   EXPECT_TRUE(table.ignored("model.layers.7.self_attn.rotary_emb.inv_freq"));
   EXPECT_TRUE(table.ignored("extra"));
   EXPECT_FALSE(table.ignored("extra.weight"));
   EXPECT_FALSE(table.ignored("model.layers.7.self_attn.q_proj.weight"));
-  const Catalog cat = catalog_of({"model.layers.7.self_attn.rotary_emb.inv_freq", "model.layers.7.self_attn.q_proj.weight",
-                                  "extra", "x.inv_freq"});
+  const Catalog cat = catalog_of({"model.layers.7.self_attn.rotary_emb.inv_freq",
+                                  "model.layers.7.self_attn.q_proj.weight", "extra", "x.inv_freq"});
   const RenamedCatalog rc = table.apply(cat);
   EXPECT_EQ(names_of(rc), (std::vector<std::string>{"model.layers.7.self_attn.q_proj.weight", "x.renamed"}));
   ASSERT_EQ(rc.ignored().size(), 2u);
@@ -141,22 +143,25 @@ TEST(RenameTableTest, IgnoreMatchesSourceKeys) {
 }
 
 TEST(RenameTableTest, RegexRejectedByRe2NamesFileLineAndReason) {
-  const MappingFile m = mapping("rename:\n  - {match: '^a$', replace: 'b'}\n  - match: '^model\\.(\\d+$'\n    replace: 'x'\n");
+  const MappingFile m =
+      mapping("rename:\n  - {match: '^a$', replace: 'b'}\n  - match: '^model\\.(\\d+$'\n    replace: 'x'\n");
   const std::string msg = error_of([&] { RenameTable t(m); }, ErrorCode::kMalformedInput);
   EXPECT_TRUE(contains(msg, "m.yaml:5: rename regex '^model\\.(\\d+$' does not compile: missing )"));
   // Perl syntax RE2 does not support (look-ahead).
   EXPECT_TRUE(contains(error_of([&] { RenameTable t(mapping("rename:\n  - {match: '^a(?=b)$', replace: 'x'}\n")); },
                                 ErrorCode::kMalformedInput),
                        "m.yaml:4: rename regex"));
-  EXPECT_TRUE(contains(error_of([&] { RenameTable t(mapping("ignore:\n  - '^ok$'\n  - '[z-a]'\n")); }, ErrorCode::kMalformedInput),
-                       "m.yaml:5: ignore regex '[z-a]' does not compile: invalid character class range"));
+  EXPECT_TRUE(contains(
+      error_of([&] { RenameTable t(mapping("ignore:\n  - '^ok$'\n  - '[z-a]'\n")); }, ErrorCode::kMalformedInput),
+      "m.yaml:5: ignore regex '[z-a]' does not compile: invalid character class range"));
 }
 
 TEST(RenameTableTest, ReplaceNamingMissingGroupNamesFileAndLine) {
   const std::string msg = error_of(
       [&] { RenameTable t(mapping("rename:\n  - match: '^a\\.(\\d+)\\.(\\w+)$'\n    replace: 'b.\\1.\\3'\n")); },
       ErrorCode::kMalformedInput);
-  EXPECT_TRUE(contains(msg, "m.yaml:4: replace 'b.\\1.\\3' uses \\3 but the regex '^a\\.(\\d+)\\.(\\w+)$' has only 2 group(s)"));
+  EXPECT_TRUE(contains(
+      msg, "m.yaml:4: replace 'b.\\1.\\3' uses \\3 but the regex '^a\\.(\\d+)\\.(\\w+)$' has only 2 group(s)"));
   EXPECT_TRUE(contains(error_of([&] { RenameTable t(mapping("rename:\n  - {match: '^a$', replace: 'b\\1'}\n")); },
                                 ErrorCode::kMalformedInput),
                        "m.yaml:4: replace 'b\\1' uses \\1 but the regex '^a$' has only 0 group(s)"));
@@ -167,14 +172,15 @@ TEST(RenameTableTest, ReplaceNamingMissingGroupNamesFileAndLine) {
 }
 
 TEST(RenameTableTest, TwoSourcesOntoOneKey) {
-  const RenameTable table(mapping(
-      "rename:\n"
-      "  - {match: '^a\\.(\\w+)$', replace: 'c.\\1'}\n"
-      "  - {match: '^b\\.(\\w+)$', replace: 'c.\\1'}\n"));
+  const RenameTable table(
+      mapping("rename:\n"
+              "  - {match: '^a\\.(\\w+)$', replace: 'c.\\1'}\n"
+              "  - {match: '^b\\.(\\w+)$', replace: 'c.\\1'}\n"));
   const Catalog cat = catalog_of({"a.w", "b.w", "a.v"});
   const std::string msg = error_of([&] { table.apply(cat); }, ErrorCode::kDuplicateTensor);
   EXPECT_TRUE(contains(msg, "m.yaml: 1 rename collision(s)"));
-  EXPECT_TRUE(contains(msg, "canonical key 'c.w' comes from both 'a.w' (rule at m.yaml:4) and 'b.w' (rule at m.yaml:5)"));
+  EXPECT_TRUE(
+      contains(msg, "canonical key 'c.w' comes from both 'a.w' (rule at m.yaml:4) and 'b.w' (rule at m.yaml:5)"));
 }
 
 TEST(RenameTableTest, RenameOntoExistingKey) {
@@ -256,9 +262,12 @@ TEST(RenameTableTest, MixtralMappingOnRealKeys) {
     const char* to;
   } nvfp4[] = {
       {"model.layers.0.block_sparse_moe.experts.0.w1.weight_packed", "model.layers.0.mlp.experts.0.gate_proj.weight"},
-      {"model.layers.0.block_sparse_moe.experts.0.w3.weight_global_scale", "model.layers.0.mlp.experts.0.up_proj.weight_scale_2"},
-      {"model.layers.2.block_sparse_moe.experts.6.w2.input_global_scale", "model.layers.2.mlp.experts.6.down_proj.input_scale"},
-      {"model.layers.0.block_sparse_moe.experts.0.w1.weight_scale", "model.layers.0.mlp.experts.0.gate_proj.weight_scale"},
+      {"model.layers.0.block_sparse_moe.experts.0.w3.weight_global_scale",
+       "model.layers.0.mlp.experts.0.up_proj.weight_scale_2"},
+      {"model.layers.2.block_sparse_moe.experts.6.w2.input_global_scale",
+       "model.layers.2.mlp.experts.6.down_proj.input_scale"},
+      {"model.layers.0.block_sparse_moe.experts.0.w1.weight_scale",
+       "model.layers.0.mlp.experts.0.gate_proj.weight_scale"},
       {"model.layers.5.self_attn.q_proj.weight_packed", "model.layers.5.self_attn.q_proj.weight"},
       {"model.layers.5.self_attn.o_proj.input_global_scale", "model.layers.5.self_attn.o_proj.input_scale"},
   };
@@ -314,11 +323,16 @@ TEST(RenameTableTest, TimingOn92kKeys) {
       "  - {match: '^(.+)\\.weight_packed$', replace: '\\1.weight'}\n"
       "  - {match: '^(.+)\\.weight_global_scale$', replace: '\\1.weight_scale_2'}\n"
       "  - {match: '^(.+)\\.input_global_scale$', replace: '\\1.input_scale'}\n"
-      "  - {match: '^model\\.layers\\.(\\d+)\\.block_sparse_moe\\.gate\\.(.+)$', replace: 'model.layers.\\1.mlp.gate.\\2'}\n"
-      "  - {match: '^model\\.layers\\.(\\d+)\\.mlp\\.experts\\.(\\d+)\\.gate_proj\\.(.+)$', replace: 'model.layers.\\1.mlp.experts.\\2.w1.\\3'}\n"
-      "  - {match: '^model\\.layers\\.(\\d+)\\.mlp\\.experts\\.(\\d+)\\.up_proj\\.(.+)$', replace: 'model.layers.\\1.mlp.experts.\\2.w3.\\3'}\n"
-      "  - {match: '^model\\.layers\\.(\\d+)\\.mlp\\.experts\\.(\\d+)\\.down_proj\\.(.+)$', replace: 'model.layers.\\1.mlp.experts.\\2.w2.\\3'}\n"
-      "  - {match: '^model\\.layers\\.(\\d+)\\.block_sparse_moe\\.experts\\.(\\d+)\\.w1\\.(.+)$', replace: 'x.\\1.\\2.\\3'}\n"
+      "  - {match: '^model\\.layers\\.(\\d+)\\.block_sparse_moe\\.gate\\.(.+)$', replace: "
+      "'model.layers.\\1.mlp.gate.\\2'}\n"
+      "  - {match: '^model\\.layers\\.(\\d+)\\.mlp\\.experts\\.(\\d+)\\.gate_proj\\.(.+)$', replace: "
+      "'model.layers.\\1.mlp.experts.\\2.w1.\\3'}\n"
+      "  - {match: '^model\\.layers\\.(\\d+)\\.mlp\\.experts\\.(\\d+)\\.up_proj\\.(.+)$', replace: "
+      "'model.layers.\\1.mlp.experts.\\2.w3.\\3'}\n"
+      "  - {match: '^model\\.layers\\.(\\d+)\\.mlp\\.experts\\.(\\d+)\\.down_proj\\.(.+)$', replace: "
+      "'model.layers.\\1.mlp.experts.\\2.w2.\\3'}\n"
+      "  - {match: '^model\\.layers\\.(\\d+)\\.block_sparse_moe\\.experts\\.(\\d+)\\.w1\\.(.+)$', replace: "
+      "'x.\\1.\\2.\\3'}\n"
       "  - {match: '^lm_head\\.weight_packed$', replace: 'lm_head.weight'}\n"
       "  - {match: '^model\\.mtp\\.(\\d+)\\.(.+)$', replace: 'model.layers.\\1.\\2'}\n"
       "ignore:\n"
@@ -348,13 +362,16 @@ TEST(RenameTableTest, TimingOn92kKeys) {
   RenamedCatalog rc;
   const double apply_ms = best_of(table, &rc);
   const double identity_ms = best_of(RenameTable(), nullptr);
-  const double shipped_ms = best_of(RenameTable(load_mapping_file(test::source_dir() / "mappings/deepseek_v3.yaml")), nullptr);
+  const double shipped_ms =
+      best_of(RenameTable(load_mapping_file(test::source_dir() / "mappings/deepseek_v3.yaml")), nullptr);
   const size_t renamed = static_cast<size_t>(
       std::count_if(rc.tensors().begin(), rc.tensors().end(), [](const RenamedTensor& t) { return t.rule >= 0; }));
-  std::printf("[ timing ] (thread CPU time, best of 5) %zu keys: %zu rules renaming %zu keys: compile %.2f ms, apply %.2f ms (%.0f ns/key); "
-              "shipped deepseek_v3.yaml %.2f ms; identity %.2f ms\n",
-              cat.size(), table.rule_count(), renamed, compile_ms, apply_ms, apply_ms * 1e6 / cat.size(),
-              shipped_ms, identity_ms);
+  std::printf(
+      "[ timing ] (thread CPU time, best of 5) %zu keys: %zu rules renaming %zu keys: compile %.2f ms, apply %.2f ms "
+      "(%.0f ns/key); "
+      "shipped deepseek_v3.yaml %.2f ms; identity %.2f ms\n",
+      cat.size(), table.rule_count(), renamed, compile_ms, apply_ms, apply_ms * 1e6 / cat.size(), shipped_ms,
+      identity_ms);
   EXPECT_EQ(rc.size(), cat.size());
   EXPECT_TRUE(std::is_sorted(rc.tensors().begin(), rc.tensors().end(),
                              [](const RenamedTensor& a, const RenamedTensor& b) { return a.name < b.name; }));

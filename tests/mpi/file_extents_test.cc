@@ -29,7 +29,8 @@ TEST(FileExtents, MakeNormalisesContiguousAndEmptyExtents) {
 }
 
 TEST(FileExtents, MergeSortsAndJoinsTouchingExtents) {
-  auto m = merge_extents({span(1, 10, 20), span(0, 5, 8), span(1, 20, 25), span(1, 30, 31), span(0, 6, 7), span(0, 9, 9)});
+  auto m =
+      merge_extents({span(1, 10, 20), span(0, 5, 8), span(1, 20, 25), span(1, 30, 31), span(0, 6, 7), span(0, 9, 9)});
   std::vector<FileExtent> want{span(0, 5, 8), span(1, 10, 25), span(1, 30, 31)};
   EXPECT_EQ(m, want);
   EXPECT_EQ(extent_bytes(m), 3u + 15u + 1u);
@@ -38,7 +39,8 @@ TEST(FileExtents, MergeSortsAndJoinsTouchingExtents) {
 TEST(FileExtents, MergeKeepsStridedRowsAndJoinsTheirContinuation) {
   // Two halves of one row-parallel slice (as two pieces, or two outer indexes of a 3-D box),
   // a duplicate (a tensor read by two parameters), and rows of the same step after them.
-  auto m = merge_extents({rows(0, 1000, 4, 16, 5), rows(0, 1080, 4, 16, 5), rows(0, 1000, 4, 16, 5), span(0, 1160, 1164)});
+  auto m =
+      merge_extents({rows(0, 1000, 4, 16, 5), rows(0, 1080, 4, 16, 5), rows(0, 1000, 4, 16, 5), span(0, 1160, 1164)});
   std::vector<FileExtent> want{rows(0, 1000, 4, 16, 11)};
   EXPECT_EQ(m, want);
   // Rows that never touch a neighbour's span stay apart, exactly.
@@ -63,7 +65,8 @@ TEST(FileExtents, InterleavedExtentsOfOneRankBecomeOne) {
 }
 
 TEST(FileExtents, EncodingIsFortyBytesAnExtentAndRoundTrips) {
-  const std::vector<FileExtent> m{span(0, 5, 8), rows(3, 1 << 20, 256, 2048, 7168), rows(162, uint64_t{5} << 32, 1, 3, 2)};
+  const std::vector<FileExtent> m{span(0, 5, 8), rows(3, 1 << 20, 256, 2048, 7168),
+                                  rows(162, uint64_t{5} << 32, 1, 3, 2)};
   const std::string bytes = encode_extents(m);
   EXPECT_EQ(bytes.size(), 3 * kEncodedExtentBytes);
   EXPECT_EQ(decode_extents(bytes), m);
@@ -137,7 +140,8 @@ TEST(FileExtents, CursorCutsStridedRowsAtChunkBoundaries) {
   const Overlaps want{{100, 0, 4}, {116, 4, 2}, {118, 6, 2}, {132, 8, 4}, {148, 12, 4}, {200, 16, 5}};
   EXPECT_EQ(got, want);
   // What a chunk overlaps is one contiguous part of the store (one receive lands it).
-  for (size_t i = 1; i < got.size(); ++i) EXPECT_EQ(std::get<1>(got[i]), std::get<1>(got[i - 1]) + std::get<2>(got[i - 1]));
+  for (size_t i = 1; i < got.size(); ++i)
+    EXPECT_EQ(std::get<1>(got[i]), std::get<1>(got[i - 1]) + std::get<2>(got[i - 1]));
 }
 
 TEST(ExtentStore, ServesReadsInsideOneRowAndNamesAnythingElse) {
@@ -162,7 +166,8 @@ TEST(ExtentStore, ServesReadsInsideOneRowAndNamesAnythingElse) {
       ADD_FAILURE() << "[" << offset << ", +" << len << ") served";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::kInternal);
-      const std::string want = "model-00001-of-00001.safetensors: bytes [" + std::to_string(offset) + ", " + std::to_string(offset + len) + ")";
+      const std::string want = "model-00001-of-00001.safetensors: bytes [" + std::to_string(offset) + ", " +
+                               std::to_string(offset + len) + ")";
       EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
     }
   }

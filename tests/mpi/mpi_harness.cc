@@ -26,13 +26,14 @@ std::string sanitizer_env() {
   return "-x " + shell_quote(std::string("ASAN_OPTIONS=") + asan + ":detect_leaks=0:verify_asan_link_order=0") + " ";
 }
 std::string mpirun(const std::string& env, const MpiLaunch& launch) {
-  return launch.shell_env + " timeout " + std::to_string(kMpiTimeoutSeconds) + " mpirun --allow-run-as-root --oversubscribe " +
-         launch.options + " " + sanitizer_env() + env + " ";
+  return launch.shell_env + " timeout " + std::to_string(kMpiTimeoutSeconds) +
+         " mpirun --allow-run-as-root --oversubscribe " + launch.options + " " + sanitizer_env() + env + " ";
 }
 
 CommandResult run_mpi(const std::string& args, const std::string& env, const MpiLaunch& launch) {
   TempDir out;
-  CommandResult r = run_command(mpirun(env, launch) + "--output-filename " + shell_quote(out.path().string()) + " " + args);
+  CommandResult r =
+      run_command(mpirun(env, launch) + "--output-filename " + shell_quote(out.path().string()) + " " + args);
   r.out.clear();
   r.err.clear();
   std::vector<fs::path> ranks;
@@ -73,9 +74,10 @@ void expect_dumps_match(const fs::path& ckpt, const fs::path& dumps, uint32_t t,
                         uint32_t gpus_per_node) {
   for (uint32_t r = 0; r < t; ++r) {
     const auto dump = dumps / ("rank" + std::to_string(r) + ".safetensors");
-    auto check = run_command(python() + " " + shell_quote(reference_py()) + " check " + shell_quote(ckpt.string()) + " " +
-                             shell_quote(dump.string()) + " --tp-size " + std::to_string(t) + " --tp-rank " + std::to_string(r) +
-                             " --ep-size " + std::to_string(p) + " --gpus-per-node " + std::to_string(gpus_per_node));
+    auto check =
+        run_command(python() + " " + shell_quote(reference_py()) + " check " + shell_quote(ckpt.string()) + " " +
+                    shell_quote(dump.string()) + " --tp-size " + std::to_string(t) + " --tp-rank " + std::to_string(r) +
+                    " --ep-size " + std::to_string(p) + " --gpus-per-node " + std::to_string(gpus_per_node));
     EXPECT_EQ(check.exit_code, 0) << what << " rank " << r << ":\n" << check.out << check.err;
     EXPECT_NE(check.out.find(" 0 mismatches"), std::string::npos) << what << " rank " << r << ": " << check.out;
   }
@@ -141,7 +143,8 @@ void expect_storage_traffic(const std::map<std::string, std::map<int, RankJson>>
       // Each node reads the union of its own ranks' needs once, in stripes: no more, and nothing
       // for the other nodes.
       for (const auto& [id, n] : node) {
-        EXPECT_EQ(n.second, n.first) << "rank-striped: node " << id << " reads the union of its ranks' needs exactly once";
+        EXPECT_EQ(n.second, n.first) << "rank-striped: node " << id
+                                     << " reads the union of its ranks' needs exactly once";
       }
       EXPECT_EQ(received, 0u);
     } else {
@@ -163,8 +166,9 @@ void expect_storage_traffic(const std::map<std::string, std::map<int, RankJson>>
   }
 }
 
-std::map<std::string, std::map<int, RankJson>> expect_every_policy_bit_exact(const fs::path& ckpt, uint32_t t, uint32_t p,
-                                                                             const MpiLaunch& launch, const fs::path& reference) {
+std::map<std::string, std::map<int, RankJson>> expect_every_policy_bit_exact(const fs::path& ckpt, uint32_t t,
+                                                                             uint32_t p, const MpiLaunch& launch,
+                                                                             const fs::path& reference) {
   std::map<std::string, std::map<int, RankJson>> by_policy;
   for (const std::string policy : {"native", "rank-striped", "exchange"}) {
     by_policy[policy] = load_all_ranks(ckpt, t, p, policy, "", reference, launch);

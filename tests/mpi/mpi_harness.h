@@ -17,8 +17,9 @@ constexpr int kMpiTimeoutSeconds = 90;
 
 bool have_mpirun();
 
-#define SKIP_WITHOUT_MPIRUN() \
-  if (!::wmap::test::have_mpirun()) GTEST_SKIP() << "mpirun not found (apt-get install openmpi-bin): multi-rank tests skipped"
+#define SKIP_WITHOUT_MPIRUN()       \
+  if (!::wmap::test::have_mpirun()) \
+  GTEST_SKIP() << "mpirun not found (apt-get install openmpi-bin): multi-rank tests skipped"
 
 // How mpirun is started beyond the defaults: `shell_env` (assignments before the command, for the
 // launcher's own environment) and `options` (mpirun options, e.g. --host and the rsh agent).
@@ -74,17 +75,17 @@ std::filesystem::path synth(const TempDir& dir, const std::string& family, const
 
 // `mpirun -np T wmap load` under `policy`; checks every rank's dump and returns the JSON lines.
 // `reference` (default: ckpt) is the safetensors checkpoint the dumps are checked against.
-std::map<int, RankJson> load_all_ranks(const std::filesystem::path& ckpt, uint32_t t, uint32_t p, const std::string& policy,
-                                       const std::string& extra = "", const std::filesystem::path& reference = {},
-                                       const MpiLaunch& launch = {});
+std::map<int, RankJson> load_all_ranks(const std::filesystem::path& ckpt, uint32_t t, uint32_t p,
+                                       const std::string& policy, const std::string& extra = "",
+                                       const std::filesystem::path& reference = {}, const MpiLaunch& launch = {});
 
 // Storage traffic: native reads each rank's needs (plus page-sized gaps read through), the other
 // policies read the union of the needs exactly once (rank-striped: once per node).
 void expect_storage_traffic(const std::map<std::string, std::map<int, RankJson>>& by_policy);
 
 // load_all_ranks under native, rank-striped and exchange, then expect_storage_traffic.
-std::map<std::string, std::map<int, RankJson>> expect_every_policy_bit_exact(const std::filesystem::path& ckpt, uint32_t t, uint32_t p,
-                                                                             const MpiLaunch& launch = {},
-                                                                             const std::filesystem::path& reference = {});
+std::map<std::string, std::map<int, RankJson>> expect_every_policy_bit_exact(
+    const std::filesystem::path& ckpt, uint32_t t, uint32_t p, const MpiLaunch& launch = {},
+    const std::filesystem::path& reference = {});
 
 }  // namespace wmap::test

@@ -32,8 +32,9 @@ TEST(MpiLoad, StridedTorchViewsUnderExchangeAndRankStriped) {
   TempDir dir;
   const auto st = synth(dir, "llama", "--shards 2");
   const auto bin = dir / "bin";
-  const auto made = run_command(python() + " " + shell_quote((source_dir() / "tests/format/make_torch_checkpoints.py").string()) +
-                                " convert " + shell_quote(st.string()) + " " + shell_quote(bin.string()) + " --views");
+  const auto made =
+      run_command(python() + " " + shell_quote((source_dir() / "tests/format/make_torch_checkpoints.py").string()) +
+                  " convert " + shell_quote(st.string()) + " " + shell_quote(bin.string()) + " --views");
   if (made.exit_code == 77 || made.exit_code == 77 * 256) GTEST_SKIP() << "torch unavailable: " << made.err;
   ASSERT_EQ(made.exit_code, 0) << made.err;
   for (const std::string policy : {"exchange", "rank-striped"}) load_all_ranks(bin, 2, 1, policy, "", st);
@@ -67,14 +68,16 @@ TEST(MpiLoad, DeepSeekRowSplitExpertsUnderExchangeAndRankStriped) {
   const auto ckpt = synth(dir, "deepseek_v3", "");
   TempDir single;
   for (uint32_t r = 0; r < 2; ++r) {
-    auto one = run_wmap("load " + shell_quote(ckpt.string()) + " --tp-size 2 --ep-size 1 --tp-rank " + std::to_string(r) + " --dump " +
-                        shell_quote((single / ("rank" + std::to_string(r) + ".safetensors")).string()));
+    auto one =
+        run_wmap("load " + shell_quote(ckpt.string()) + " --tp-size 2 --ep-size 1 --tp-rank " + std::to_string(r) +
+                 " --dump " + shell_quote((single / ("rank" + std::to_string(r) + ".safetensors")).string()));
     ASSERT_EQ(one.exit_code, 0) << one.err;
   }
   for (const std::string policy : {"exchange", "rank-striped"}) {
     TempDir out;
-    auto r = run_mpi("-np 2 " + wmap_cli() + " load " + shell_quote(ckpt.string()) + " --tp-size 2 --ep-size 1 --io-policy " + policy +
-                     " --json --dump " + shell_quote((out / "rank{rank}.safetensors").string()));
+    auto r = run_mpi("-np 2 " + wmap_cli() + " load " + shell_quote(ckpt.string()) +
+                     " --tp-size 2 --ep-size 1 --io-policy " + policy + " --json --dump " +
+                     shell_quote((out / "rank{rank}.safetensors").string()));
     ASSERT_EQ(r.exit_code, 0) << policy << ":\n" << r.err;
     const auto ranks = ranks_of(r.out);
     ASSERT_EQ(ranks.size(), 2u) << r.out;
@@ -87,7 +90,8 @@ TEST(MpiLoad, DeepSeekRowSplitExpertsUnderExchangeAndRankStriped) {
     }
     expect_dumps_match(ckpt, out.path(), 2, 1, policy);
     for (const std::string name : {"rank0.safetensors", "rank1.safetensors"}) {
-      EXPECT_TRUE(read_file(out / name) == read_file(single / name)) << policy << " " << name << " differs from the single-process dump";
+      EXPECT_TRUE(read_file(out / name) == read_file(single / name))
+          << policy << " " << name << " differs from the single-process dump";
     }
   }
 }
@@ -100,12 +104,16 @@ TEST(MpiLoad, AFailedReceiveAbortsTheJobWithTheReason) {
   TempDir dir;
   const auto ckpt = synth(dir, "llama", "--preset small");
   const std::string load = " load " + shell_quote(ckpt.string()) + " --tp-size 2 --io-policy exchange";
-  for (const auto& [fault, call] : {std::pair{std::string("exchange-irecv"), std::string("MPI_Irecv failed")},
-                                    std::pair{std::string("exchange-recv-wait"), std::string("MPI_Waitall (receives) failed")}}) {
-    auto r = run_mpi("-np 1 env WMAP_FAULT_INJECT=" + fault + " " + wmap_cli() + load + " : " + sanitizer_env() + "-np 1 " + wmap_cli() + load);
+  for (const auto& [fault, call] :
+       {std::pair{std::string("exchange-irecv"), std::string("MPI_Irecv failed")},
+        std::pair{std::string("exchange-recv-wait"), std::string("MPI_Waitall (receives) failed")}}) {
+    auto r = run_mpi("-np 1 env WMAP_FAULT_INJECT=" + fault + " " + wmap_cli() + load + " : " + sanitizer_env() +
+                     "-np 1 " + wmap_cli() + load);
     EXPECT_NE(r.exit_code, 0) << fault << ":\n" << r.err;
     EXPECT_NE(r.exit_code, 124) << fault << ": a rank hung:\n" << r.err;
-    EXPECT_NE(r.err.find("wmap[rank 0/2]: error during the exchange: wmap[rank 0/2]: " + call), std::string::npos) << fault << ":\n" << r.err;
+    EXPECT_NE(r.err.find("wmap[rank 0/2]: error during the exchange: wmap[rank 0/2]: " + call), std::string::npos)
+        << fault << ":\n"
+        << r.err;
     EXPECT_NE(r.err.find("aborting the job"), std::string::npos) << r.err;
   }
 }
@@ -116,7 +124,8 @@ TEST(MpiLoad, GpusPerNodeIsTheNodesRankCountUnlessGiven) {
   SKIP_WITHOUT_MPIRUN();
   TempDir dir;
   const auto ckpt = synth(dir, "deepseek_v3", "");
-  for (const auto& [extra, want] : {std::pair{std::string(), uint64_t{2}}, std::pair{std::string("--gpus-per-node 8"), uint64_t{8}}}) {
+  for (const auto& [extra, want] :
+       {std::pair{std::string(), uint64_t{2}}, std::pair{std::string("--gpus-per-node 8"), uint64_t{8}}}) {
     for (const auto& [rank, j] : load_all_ranks(ckpt, 2, 1, "native", extra)) {
       EXPECT_EQ(j.u64("gpus_per_node"), want) << "rank " << rank << " " << extra;
       EXPECT_EQ(j.field("target"), "trtllm");
@@ -135,13 +144,15 @@ TEST(MpiLoad, DifferentFilesOnOneRankFallBackToNativeOnAllRanks) {
   ASSERT_EQ(run_command("cp -a " + shell_quote(a.string()) + " " + shell_quote(b.string())).exit_code, 0);
   const auto shard = b / "model-00002-of-00003.safetensors";
   ASSERT_TRUE(fs::exists(shard));
-  struct utimbuf t {1000000000, 1000000000};
+  struct utimbuf t {
+    1000000000, 1000000000
+  };
   ASSERT_EQ(::utime(shard.c_str(), &t), 0);
   for (const std::string policy : {"exchange", "rank-striped"}) {
     TempDir out;
     auto args = [&](const fs::path& ckpt) {
-      return wmap_cli() + " load " + shell_quote(ckpt.string()) + " --tp-size 4 --io-policy " + policy + " --json --dump " +
-             shell_quote((out / "rank{rank}.safetensors").string());
+      return wmap_cli() + " load " + shell_quote(ckpt.string()) + " --tp-size 4 --io-policy " + policy +
+             " --json --dump " + shell_quote((out / "rank{rank}.safetensors").string());
     };
     auto r = run_mpi("-np 3 " + args(a) + " : " + sanitizer_env() + "-np 1 " + args(b));
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -187,7 +198,9 @@ TEST(MpiLoad, OneRankFailingStopsEveryRankPromptly) {
   fs::copy(a, b, fs::copy_options::recursive);
   const auto shard = b / "model-00003-of-00003.safetensors";
   fs::resize_file(shard, fs::file_size(shard) - 100);
-  auto args = [&](const fs::path& ckpt) { return wmap_cli() + " load " + shell_quote(ckpt.string()) + " --tp-size 4 --io-policy exchange"; };
+  auto args = [&](const fs::path& ckpt) {
+    return wmap_cli() + " load " + shell_quote(ckpt.string()) + " --tp-size 4 --io-policy exchange";
+  };
   auto r = run_mpi("-np 3 " + args(a) + " : " + sanitizer_env() + "-np 1 " + args(b));
   EXPECT_NE(r.exit_code, 0) << r.err;
   EXPECT_NE(r.exit_code, 124) << "a rank hung:\n" << r.err;
@@ -201,8 +214,10 @@ TEST(MpiLoad, ReadErrorOfOneOwnerDuringTheExchangeStopsEveryRank) {
   SKIP_WITHOUT_MPIRUN();
   TempDir dir;
   const auto ckpt = synth(dir, "llama", "--preset small");
-  const std::string env = "-x LD_PRELOAD=" + shell_quote(WMAP_EIO_PRELOAD) + " -x WMAP_EIO_FILE=model-00002-of-00003 -x WMAP_EIO_OFFSET=2000000";
-  auto r = run_mpi("-np 4 " + wmap_cli() + " load " + shell_quote(ckpt.string()) + " --tp-size 4 --io-policy exchange", env);
+  const std::string env = "-x LD_PRELOAD=" + shell_quote(WMAP_EIO_PRELOAD) +
+                          " -x WMAP_EIO_FILE=model-00002-of-00003 -x WMAP_EIO_OFFSET=2000000";
+  auto r =
+      run_mpi("-np 4 " + wmap_cli() + " load " + shell_quote(ckpt.string()) + " --tp-size 4 --io-policy exchange", env);
   EXPECT_NE(r.exit_code, 0) << r.err;
   EXPECT_NE(r.exit_code, 124) << "a rank hung:\n" << r.err;
   EXPECT_EQ(count(r.err, "error during the exchange: "), 1u) << r.err;

@@ -47,7 +47,9 @@ std::vector<FileRange> merged(std::vector<FileRange> r) {
 // The description before strided extents: one range per run the executor reads, merged.
 std::vector<FileRange> per_run_ranges(const LoadPlan& plan) {
   std::vector<FileRange> r;
-  mpi::for_each_read(plan, [&](uint32_t shard, uint64_t begin, uint64_t len, bool) { r.push_back({shard, begin, begin + len}); });
+  mpi::for_each_read(plan, [&](uint32_t shard, uint64_t begin, uint64_t len, bool) {
+    r.push_back({shard, begin, begin + len});
+  });
   return merged(std::move(r));
 }
 
@@ -86,7 +88,8 @@ uint64_t per_run_bytes(const LoadPlan& plan) {
 std::vector<FileRange> expanded(const std::vector<FileExtent>& extents) {
   std::vector<FileRange> r;
   for (const FileExtent& x : extents) {
-    for (uint64_t i = 0; i < x.count; ++i) r.push_back({x.shard, x.begin + i * x.stride, x.begin + i * x.stride + x.row_bytes});
+    for (uint64_t i = 0; i < x.count; ++i)
+      r.push_back({x.shard, x.begin + i * x.stride, x.begin + i * x.stride + x.row_bytes});
   }
   return merged(std::move(r));
 }
@@ -125,8 +128,8 @@ TEST(NeededExtents, HoldExactlyThePerRunBytesAndServeEverySchedule) {
   };
   for (const Case& c : {Case{deepseek, 2, 1}, Case{deepseek, 4, 2}, Case{deepseek, 4, 4}, Case{llama, 4, 1}}) {
     for (uint32_t rank = 0; rank < c.tp; ++rank) {
-      SCOPED_TRACE(c.ckpt.filename().string() + " tp " + std::to_string(c.tp) + " ep " + std::to_string(c.ep) + " rank " +
-                   std::to_string(rank));
+      SCOPED_TRACE(c.ckpt.filename().string() + " tp " + std::to_string(c.tp) + " ep " + std::to_string(c.ep) +
+                   " rank " + std::to_string(rank));
       LoaderSession session(rank_options(c.ckpt, c.tp, rank, c.ep));
       auto prepared = prepare(session);
       const std::vector<FileExtent> extents = mpi::needed_extents(*prepared->plan);
@@ -149,7 +152,8 @@ class R1Metadata : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new TempDir;
     auto r = run_command(python() + " " + shell_quote((source_dir() / "tests/python/sparse_layout.py").string()) + " " +
-                         shell_quote((testdata_dir() / "layouts/deepseek-r1").string()) + " " + shell_quote((*dir_ / "r1").string()));
+                         shell_quote((testdata_dir() / "layouts/deepseek-r1").string()) + " " +
+                         shell_quote((*dir_ / "r1").string()));
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   }
   static void TearDownTestSuite() {
@@ -183,9 +187,11 @@ class R1Metadata : public ::testing::Test {
       total += encoded;
       held += run_bytes;
       all.push_back(extents);
-      std::printf("R1 TP8 EP%u rank %u: %zu extents, %llu bytes encoded (%llu runs: %.1f MB as one entry each), held %.2f GiB, %.2fs\n", ep,
-                  rank, extents.size(), static_cast<unsigned long long>(encoded), static_cast<unsigned long long>(runs),
-                  static_cast<double>(runs) * 24 / 1e6, static_cast<double>(run_bytes) / (1 << 30), seconds);
+      std::printf(
+          "R1 TP8 EP%u rank %u: %zu extents, %llu bytes encoded (%llu runs: %.1f MB as one entry each), held %.2f GiB, "
+          "%.2fs\n",
+          ep, rank, extents.size(), static_cast<unsigned long long>(encoded), static_cast<unsigned long long>(runs),
+          static_cast<double>(runs) * 24 / 1e6, static_cast<double>(run_bytes) / (1 << 30), seconds);
     }
     // What the job reads from storage under exchange: every needed byte once, the sub-page gaps
     // between them read through; never more than the ranks hold together.

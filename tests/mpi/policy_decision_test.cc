@@ -18,7 +18,8 @@ std::vector<RankFacts> job(const std::string& policy, int n) {
   f.available = 100 * kGiB;
   f.extents_bytes = 1 << 20;
   f.thread_level = "MPI_THREAD_FUNNELED";
-  f.shards = {"model-00001-of-00002.safetensors size 10 mtime_ns 1", "model-00002-of-00002.safetensors size 20 mtime_ns 2"};
+  f.shards = {"model-00001-of-00002.safetensors size 10 mtime_ns 1",
+              "model-00002-of-00002.safetensors size 20 mtime_ns 2"};
   return std::vector<RankFacts>(static_cast<size_t>(n), f);
 }
 
@@ -57,12 +58,14 @@ TEST(PolicyDecision, ACopyThatDiffersOnOneNodeNamesTheNodeAndTheFile) {
   std::string reason;
   EXPECT_EQ(decide(facts, reason), IoPolicy::kNative);
   EXPECT_EQ(reason,
-            "rank 2 on host nodeB: shard 'model-00002-of-00002.safetensors size 20 mtime_ns 7' differs from rank 0 on host nodeA: "
+            "rank 2 on host nodeB: shard 'model-00002-of-00002.safetensors size 20 mtime_ns 7' differs from rank 0 on "
+            "host nodeA: "
             "'model-00002-of-00002.safetensors size 20 mtime_ns 2'");
   for (auto& f : facts) f.policy = "rank-striped";
   EXPECT_EQ(decide(facts, reason), IoPolicy::kNative);  // rank 3 on nodeB still has the other copy
   EXPECT_EQ(reason,
-            "rank 3 on host nodeB: shard 'model-00002-of-00002.safetensors size 20 mtime_ns 2' differs from rank 2 on host nodeB: "
+            "rank 3 on host nodeB: shard 'model-00002-of-00002.safetensors size 20 mtime_ns 2' differs from rank 2 on "
+            "host nodeB: "
             "'model-00002-of-00002.safetensors size 20 mtime_ns 7'");
   facts[3].shards = facts[2].shards;  // nodeB's ranks agree: each node warms its own page cache
   EXPECT_EQ(decide(facts, reason), IoPolicy::kRankStriped);
@@ -75,7 +78,9 @@ TEST(PolicyDecision, AThreadLevelBelowFunneledKeepsTheExchangeOnly) {
   facts[2].thread_level = "MPI_THREAD_SINGLE";
   std::string reason;
   EXPECT_EQ(decide(facts, reason), IoPolicy::kNative);
-  EXPECT_EQ(reason, "rank 2's MPI granted MPI_THREAD_SINGLE, the exchange needs MPI_THREAD_FUNNELED (it reads on a thread beside the MPI thread)");
+  EXPECT_EQ(reason,
+            "rank 2's MPI granted MPI_THREAD_SINGLE, the exchange needs MPI_THREAD_FUNNELED (it reads on a thread "
+            "beside the MPI thread)");
   for (auto& f : facts) f.policy = "rank-striped";  // no thread of its own: unaffected
   EXPECT_EQ(decide(facts, reason), IoPolicy::kRankStriped);
 }
@@ -85,7 +90,8 @@ TEST(PolicyDecision, MetadataOverOneAllgatherFallsBack) {
   for (auto& f : facts) f.extents_bytes = kGiB / 2 + 1;  // 2 GiB + 4 bytes together
   std::string reason;
   EXPECT_EQ(decide(facts, reason), IoPolicy::kNative);
-  EXPECT_NE(reason.find("the ranks' needed-extent lists take 2.00 GiB, over the 2 GiB one MPI_Allgatherv carries"), std::string::npos)
+  EXPECT_NE(reason.find("the ranks' needed-extent lists take 2.00 GiB, over the 2 GiB one MPI_Allgatherv carries"),
+            std::string::npos)
       << reason;
   // rank-striped gathers per host: two hosts of two ranks each stay within the limit.
   for (auto& f : facts) f.policy = "rank-striped";

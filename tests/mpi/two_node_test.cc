@@ -37,7 +37,8 @@ class TwoNodes : public ::testing::Test {
     const fs::path src = synth(root_, family, flags);
     for (const char* node : kNodes) {
       fs::create_directories(root_ / "nodes" / node);
-      EXPECT_EQ(run_command("cp -a " + shell_quote(src.string()) + " " + shell_quote(copy(node).string())).exit_code, 0);
+      EXPECT_EQ(run_command("cp -a " + shell_quote(src.string()) + " " + shell_quote(copy(node).string())).exit_code,
+                0);
     }
     original_ = src;
     return root_ / "view" / "ckpt";
@@ -46,7 +47,9 @@ class TwoNodes : public ::testing::Test {
   const fs::path& original() const { return original_; }
 
   // Environment for one node's daemon and ranks only (sourced by node_agent.sh).
-  void node_env(const std::string& node, const std::string& lines) { write_file(root_ / "nodes" / (node + ".env"), lines); }
+  void node_env(const std::string& node, const std::string& lines) {
+    write_file(root_ / "nodes" / (node + ".env"), lines);
+  }
 
   MpiLaunch launch() const {
     return {"WMAP_TEST_NODES=" + shell_quote(root_.path().string()),
@@ -106,7 +109,8 @@ TEST_F(TwoNodes, RankStripedWarmsEachNodesCopyWithItsOwnRanksNeedsOnly) {
   for (const char* node : kNodes) evict_shards(copy(node));
   uint64_t total = 0;
   const uint64_t before = resident_shard_bytes(copy("nodeA"), &total) + resident_shard_bytes(copy("nodeB"));
-  if (before > total / 20) GTEST_SKIP() << "the page cache kept " << before << " bytes after eviction: cannot measure here";
+  if (before > total / 20)
+    GTEST_SKIP() << "the page cache kept " << before << " bytes after eviction: cannot measure here";
   const auto ranks = load_all_ranks(ckpt, 4, 1, "rank-striped", "", original(), launch());
   ASSERT_EQ(ranks.size(), 4u);
   expect_placement(ranks);
@@ -128,10 +132,13 @@ TEST_F(TwoNodes, RankStripedWarmsEachNodesCopyWithItsOwnRanksNeedsOnly) {
 // so it runs. Both bit-exact.
 TEST_F(TwoNodes, ACopyThatDiffersOnOneNodeKeepsTheExchangeOff) {
   const fs::path ckpt = checkpoint("llama", "--shards 3");
-  struct utimbuf t {1000000000, 1000000000};
+  struct utimbuf t {
+    1000000000, 1000000000
+  };
   ASSERT_EQ(::utime((copy("nodeB") / "model-00002-of-00003.safetensors").c_str(), &t), 0);
   TempDir out;
-  const std::string args = wmap_cli() + " load " + shell_quote(ckpt.string()) + " --tp-size 4 --io-policy exchange --json --dump " +
+  const std::string args = wmap_cli() + " load " + shell_quote(ckpt.string()) +
+                           " --tp-size 4 --io-policy exchange --json --dump " +
                            shell_quote((out / "rank{rank}.safetensors").string());
   const CommandResult r = run_mpi("-np 4 " + args, "", launch());
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -140,7 +147,8 @@ TEST_F(TwoNodes, ACopyThatDiffersOnOneNodeKeepsTheExchangeOff) {
   for (const auto& [rank, j] : ranks) {
     EXPECT_EQ(j.field("io_policy"), "native") << rank;
     const std::string reason = j.field("io_policy_reason");
-    EXPECT_NE(reason.find("rank 2 on host nodeB: shard 'model-00002-of-00003.safetensors size "), std::string::npos) << reason;
+    EXPECT_NE(reason.find("rank 2 on host nodeB: shard 'model-00002-of-00003.safetensors size "), std::string::npos)
+        << reason;
     EXPECT_NE(reason.find("mtime_ns 1000000000000000000'"), std::string::npos) << reason;
     EXPECT_NE(reason.find("differs from rank 0 on host nodeA"), std::string::npos) << reason;
   }
@@ -159,29 +167,33 @@ TEST_F(TwoNodes, ACopyTruncatedMidLoadOnOneNodeStopsEveryRank) {
   ASSERT_GT(fs::file_size(copy("nodeB") / shard), 1000000u);
   node_env("nodeB", "LD_PRELOAD=" + shell_quote(WMAP_EIO_PRELOAD) + "\nWMAP_EIO_FILE=" + shard +
                         "\nWMAP_EIO_OFFSET=1000000\nWMAP_EIO_TRUNCATE=1\n");
-  const CommandResult r =
-      run_mpi("-np 4 " + wmap_cli() + " load " + shell_quote(ckpt.string()) + " --tp-size 4 --io-policy native", "", launch());
+  const CommandResult r = run_mpi(
+      "-np 4 " + wmap_cli() + " load " + shell_quote(ckpt.string()) + " --tp-size 4 --io-policy native", "", launch());
   EXPECT_NE(r.exit_code, 0) << r.err;
   EXPECT_NE(r.exit_code, 124) << "a rank hung:\n" << r.err;
   EXPECT_EQ(fs::file_size(copy("nodeB") / shard), 1000000u) << "the shim truncated nodeB's copy";
   EXPECT_EQ(fs::file_size(copy("nodeA") / shard), fs::file_size(original() / shard)) << "nodeA's copy is untouched";
   EXPECT_NE(r.err.find(shard), std::string::npos) << r.err;
   EXPECT_GE(count(r.err, "error during load: "), 1u) << r.err;
-  EXPECT_EQ(count(r.err, "error during load: ") + count(r.err, "failed during load"), 4u) << "every rank says it stops:\n" << r.err;
+  EXPECT_EQ(count(r.err, "error during load: ") + count(r.err, "failed during load"), 4u)
+      << "every rank says it stops:\n"
+      << r.err;
 }
 
 // `--device cuda` is the GPU at the rank's node-local index: ranks 0 and 2 ask for cuda:0, ranks 1
 // and 3 for cuda:1. Without GPUs each rank's failure names the index it picked.
 TEST_F(TwoNodes, DeviceCudaIsTheNodeLocalGpu) {
   std::string why;
-  if (cuda_device_count(&why) >= 2) GTEST_SKIP() << "GPUs present: the failure messages that name the index do not occur";
+  if (cuda_device_count(&why) >= 2)
+    GTEST_SKIP() << "GPUs present: the failure messages that name the index do not occur";
   const fs::path ckpt = checkpoint("llama", "");
-  const CommandResult r =
-      run_mpi("-np 4 " + wmap_cli() + " load " + shell_quote(ckpt.string()) + " --tp-size 4 --device cuda", "", launch());
+  const CommandResult r = run_mpi(
+      "-np 4 " + wmap_cli() + " load " + shell_quote(ckpt.string()) + " --tp-size 4 --device cuda", "", launch());
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.exit_code, 124) << "a rank hung:\n" << r.err;
   for (int rank = 0; rank < 4; ++rank) {
-    const std::string want = "wmap[rank " + std::to_string(rank) + "/4]: error during device: device cuda:" + std::to_string(rank % 2);
+    const std::string want =
+        "wmap[rank " + std::to_string(rank) + "/4]: error during device: device cuda:" + std::to_string(rank % 2);
     if (cuda_device_count(&why) == 1 && rank % 2 == 0) continue;  // cuda:0 exists: that rank opened it
     EXPECT_NE(r.err.find(want), std::string::npos) << want << "\n" << r.err;
   }

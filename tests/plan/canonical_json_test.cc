@@ -17,11 +17,15 @@ namespace {
 
 // The exact canonical bytes: each shard, tensor and parameter record on a line of its own.
 const std::string kCatalogCanonical =
-    R"({"format":"wmap-catalog","version":1,"shards":[)" "\n"
+    R"({"format":"wmap-catalog","version":1,"shards":[)"
+    "\n"
     R"({"file":"model.safetensors","size":112,"header_bytes":80,"tensors":2,"metadata":{"format":"pt"}}],"t)"
-    R"(ensors":[)" "\n"
-    R"({"name":"m.bias","dtype":"BF16","shape":[4],"file":"model.safetensors","offset":104,"nbytes":8},)" "\n"
-    R"({"name":"m.weight","dtype":"F32","shape":[2,2],"file":"model.safetensors","offset":88,"nbytes":16}]})" "\n";
+    R"(ensors":[)"
+    "\n"
+    R"({"name":"m.bias","dtype":"BF16","shape":[4],"file":"model.safetensors","offset":104,"nbytes":8},)"
+    "\n"
+    R"({"name":"m.weight","dtype":"F32","shape":[2,2],"file":"model.safetensors","offset":88,"nbytes":16}]})"
+    "\n";
 const std::string kCatalogId = "14a8fd23af26df1930b0d02843baa9b0719c7968848d077bb17bc440773f474a";
 const std::string kPlanJson =
     R"({"format":"wmap-plan","version":3,"plan_id":"bc1d59accc50892457d0c2076220320664bf3ab32f86bc5dab71be1)"
@@ -29,15 +33,19 @@ const std::string kPlanJson =
     R"("pin","architecture":"PinForCausalLM","layout":{"tp_size":1,"tp_rank":0,"ep_size":1,"mtp_layers":null,"target":"trtllm")"
     R"(,"attention_dp":false,"gpus_per_node":8},"ok":true,"cove)"
     R"(rage":"complete: 2 parameters (24 bytes) from 2 of 2 checkpoint tensors","bytes_to_load":24,"bytes_t)"
-    R"(o_read":24,"problems":[],"params":[)" "\n"
+    R"(o_read":24,"problems":[],"params":[)"
+    "\n"
     R"({"name":"m.weight","module":"m","dtype":"F32","shape":[2,2],"nbytes":16,"pieces":[{"source":"m.weigh)"
     R"(t","key":"m.weight","shard":0,"span":[88,104],"bytes":16,"view":[2,2],"box":[[0,2],[0,2]],"perm":[0,)"
-    R"(1]}]},)" "\n"
+    R"(1]}]},)"
+    "\n"
     R"({"name":"m.bias","module":"m","dtype":"BF16","shape":[4],"nbytes":8,"pieces":[{"source":"m.bias","ke)"
     R"(y":"m.bias","shard":0,"span":[104,112],"bytes":8,"view":[4],"box":[[0,4]],"perm":[0]}]}],"read_order)"
     R"(":[0,1],"schedule":{"chunk_bytes":16777216,"unit_fields":["kind","shard","begin","end","segments","p)"
-    R"(aram","piece","releases"],"units":[)" "\n"
-    R"(["read",0,88,112,2,null,null,[88,112]]]}})" "\n";
+    R"(aram","piece","releases"],"units":[)"
+    "\n"
+    R"(["read",0,88,112,2,null,null,[88,112]]]}})"
+    "\n";
 const std::string kPlanId = "bc1d59accc50892457d0c2076220320664bf3ab32f86bc5dab71be11d2e4ff75";
 
 Catalog tiny_catalog() {
@@ -47,8 +55,10 @@ Catalog tiny_catalog() {
   shard.header_bytes = 80;
   shard.tensor_count = 2;
   shard.metadata = {{"format", "pt"}};
-  TensorRecord w{.name = "m.weight", .shard = 0, .dtype = DType::kF32, .shape = {2, 2}, .offset = 88, .nbytes = 16, .strides = {}};
-  TensorRecord b{.name = "m.bias", .shard = 0, .dtype = DType::kBF16, .shape = {4}, .offset = 104, .nbytes = 8, .strides = {}};
+  TensorRecord w{
+      .name = "m.weight", .shard = 0, .dtype = DType::kF32, .shape = {2, 2}, .offset = 88, .nbytes = 16, .strides = {}};
+  TensorRecord b{
+      .name = "m.bias", .shard = 0, .dtype = DType::kBF16, .shape = {4}, .offset = 104, .nbytes = 8, .strides = {}};
   return Catalog::from_parts("/nowhere", {shard}, {w, b});
 }
 

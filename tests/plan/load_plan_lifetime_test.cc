@@ -24,9 +24,10 @@ static_assert(!std::is_copy_constructible_v<PreparedLoad>);
 
 TEST(LoadPlanLifetime, PlanOutlivesEveryCallerHandleOfItsCatalog) {
   test::TempDir dir;
-  test::write_file(dir / "model.safetensors",
-                   test::safetensors_bytes(R"({"w":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})",
-                                           std::string("\x01\x00\x00\x00\x02\x00\x00\x00\x03\x00\x00\x00\x04\x00\x00\x00", 16)));
+  test::write_file(
+      dir / "model.safetensors",
+      test::safetensors_bytes(R"({"w":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})",
+                              std::string("\x01\x00\x00\x00\x02\x00\x00\x00\x03\x00\x00\x00\x04\x00\x00\x00", 16)));
   ModelSpec spec;
   spec.plugin = "t";
   spec.architecture = "T";

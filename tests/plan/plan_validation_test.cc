@@ -52,7 +52,8 @@ TEST_F(PlanValidation, WrongShapeNamesExpectedAndActual) {
   });
   auto r = run_wmap("plan " + shell_quote(dir.string()));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("has shape [32, 128] but model.layers.0.self_attn.qkv_proj.weight expects [64, 64]"), std::string::npos)
+  EXPECT_NE(r.err.find("has shape [32, 128] but model.layers.0.self_attn.qkv_proj.weight expects [64, 64]"),
+            std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("model-0000"), std::string::npos) << "names the shard: " << r.err;
 }
@@ -65,17 +66,19 @@ TEST_F(PlanValidation, ExtraTensorIsUnconsumed) {
 }
 
 TEST_F(PlanValidation, ProblemsAreAllReportedAndSorted) {
-  const auto dir = edited("many", [](const std::string& n) {
-    TensorEdit e;
-    e.drop = n == kQ0 || n == "model.norm.weight";
-    if (n == "model.layers.1.mlp.down_proj.weight") e.reshape = std::vector<uint64_t>{176, 64};
-    return e;
-  }, {"zzz.extra", "aaa.extra"});
+  const auto dir = edited("many",
+                          [](const std::string& n) {
+                            TensorEdit e;
+                            e.drop = n == kQ0 || n == "model.norm.weight";
+                            if (n == "model.layers.1.mlp.down_proj.weight") e.reshape = std::vector<uint64_t>{176, 64};
+                            return e;
+                          },
+                          {"zzz.extra", "aaa.extra"});
   auto r = run_wmap("plan " + shell_quote(dir.string()) + " --json");
   EXPECT_EQ(r.exit_code, 1);
   const size_t m1 = r.err.find("missing: '" + kQ0), m2 = r.err.find("missing: 'model.norm.weight'"),
-               s = r.err.find("shape: 'model.layers.1.mlp.down_proj.weight'"), u1 = r.err.find("unconsumed: 'aaa.extra'"),
-               u2 = r.err.find("unconsumed: 'zzz.extra'");
+               s = r.err.find("shape: 'model.layers.1.mlp.down_proj.weight'"),
+               u1 = r.err.find("unconsumed: 'aaa.extra'"), u2 = r.err.find("unconsumed: 'zzz.extra'");
   ASSERT_NE(m1, std::string::npos) << r.err;
   ASSERT_NE(m2, std::string::npos) << r.err;
   ASSERT_NE(s, std::string::npos) << r.err;
@@ -108,7 +111,9 @@ TEST_F(PlanValidation, LoadRefusesAnInvalidPlanUnlessPartialIsAsked) {
 
 TEST_F(PlanValidation, OfflineFromSavedCatalogWithoutWeights) {
   const auto catalog = dir_ / "catalog.json";
-  ASSERT_EQ(run_wmap("inspect " + shell_quote(ckpt_.string()) + " --save-catalog " + shell_quote(catalog.string())).exit_code, 0);
+  ASSERT_EQ(
+      run_wmap("inspect " + shell_quote(ckpt_.string()) + " --save-catalog " + shell_quote(catalog.string())).exit_code,
+      0);
   // Only the catalog and config travel to the planning machine.
   const auto offline = dir_ / "offline";
   std::filesystem::create_directories(offline);
@@ -122,8 +127,12 @@ TEST_F(PlanValidation, OfflineFromSavedCatalogWithoutWeights) {
   // A catalog of a broken checkpoint reports the same problem offline.
   const auto broken = edited("missing", [](const std::string& n) { return TensorEdit{.drop = n == kQ0}; });
   const auto broken_catalog = offline / "broken.json";
-  ASSERT_EQ(run_wmap("inspect " + shell_quote(broken.string()) + " --save-catalog " + shell_quote(broken_catalog.string())).exit_code, 0);
-  r = run_wmap("plan --catalog " + shell_quote(broken_catalog.string()) + " --config " + shell_quote((offline / "config.json").string()));
+  ASSERT_EQ(
+      run_wmap("inspect " + shell_quote(broken.string()) + " --save-catalog " + shell_quote(broken_catalog.string()))
+          .exit_code,
+      0);
+  r = run_wmap("plan --catalog " + shell_quote(broken_catalog.string()) + " --config " +
+               shell_quote((offline / "config.json").string()));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find(kQ0), std::string::npos) << r.err;
 
@@ -134,7 +143,9 @@ TEST_F(PlanValidation, OfflineFromSavedCatalogWithoutWeights) {
 
 TEST_F(PlanValidation, LoadWithCatalogRefusesAChangedShard) {
   const auto catalog = dir_ / "catalog.json";
-  ASSERT_EQ(run_wmap("inspect " + shell_quote(ckpt_.string()) + " --save-catalog " + shell_quote(catalog.string())).exit_code, 0);
+  ASSERT_EQ(
+      run_wmap("inspect " + shell_quote(ckpt_.string()) + " --save-catalog " + shell_quote(catalog.string())).exit_code,
+      0);
   auto r = run_wmap("load " + shell_quote(ckpt_.string()) + " --catalog " + shell_quote(catalog.string()));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   // Rewrite one shard (same content, new inode and mtime).
@@ -144,7 +155,8 @@ TEST_F(PlanValidation, LoadWithCatalogRefusesAChangedShard) {
   write_file(shard, bytes);
   r = run_wmap("load " + shell_quote(ckpt_.string()) + " --catalog " + shell_quote(catalog.string()));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("model-00002-of-00002.safetensors: changed since the catalog was saved"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("model-00002-of-00002.safetensors: changed since the catalog was saved"), std::string::npos)
+      << r.err;
 }
 
 // An architecture nobody serves: the error lists every known architecture once, sorted, though
@@ -194,10 +206,12 @@ TEST_F(PlanValidation, YamlOnlyArchitectureLoadsWithoutRebuild) {
     sub("lm_head", "output");
     return TensorEdit{.rename = s};
   };
-  copy_checkpoint(ckpt_, dir, rekey, [](std::string c) {
-    c.replace(c.find("LlamaForCausalLM"), 16, "FancyLmForCausalLM");
-    return c;
-  }, {"blocks.0.attn.rotary.inv_freq"});
+  copy_checkpoint(ckpt_, dir, rekey,
+                  [](std::string c) {
+                    c.replace(c.find("LlamaForCausalLM"), 16, "FancyLmForCausalLM");
+                    return c;
+                  },
+                  {"blocks.0.attn.rotary.inv_freq"});
   const auto maps = dir_ / "maps";
   std::filesystem::create_directories(maps);
   write_file(maps / "fancy.yaml", R"(architectures: [FancyLmForCausalLM]
@@ -223,12 +237,14 @@ ignore:
   - '^blocks\.\d+\.attn\.rotary\.inv_freq$'
 )");
   for (uint32_t r = 0; r < 4; ++r) {
-    const auto a = dir_ / ("fancy" + std::to_string(r) + ".safetensors"), b = dir_ / ("orig" + std::to_string(r) + ".safetensors");
+    const auto a = dir_ / ("fancy" + std::to_string(r) + ".safetensors"),
+               b = dir_ / ("orig" + std::to_string(r) + ".safetensors");
     const std::string layout = " --tp-size 4 --tp-rank " + std::to_string(r);
     auto fancy = run_wmap("load " + shell_quote(dir.string()) + layout + " --mappings " + shell_quote(maps.string()) +
                           " --dump " + shell_quote(a.string()));
     ASSERT_EQ(fancy.exit_code, 0) << fancy.err;
-    ASSERT_EQ(run_wmap("load " + shell_quote(ckpt_.string()) + layout + " --dump " + shell_quote(b.string())).exit_code, 0);
+    ASSERT_EQ(run_wmap("load " + shell_quote(ckpt_.string()) + layout + " --dump " + shell_quote(b.string())).exit_code,
+              0);
     EXPECT_EQ(read_file(a), read_file(b)) << "rank " << r << " differs from the original convention";
   }
   // Without the mapping folder the architecture is unknown: a clear error, exit 1.

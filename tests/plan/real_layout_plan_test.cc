@@ -54,7 +54,8 @@ TEST_F(RealLayoutPlan, UnsupportedArchitecturesAreNamedNotGuessed) {
     const auto dir = rebuild(layout);
     auto r = run_wmap("plan " + shell_quote(dir.string()));
     EXPECT_EQ(r.exit_code, 1) << r.err;
-    EXPECT_NE(r.err.find(std::string("architecture '") + arch + "' is served by no plugin"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(std::string("architecture '") + arch + "' is served by no plugin"), std::string::npos)
+        << r.err;
   }
 }
 

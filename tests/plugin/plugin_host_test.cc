@@ -35,7 +35,9 @@ class SetProbe final : public KeyProbe {
   std::set<std::string> keys_;
 };
 
-ModelConfig fixture_config() { return ModelConfig::parse(R"({"architectures": ["FixtureForCausalLM"]})", "config.json"); }
+ModelConfig fixture_config() {
+  return ModelConfig::parse(R"({"architectures": ["FixtureForCausalLM"]})", "config.json");
+}
 
 Layout layout(uint32_t tp_size, uint32_t tp_rank) {
   Layout l;
@@ -282,7 +284,8 @@ TEST(PluginHost, AnUnservedTargetIsRefusedNamingTheServedOnes) {
   EXPECT_EQ(p.targets, std::vector<std::string>{"trtllm"});
   Layout vllm = layout(1, 0);
   vllm.target = Target::kVllm;
-  auto err = capture([&] { host.build_spec(p, fixture_config(), vllm, SetProbe()); });  // refused before the builder runs
+  auto err =
+      capture([&] { host.build_spec(p, fixture_config(), vllm, SetProbe()); });  // refused before the builder runs
   ASSERT_TRUE(err);
   EXPECT_EQ(err->code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(std::string(err->what()), "plugin 'fixture_throws' (" + p.file.string() +
@@ -331,7 +334,8 @@ TEST(PluginHost, BuiltinTransformsWinOverPluginTransforms) {
   EXPECT_EQ(calls, 11);
   EXPECT_EQ(data, std::vector<std::byte>(2));
 
-  auto err = capture([&] { host.add_builtin_transform("invert_scale", [](std::span<std::byte>, DType, const std::string&) {}); });
+  auto err = capture(
+      [&] { host.add_builtin_transform("invert_scale", [](std::span<std::byte>, DType, const std::string&) {}); });
   ASSERT_TRUE(err);
   EXPECT_EQ(err->code(), ErrorCode::kInternal);
 
@@ -376,10 +380,12 @@ class ScopedEnv {
 
 TEST(PluginSearchPath, CliDirThenEnvironmentThenDefault) {
   test::TempDir cli, env_a, env_b, def;
-  ScopedEnv env("WMAP_PLUGIN_PATH", env_a.path().string() + "::" + (env_a / "missing").string() + ":" + env_b.path().string());
+  ScopedEnv env("WMAP_PLUGIN_PATH",
+                env_a.path().string() + "::" + (env_a / "missing").string() + ":" + env_b.path().string());
   EXPECT_EQ(plugin_search_path(cli.path(), def.path()),
             (std::vector<fs::path>{cli.path(), env_a.path(), env_b.path(), def.path()}));
-  EXPECT_EQ(plugin_search_path(std::nullopt, def.path()), (std::vector<fs::path>{env_a.path(), env_b.path(), def.path()}));
+  EXPECT_EQ(plugin_search_path(std::nullopt, def.path()),
+            (std::vector<fs::path>{env_a.path(), env_b.path(), def.path()}));
   // A default folder that does not exist is dropped silently.
   EXPECT_EQ(plugin_search_path(std::nullopt, def / "missing"), (std::vector<fs::path>{env_a.path(), env_b.path()}));
 }
@@ -425,9 +431,8 @@ TEST(PluginHost, SpecsAndErrorsOutliveTheHost) {
   for (int round = 0; round < 3; ++round) {
     PluginHost host = PluginHost::load({fixture_dir("good"), fixture_dir("throwing_builder")});
     spec = host.build_spec(host.require_by_name("fixture_good"), fixture_config(), layout(1, 0), SetProbe());
-    err = capture([&] {
-      host.build_spec(host.require_by_name("fixture_throws"), fixture_config(), layout(1, 0), SetProbe());
-    });
+    err = capture(
+        [&] { host.build_spec(host.require_by_name("fixture_throws"), fixture_config(), layout(1, 0), SetProbe()); });
     // Move-assigning a host over another unloads the old one's libraries after its objects.
     host = PluginHost::load({fixture_dir("newer")});
     EXPECT_EQ(host.require_by_name("fixture_good").version, "2.0");

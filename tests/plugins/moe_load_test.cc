@@ -17,7 +17,8 @@ struct MoeLayout {
 
 void expect_all_ranks_match(const std::filesystem::path& ckpt, const std::vector<MoeLayout>& layouts) {
   for (const auto& l : layouts) {
-    expect_every_rank_matches(ckpt, l.t, "--ep-size " + std::to_string(l.p) + (l.mtp >= 0 ? " --mtp-layers " + std::to_string(l.mtp) : ""));
+    expect_every_rank_matches(
+        ckpt, l.t, "--ep-size " + std::to_string(l.p) + (l.mtp >= 0 ? " --mtp-layers " + std::to_string(l.mtp) : ""));
   }
 }
 
@@ -42,7 +43,8 @@ TEST(MoeLoad, MixtralBitExactThroughItsYamlMapping) {
 
 TEST(MoeLoad, DeepseekV3Bf16BitExact) {
   TempDir dir;
-  expect_all_ranks_match(synth(dir, "deepseek_v3"), {{1, 1, -1}, {2, 1, -1}, {2, 2, -1}, {4, 2, 2}, {4, 4, 3}, {2, 1, 0}});
+  expect_all_ranks_match(synth(dir, "deepseek_v3"),
+                         {{1, 1, -1}, {2, 1, -1}, {2, 2, -1}, {4, 2, 2}, {4, 4, 3}, {2, 1, 0}});
 }
 
 TEST(MoeLoad, DeepseekV3Fp8BitExact) {
@@ -91,7 +93,9 @@ class Nvfp4Problems : public ::testing::Test {
 
 TEST_F(Nvfp4Problems, DenseZeroGlobalScaleIsAnErrorNamingTheKey) {
   const std::string key = "model.layers.0.self_attn.o_proj.weight_global_scale";
-  auto r = load_edited("llama", [&](const std::string& n) { return TensorEdit{.bytes = n == key ? std::optional(f32_bytes(0.0f)) : std::nullopt}; });
+  auto r = load_edited("llama", [&](const std::string& n) {
+    return TensorEdit{.bytes = n == key ? std::optional(f32_bytes(0.0f)) : std::nullopt};
+  });
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("'" + key + "'"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("finite scale > 0"), std::string::npos) << r.err;
@@ -99,7 +103,9 @@ TEST_F(Nvfp4Problems, DenseZeroGlobalScaleIsAnErrorNamingTheKey) {
 
 TEST_F(Nvfp4Problems, FusedSourcesWithDifferentGlobalScalesAreNamed) {
   const std::string key = "model.layers.1.self_attn.k_proj.weight_global_scale";
-  auto r = load_edited("llama", [&](const std::string& n) { return TensorEdit{.bytes = n == key ? std::optional(f32_bytes(7.0f)) : std::nullopt}; });
+  auto r = load_edited("llama", [&](const std::string& n) {
+    return TensorEdit{.bytes = n == key ? std::optional(f32_bytes(7.0f)) : std::nullopt};
+  });
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("'model.layers.1.self_attn.q_proj.weight_global_scale' = 3.0"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("'" + key + "' = 7.0"), std::string::npos) << r.err;
@@ -109,7 +115,8 @@ TEST_F(Nvfp4Problems, RenameOntoAnExistingKeyIsAnError) {
   // A checkpoint carrying both `weight_packed` and `weight` for one linear.
   const auto ckpt = synth(dir_, "llama", "--nvfp4");
   const auto broken = dir_ / "both";
-  copy_checkpoint(ckpt, broken, [](const std::string&) { return TensorEdit{}; }, {}, {"model.layers.0.mlp.down_proj.weight"});
+  copy_checkpoint(ckpt, broken, [](const std::string&) { return TensorEdit{}; }, {},
+                  {"model.layers.0.mlp.down_proj.weight"});
   auto r = run_wmap("plan " + shell_quote(broken.string()));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("model.layers.0.mlp.down_proj.weight_packed"), std::string::npos) << r.err;
@@ -140,14 +147,17 @@ TEST_F(MoePlanProblems, MissingExpertWeightIsNamed) {
 TEST_F(MoePlanProblems, MissingExpertOfAnotherRankIsNotThisRanksProblem) {
   const auto ckpt = synth(dir_, "qwen3_moe");
   const auto broken = dir_ / "other_rank";
-  copy_checkpoint(ckpt, broken, [](const std::string& n) { return TensorEdit{.drop = n == "model.layers.1.mlp.experts.7.up_proj.weight"}; });
+  copy_checkpoint(ckpt, broken, [](const std::string& n) {
+    return TensorEdit{.drop = n == "model.layers.1.mlp.experts.7.up_proj.weight"};
+  });
   EXPECT_EQ(run_wmap("plan " + shell_quote(broken.string()) + " --tp-size 2 --ep-size 2 --tp-rank 0").exit_code, 0);
   EXPECT_EQ(run_wmap("plan " + shell_quote(broken.string()) + " --tp-size 2 --ep-size 2 --tp-rank 1").exit_code, 1);
 }
 
 TEST_F(MoePlanProblems, MissingFp8ScaleIsNamed) {
   const std::string key = "model.layers.0.self_attn.o_proj.weight_scale_inv";
-  const std::string err = plan_of("deepseek_v3", "--fp8", [&](const std::string& n) { return TensorEdit{.drop = n == key}; });
+  const std::string err =
+      plan_of("deepseek_v3", "--fp8", [&](const std::string& n) { return TensorEdit{.drop = n == key}; });
   EXPECT_NE(err.find("missing: '" + key + "'"), std::string::npos) << err;
 }
 
@@ -160,15 +170,18 @@ TEST_F(MoePlanProblems, ScaleWhoseBlocksDoNotMatchItsWeight) {
     return e;
   });
   EXPECT_NE(err.find("'" + key + "'"), std::string::npos) << err;
-  EXPECT_NE(err.find("has shape [2, 2] but model.layers.0.self_attn.o_proj.weight_scale expects [1, 4]"), std::string::npos) << err;  // trtllm: `weight_scale`
+  EXPECT_NE(err.find("has shape [2, 2] but model.layers.0.self_attn.o_proj.weight_scale expects [1, 4]"),
+            std::string::npos)
+      << err;  // trtllm: `weight_scale`
 }
 
 TEST_F(MoePlanProblems, MtpTensorMissingFromASharedLayerNamesEveryReader) {
   // Checkpoint layer 3 (the MTP layer) is read by model layers 3, 4 and 5 with --mtp-layers 3.
   const std::string key = "model.layers.3.enorm.weight";
-  const std::string err = plan_of("deepseek_v3", "", [&](const std::string& n) { return TensorEdit{.drop = n == key}; },
-                                  "--mtp-layers 3");
-  for (const char* reader : {"model.layers.3.enorm.weight", "model.layers.4.enorm.weight", "model.layers.5.enorm.weight"}) {
+  const std::string err = plan_of(
+      "deepseek_v3", "", [&](const std::string& n) { return TensorEdit{.drop = n == key}; }, "--mtp-layers 3");
+  for (const char* reader :
+       {"model.layers.3.enorm.weight", "model.layers.4.enorm.weight", "model.layers.5.enorm.weight"}) {
     EXPECT_NE(err.find(std::string("needed by ") + reader), std::string::npos) << err;
   }
 }

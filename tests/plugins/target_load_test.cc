@@ -14,7 +14,8 @@
 namespace wmap::test {
 namespace {
 
-std::filesystem::path synth(const TempDir& dir, const std::string& family, const std::string& flags = "", const std::string& name = "") {
+std::filesystem::path synth(const TempDir& dir, const std::string& family, const std::string& flags = "",
+                            const std::string& name = "") {
   const auto ckpt = dir / (name.empty() ? family : name);
   auto r = run_wmap("synth " + family + " " + shell_quote(ckpt.string()) + " " + flags);
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -60,8 +61,9 @@ TEST_P(TrtllmDeepseek, EveryRankBitExact) {
   expect_every_rank_matches(ckpt, 4, "--ep-size 4 --attention-dp");
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, TrtllmDeepseek, ::testing::Values("", "--fp8"),
-                         [](const auto& info) { return info.param.empty() ? std::string("Bf16") : std::string("Fp8"); });
+INSTANTIATE_TEST_SUITE_P(Dtypes, TrtllmDeepseek, ::testing::Values("", "--fp8"), [](const auto& info) {
+  return info.param.empty() ? std::string("Bf16") : std::string("Fp8");
+});
 
 TEST(TrtllmTarget, AttentionDpReplicatesAllButTheRoutedExperts) {
   TempDir dir;
@@ -84,19 +86,23 @@ TEST(TrtllmTarget, AttentionDpReplicatesAllButTheRoutedExperts) {
 TEST(TrtllmTarget, DeepseekNamesAndTheMtpLayersOwnEmbeddings) {
   TempDir dir;
   const auto plan = plan_json(synth(dir, "deepseek_v3", "--fp8"), "--tp-size 2 --tp-rank 0");
-  for (const char* name : {"model.layers.0.self_attn.kv_a_proj_with_mqa.weight", "model.layers.0.self_attn.kv_a_proj_with_mqa.weight_scale",
-                           "model.layers.0.self_attn.kv_b_proj.weight_scale", "model.layers.0.self_attn.k_b_proj_trans_scale",
-                           "model.layers.1.mlp.experts.backend.w3_w1_weight_scaling_factor",
-                           "model.layers.1.mlp.experts.backend.w2_weight_scaling_factor"}) {
+  for (const char* name :
+       {"model.layers.0.self_attn.kv_a_proj_with_mqa.weight",
+        "model.layers.0.self_attn.kv_a_proj_with_mqa.weight_scale", "model.layers.0.self_attn.kv_b_proj.weight_scale",
+        "model.layers.0.self_attn.k_b_proj_trans_scale",
+        "model.layers.1.mlp.experts.backend.w3_w1_weight_scaling_factor",
+        "model.layers.1.mlp.experts.backend.w2_weight_scaling_factor"}) {
     EXPECT_NE(param(plan, name), nullptr) << name;
   }
-  for (const char* name : {"model.layers.0.self_attn.fused_a.weight", "model.layers.0.self_attn.o_proj.weight_scale_inv",
-                           "model.layers.3.embed_tokens.weight", "model.layers.3.shared_head.head.weight"}) {
+  for (const char* name :
+       {"model.layers.0.self_attn.fused_a.weight", "model.layers.0.self_attn.o_proj.weight_scale_inv",
+        "model.layers.3.embed_tokens.weight", "model.layers.3.shared_head.head.weight"}) {
     EXPECT_EQ(param(plan, name), nullptr) << name;
   }
   EXPECT_EQ(shape_of(plan, "model.embed_tokens.weight"), (std::vector<uint64_t>{250, 128}));  // replicated
   EXPECT_EQ(plan["layout"]["target"], "trtllm");
-  EXPECT_NE(plan["coverage"].get<std::string>().find("2 skipped"), std::string::npos) << plan["coverage"];  // the MTP copies
+  EXPECT_NE(plan["coverage"].get<std::string>().find("2 skipped"), std::string::npos)
+      << plan["coverage"];  // the MTP copies
 }
 
 TEST(TrtllmTarget, GcdSplitOfTheDenseMlpAndItsNodeCap) {
@@ -129,10 +135,14 @@ TEST(TrtllmTarget, ExpertGlobalScalesAgreeWithinTolerance) {
   const auto ckpt = synth(dir, "qwen3_moe", "--nvfp4");
   const std::string key = "model.layers.1.mlp.experts.0.gate_proj.weight_global_scale";  // up's is 1.0
   const auto close = dir / "close";
-  copy_checkpoint(ckpt, close, [&](const std::string& n) { return TensorEdit{.bytes = n == key ? std::optional(f32_bytes(1.000004f)) : std::nullopt}; });
+  copy_checkpoint(ckpt, close, [&](const std::string& n) {
+    return TensorEdit{.bytes = n == key ? std::optional(f32_bytes(1.000004f)) : std::nullopt};
+  });
   expect_every_rank_matches(close, 2, "--ep-size 2");  // within 1e-5: loaded with up's scale
   const auto far = dir / "far";
-  copy_checkpoint(ckpt, far, [&](const std::string& n) { return TensorEdit{.bytes = n == key ? std::optional(f32_bytes(1.001f)) : std::nullopt}; });
+  copy_checkpoint(ckpt, far, [&](const std::string& n) {
+    return TensorEdit{.bytes = n == key ? std::optional(f32_bytes(1.001f)) : std::nullopt};
+  });
   auto r = run_wmap("load " + shell_quote(far.string()));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("'" + key + "' = 1.001"), std::string::npos) << r.err;
@@ -164,26 +174,34 @@ INSTANTIATE_TEST_SUITE_P(Families, VllmFamilies,
                                            VllmCase{"qwen3_moe", "--vocab 200"}, VllmCase{"mixtral", "--experts 6"},
                                            VllmCase{"deepseek_v3", ""},
                                            // FP8 under vLLM needs whole 128-blocks per rank at T = 4.
-                                           VllmCase{"deepseek_v3", "--fp8 --heads 8 --intermediate 512 --moe-intermediate 512"}),
+                                           VllmCase{"deepseek_v3",
+                                                    "--fp8 --heads 8 --intermediate 512 --moe-intermediate 512"}),
                          [](const auto& info) { return info.param.family + std::to_string(info.index); });
 
 TEST(VllmTarget, NamesAndShapesAreVllms) {
   TempDir dir;
-  const auto mixtral = plan_json(synth(dir, "mixtral", "--experts 6"), "--target vllm --tp-size 4 --ep-size 4 --tp-rank 1");
+  const auto mixtral =
+      plan_json(synth(dir, "mixtral", "--experts 6"), "--target vllm --tp-size 4 --ep-size 4 --tp-rank 1");
   EXPECT_EQ(mixtral["layout"]["target"], "vllm");
   EXPECT_NE(param(mixtral, "model.layers.0.block_sparse_moe.gate.weight"), nullptr);
-  EXPECT_EQ(shape_of(mixtral, "model.layers.0.block_sparse_moe.experts.w13_weight"), (std::vector<uint64_t>{2, 96, 64}));
+  EXPECT_EQ(shape_of(mixtral, "model.layers.0.block_sparse_moe.experts.w13_weight"),
+            (std::vector<uint64_t>{2, 96, 64}));
   EXPECT_EQ(shape_of(mixtral, "model.embed_tokens.weight"), (std::vector<uint64_t>{64, 64}));  // 250 -> 256 rows / 4
   const auto qwen3 = plan_json(synth(dir, "qwen3"), "--target vllm --tp-size 2 --tp-rank 1");  // tied
   EXPECT_EQ(param(qwen3, "lm_head.weight"), nullptr);
-  const auto ds = plan_json(synth(dir, "deepseek_v3", "--fp8 --heads 8 --intermediate 512 --moe-intermediate 512", "ds"),
-                            "--target vllm --tp-size 4 --tp-rank 2");
-  for (const char* name : {"model.layers.0.self_attn.fused_qkv_a_proj.weight", "model.layers.0.self_attn.fused_qkv_a_proj.weight_scale_inv",
-                           "model.layers.1.mlp.experts.w13_weight_scale_inv", "model.layers.1.mlp.gate.e_score_correction_bias"}) {
+  const auto ds =
+      plan_json(synth(dir, "deepseek_v3", "--fp8 --heads 8 --intermediate 512 --moe-intermediate 512", "ds"),
+                "--target vllm --tp-size 4 --tp-rank 2");
+  for (const char* name :
+       {"model.layers.0.self_attn.fused_qkv_a_proj.weight",
+        "model.layers.0.self_attn.fused_qkv_a_proj.weight_scale_inv", "model.layers.1.mlp.experts.w13_weight_scale_inv",
+        "model.layers.1.mlp.gate.e_score_correction_bias"}) {
     EXPECT_NE(param(ds, name), nullptr) << name;
   }
-  EXPECT_EQ(shape_of(ds, "model.layers.0.self_attn.kv_b_proj.weight"), (std::vector<uint64_t>{512, 128}));  // 2 heads x [nope; v]
-  for (const char* name : {"model.layers.0.self_attn.k_b_proj_trans", "model.layers.3.enorm.weight", "model.layers.3.eh_proj.weight"}) {
+  EXPECT_EQ(shape_of(ds, "model.layers.0.self_attn.kv_b_proj.weight"),
+            (std::vector<uint64_t>{512, 128}));  // 2 heads x [nope; v]
+  for (const char* name :
+       {"model.layers.0.self_attn.k_b_proj_trans", "model.layers.3.enorm.weight", "model.layers.3.eh_proj.weight"}) {
     EXPECT_EQ(param(ds, name), nullptr) << name;
   }
 }
@@ -216,16 +234,21 @@ TEST(TargetErrors, EachNamesWhatIsWrong) {
   };
   const std::vector<Case> cases = {
       {moe, "--target vllm --tp-size 4 --ep-size 2",
-       "ep_size 2 is not allowed with target vllm at tp_size 4: vLLM's expert parallelism is all or nothing (ep_size 1 or 4)"},
+       "ep_size 2 is not allowed with target vllm at tp_size 4: vLLM's expert parallelism is all or nothing (ep_size 1 "
+       "or 4)"},
       {uneven, "--target vllm --tp-size 4",
-       "model.layers.0.mlp.gate_proj.weight: width 170 is not divisible by tp_size 4 (target vllm splits every tensor exactly"},
+       "model.layers.0.mlp.gate_proj.weight: width 170 is not divisible by tp_size 4 (target vllm splits every tensor "
+       "exactly"},
       {ds_fp8, "--target vllm --tp-size 2",
-       "model.layers.1.mlp.shared_experts.gate_proj.weight: this rank's rows [0, 64) are not whole 128-wide FP8 blocks"},
+       "model.layers.1.mlp.shared_experts.gate_proj.weight: this rank's rows [0, 64) are not whole 128-wide FP8 "
+       "blocks"},
       {llama, "--attention-dp --tp-size 2", "attention_dp has no meaning for a dense model such as LlamaForCausalLM"},
       {moe, "--attention-dp --tp-size 2 --ep-size 2", "attention_dp is not served for Qwen3MoeForCausalLM"},
-      {ds, "--attention-dp --target vllm --tp-size 2", "attention_dp is a TensorRT-LLM layout (target trtllm); target vllm has none"},
+      {ds, "--attention-dp --target vllm --tp-size 2",
+       "attention_dp is a TensorRT-LLM layout (target trtllm); target vllm has none"},
       {ds, "--target vllm --mtp-layers 1", "mtp_layers 1: target vllm loads no MTP layers"},
-      {nvfp4, "--target vllm", "quantization_config.quant_method: compressed-tensors NVFP4 checkpoints are served for target trtllm only"},
+      {nvfp4, "--target vllm",
+       "quantization_config.quant_method: compressed-tensors NVFP4 checkpoints are served for target trtllm only"},
       {llama, "--gpus-per-node 0", "gpus_per_node must be at least 1"},
       {llama, "--target sglang", "--target: sglang not in {trtllm,vllm}"},
   };
@@ -261,12 +284,12 @@ R1Rank r1_expected(bool vllm, uint32_t t, uint32_t p, bool adp) {
   const uint64_t a = adp ? 1 : t, hl = heads / a;
   R1Rank r;
   auto attention = [&] {
-    r.add(h, 2), r.add(h, 2);                                  // input / post_attention layernorms
-    r.add(q_lora, 2), r.add(rank_kv, 2);                       // q_a / kv_a layernorms
-    r.fp8(q_lora + rank_kv + rope, h, 12 + 5);                 // fused A: 12 + ceil(576/128) scale rows
+    r.add(h, 2), r.add(h, 2);                                     // input / post_attention layernorms
+    r.add(q_lora, 2), r.add(rank_kv, 2);                          // q_a / kv_a layernorms
+    r.fp8(q_lora + rank_kv + rope, h, 12 + 5);                    // fused A: 12 + ceil(576/128) scale rows
     r.fp8(hl * (nope + rope), q_lora, hl * (nope + rope) / 128);  // q_b_proj
     r.add(h * (heads * v / a), 1), r.add((h / 128) * (heads * v / a / 128), 4);  // o_proj, row-parallel
-    r.fp8(hl * (nope + v), rank_kv, hl * (nope + v) / 128);    // kv_b_proj
+    r.fp8(hl * (nope + v), rank_kv, hl * (nope + v) / 128);                      // kv_b_proj
     if (!vllm) {
       r.add(hl * rank_kv * nope, 1), r.add(hl * (rank_kv / 128) * (nope / 128), 4);  // k_b_proj_trans (+ scale)
       r.add(hl * v * rank_kv, 1), r.add(hl * (v / 128) * (rank_kv / 128), 4);        // v_b_proj (+ scale)
@@ -274,8 +297,8 @@ R1Rank r1_expected(bool vllm, uint32_t t, uint32_t p, bool adp) {
   };
   auto mlp = [&](uint64_t width, uint64_t parts) {
     const uint64_t w = width / parts;
-    r.fp8(2 * w, h, 2 * w / 128);                            // gate_up_proj
-    r.add(h * w, 1), r.add((h / 128) * (w / 128), 4);        // down_proj
+    r.fp8(2 * w, h, 2 * w / 128);                      // gate_up_proj
+    r.add(h * w, 1), r.add((h / 128) * (w / 128), 4);  // down_proj
   };
   auto gcd_parts = [&](uint64_t width, bool cap) -> uint64_t {
     if (vllm) return t;
@@ -288,7 +311,7 @@ R1Rank r1_expected(bool vllm, uint32_t t, uint32_t p, bool adp) {
     r.add(experts * h, 2), r.add(experts, 4);  // router, e_score_correction_bias
     mlp(moe_inter, gcd_parts(moe_inter, false));
     const uint64_t local = experts / p, ie = moe_inter / (t / p);
-    r.fp8(2 * ie, h, 2 * ie / 128, local);     // w3_w1 / w13 and their scales
+    r.fp8(2 * ie, h, 2 * ie / 128, local);                               // w3_w1 / w13 and their scales
     r.add(local * h * ie, 1), r.add(local * (h / 128) * (ie / 128), 4);  // w2
   };
   const uint64_t vocab_rows = vllm ? (vocab + 63) / 64 * 64 / t : adp ? vocab : (vocab + t - 1) / t;
@@ -307,25 +330,27 @@ R1Rank r1_expected(bool vllm, uint32_t t, uint32_t p, bool adp) {
     attention();
     moe();
   }
-  r.add(h, 2);                // model.norm
-  r.add(vocab_rows * h, 2);   // lm_head
+  r.add(h, 2);               // model.norm
+  r.add(vocab_rows * h, 2);  // lm_head
   return r;
 }
 
 TEST(TargetR1, RealLayoutPlansCompleteUnderBothTargets) {
   TempDir dir;
   const auto out = dir / "r1";
-  auto rebuilt = run_command(python() + " " + shell_quote((source_dir() / "tests/python/sparse_layout.py").string()) + " " +
-                             shell_quote((testdata_dir() / "layouts" / "deepseek-r1").string()) + " " + shell_quote(out.string()));
+  auto rebuilt =
+      run_command(python() + " " + shell_quote((source_dir() / "tests/python/sparse_layout.py").string()) + " " +
+                  shell_quote((testdata_dir() / "layouts" / "deepseek-r1").string()) + " " + shell_quote(out.string()));
   ASSERT_EQ(rebuilt.exit_code, 0) << rebuilt.err;
   struct Case {
     std::string flags;
     bool vllm, adp;
     uint32_t p;
   };
-  for (const auto& c : {Case{"--ep-size 8", false, false, 8}, Case{"--ep-size 8 --attention-dp", false, true, 8},
-                        Case{"--ep-size 1 --attention-dp", false, true, 1}, Case{"--ep-size 8 --target vllm", true, false, 8},
-                        Case{"--ep-size 1 --target vllm", true, false, 1}}) {
+  for (const auto& c :
+       {Case{"--ep-size 8", false, false, 8}, Case{"--ep-size 8 --attention-dp", false, true, 8},
+        Case{"--ep-size 1 --attention-dp", false, true, 1}, Case{"--ep-size 8 --target vllm", true, false, 8},
+        Case{"--ep-size 1 --target vllm", true, false, 1}}) {
     for (const char* rank : {"0", "5"}) {
       const auto plan = plan_json(out, "--tp-size 8 --tp-rank " + std::string(rank) + " " + c.flags);
       ASSERT_TRUE(plan.is_object()) << c.flags;

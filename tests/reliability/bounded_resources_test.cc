@@ -99,7 +99,8 @@ TEST(BoundedResources, TensorClaimingTerabytesInASparseFileIsCataloguedWithoutRe
   TempDir dir;
   const auto file = dir / "sparse.safetensors";
   const uint64_t nbytes = 1ull << 42;  // 4 TiB of F32, never touched
-  const std::string header = R"({"t":{"dtype":"F32","shape":[1099511627776],"data_offsets":[0,)" + std::to_string(nbytes) + "]}}";
+  const std::string header =
+      R"({"t":{"dtype":"F32","shape":[1099511627776],"data_offsets":[0,)" + std::to_string(nbytes) + "]}}";
   write_file(file, le64(header.size()) + header);
   std::error_code ec;
   fs::resize_file(file, 8 + header.size() + nbytes, ec);
@@ -127,16 +128,18 @@ TEST(BoundedResources, MappingWith100kRulesFailsFast) {
   const std::string yaml = rules_yaml(100000);
   ASSERT_GT(yaml.size(), kMaxMappingFileBytes);
   auto t0 = Clock::now();
-  const std::string msg = expect_wmap_error([&] { parse_mapping_text(yaml, "huge.yaml"); },
-                                            {"huge.yaml:1:", "over the limit of " + std::to_string(kMaxMappingFileBytes)});
+  const std::string msg =
+      expect_wmap_error([&] { parse_mapping_text(yaml, "huge.yaml"); },
+                        {"huge.yaml:1:", "over the limit of " + std::to_string(kMaxMappingFileBytes)});
   EXPECT_LT(seconds_since(t0), 2.0) << msg;
   // Under the size limit but over the rule limit (short rules): refused naming the first rule over it.
   std::string many = "architectures: [A]\nplugin: llama\nignore:\n";
   for (size_t i = 0; i <= kMaxMappingRules; ++i) many += "- x" + std::to_string(i) + "\n";
   ASSERT_LT(many.size(), kMaxMappingFileBytes);
   t0 = Clock::now();
-  expect_wmap_error([&] { parse_mapping_text(many, "many.yaml"); },
-                    {"many.yaml:" + std::to_string(kMaxMappingRules + 4) + ":", "more than " + std::to_string(kMaxMappingRules)});
+  expect_wmap_error(
+      [&] { parse_mapping_text(many, "many.yaml"); },
+      {"many.yaml:" + std::to_string(kMaxMappingRules + 4) + ":", "more than " + std::to_string(kMaxMappingRules)});
   EXPECT_LT(seconds_since(t0), 5.0);
   // Through the CLI: a mapping folder holding such a file is refused with exit 2, naming it.
   TempDir dir;
@@ -163,7 +166,8 @@ TEST(BoundedResources, MappingAtTheRuleLimitIsBounded) {
   std::vector<TensorRecord> tensors;
   for (int i = 0; i < 2000; ++i) {
     TensorRecord r;
-    r.name = i % 2 ? "model.layers." + std::to_string(kRules - 1 - i) + ".mlp.w1.weight" : "unmatched." + std::to_string(i);
+    r.name =
+        i % 2 ? "model.layers." + std::to_string(kRules - 1 - i) + ".mlp.w1.weight" : "unmatched." + std::to_string(i);
     r.dtype = DType::kF32;
     r.shape = {1};
     r.offset = 4 * static_cast<uint64_t>(i);
@@ -180,7 +184,8 @@ TEST(BoundedResources, MappingAtTheRuleLimitIsBounded) {
   EXPECT_EQ(renamed.size(), 2000u);
   EXPECT_NE(renamed.find("model.layers." + std::to_string(kRules - 2) + ".mlp.proj1.weight"), nullptr);
   const double grown = rss_mib() - rss0;
-  std::printf("%d rules: parse+compile %.2fs, apply to 2000 keys %.2fs, RSS %+.0f MiB\n", kRules, compile_s, apply_s, grown);
+  std::printf("%d rules: parse+compile %.2fs, apply to 2000 keys %.2fs, RSS %+.0f MiB\n", kRules, compile_s, apply_s,
+              grown);
   EXPECT_LT(compile_s + apply_s, 60.0);
   EXPECT_LT(grown, 512.0);
 }

@@ -22,12 +22,17 @@ class ChangedShard : public ::testing::Test {
     auto r = run_wmap("inspect " + shell_quote(ckpt_.string()) + " --save-catalog " + shell_quote(catalog_.string()));
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
-  CommandResult plan() { return run_wmap("plan --catalog " + shell_quote(catalog_.string()) + " " + shell_quote(ckpt_.string())); }
-  CommandResult load() { return run_wmap("load " + shell_quote(ckpt_.string()) + " --catalog " + shell_quote(catalog_.string())); }
+  CommandResult plan() {
+    return run_wmap("plan --catalog " + shell_quote(catalog_.string()) + " " + shell_quote(ckpt_.string()));
+  }
+  CommandResult load() {
+    return run_wmap("load " + shell_quote(ckpt_.string()) + " --catalog " + shell_quote(catalog_.string()));
+  }
   void expect_refused(const std::string& what) {
     for (auto r : {plan(), load()}) {
       EXPECT_EQ(r.exit_code, 1) << what << ": " << r.err;
-      EXPECT_NE(r.err.find(kShard2 + ": changed since the catalog was saved"), std::string::npos) << what << ": " << r.err;
+      EXPECT_NE(r.err.find(kShard2 + ": changed since the catalog was saved"), std::string::npos)
+          << what << ": " << r.err;
       EXPECT_NE(r.err.find(what), std::string::npos) << r.err;
       EXPECT_EQ(r.out.find("loaded"), std::string::npos) << r.out;
       EXPECT_EQ(r.out.find("complete"), std::string::npos) << r.out;

@@ -40,7 +40,6 @@ CommandResult run_wmap_limited(const std::string& args) {
   return run_command(limit + shell_quote(WMAP_CLI_PATH) + " -q " + args);
 }
 
-
 class ConfigError : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -67,7 +66,8 @@ class ConfigError : public ::testing::TestWithParam<std::string> {
       std::smatch m;
       ASSERT_TRUE(std::regex_search(layout, m, std::regex("--tp-size (\\d+)")));
       o.layout.tp_size = static_cast<uint32_t>(std::stoul(m[1]));
-      if (std::regex_search(layout, m, std::regex("--ep-size (\\d+)"))) o.layout.ep_size = static_cast<uint32_t>(std::stoul(m[1]));
+      if (std::regex_search(layout, m, std::regex("--ep-size (\\d+)")))
+        o.layout.ep_size = static_cast<uint32_t>(std::stoul(m[1]));
     }
     try {
       LoaderSession(o).prepare();
@@ -84,12 +84,15 @@ class ConfigError : public ::testing::TestWithParam<std::string> {
     SCOPED_TRACE(field + ": " + message);
     const auto catalog = dir_ / "catalog.json";
     if (!fs::exists(catalog)) {
-      ASSERT_EQ(run_wmap("inspect " + shell_quote(ckpt_.string()) + " --save-catalog " + shell_quote(catalog.string())).exit_code, 0);
+      ASSERT_EQ(run_wmap("inspect " + shell_quote(ckpt_.string()) + " --save-catalog " + shell_quote(catalog.string()))
+                    .exit_code,
+                0);
     }
     write_file(ckpt_ / "config.json", text);
     const std::string config = (ckpt_ / "config.json").string(), ckpt = shell_quote(ckpt_.string());
-    for (const std::string& cmd : {"plan " + ckpt, "load " + ckpt,
-                                  "plan --catalog " + shell_quote(catalog.string()) + " --config " + shell_quote(config)}) {
+    for (const std::string& cmd :
+         {"plan " + ckpt, "load " + ckpt,
+          "plan --catalog " + shell_quote(catalog.string()) + " --config " + shell_quote(config)}) {
       auto r = run_wmap_limited(cmd);
       EXPECT_EQ(r.exit_code, 2) << cmd << ": " << r.err;
       EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
@@ -131,7 +134,8 @@ TEST_P(ConfigError, MalformedJson) {
 TEST_P(ConfigError, ArchitecturesMissingOrMistyped) {
   expect_error(drop(original_, "architectures"), "architectures", "missing");
   expect_error(set(original_, "architectures", "[]"), "architectures", "expected a non-empty list of strings");
-  expect_error(set(original_, "architectures", "\"LlamaForCausalLM\""), "architectures", "expected a non-empty list of strings");
+  expect_error(set(original_, "architectures", "\"LlamaForCausalLM\""), "architectures",
+               "expected a non-empty list of strings");
   expect_error(set(original_, "architectures", "[42]"), "architectures", "expected a non-empty list of strings");
 }
 
@@ -154,7 +158,8 @@ TEST_P(ConfigError, NumLayersAndVocabMistyped) {
 TEST_P(ConfigError, HeadsNotDivisibleByTensorParallelSize) {
   const int64_t heads = value_of(original_, "num_attention_heads");
   const std::string t = std::to_string(heads + 1);  // never divides `heads`
-  expect_error(original_, "num_attention_heads", std::to_string(heads) + " attention heads cannot be split over tp_size " + t,
+  expect_error(original_, "num_attention_heads",
+               std::to_string(heads) + " attention heads cannot be split over tp_size " + t,
                "--tp-size " + t + " --tp-rank 0");
 }
 
@@ -170,19 +175,25 @@ TEST_P(ConfigError, LayerCountBeyondTheCheckpoint) {
 }
 
 TEST_P(ConfigError, SizesBeyondTheLargestTensorDimension) {
-  const std::string largest = ", but the largest dimension of any tensor in the checkpoint is " + std::to_string(largest_dim()) + " (";
+  const std::string largest =
+      ", but the largest dimension of any tensor in the checkpoint is " + std::to_string(largest_dim()) + " (";
   expect_refused(set(original_, "vocab_size", "1000000000000000"), "vocab_size", "1000000000000000" + largest);
   expect_refused(set(original_, "hidden_size", "1000000000000000"), "hidden_size", "1000000000000000" + largest);
-  expect_refused(set(original_, "intermediate_size", "1000000000000000"), "intermediate_size", "1000000000000000" + largest);
+  expect_refused(set(original_, "intermediate_size", "1000000000000000"), "intermediate_size",
+                 "1000000000000000" + largest);
 }
 
 TEST_P(ConfigError, SizeProductsOverflowingSixtyFourBits) {
   // 2^62 heads: positive and within int64, but heads * head_dim is not a 64-bit number.
   const std::string heads = "4611686018427387904";
   const auto c = ModelConfig::parse(original_, "config.json");
-  const std::string what = GetParam() == "llama" ? "num_attention_heads * head_dim" : "num_attention_heads * (qk_nope_head_dim + qk_rope_head_dim)";
-  const int64_t per_head = GetParam() == "llama" ? c.require_int("head_dim") : c.require_int("qk_nope_head_dim") + c.require_int("qk_rope_head_dim");
-  expect_refused(set(original_, "num_attention_heads", heads), what, heads + " * " + std::to_string(per_head) + " overflows 64 bits");
+  const std::string what = GetParam() == "llama" ? "num_attention_heads * head_dim"
+                                                 : "num_attention_heads * (qk_nope_head_dim + qk_rope_head_dim)";
+  const int64_t per_head = GetParam() == "llama"
+                               ? c.require_int("head_dim")
+                               : c.require_int("qk_nope_head_dim") + c.require_int("qk_rope_head_dim");
+  expect_refused(set(original_, "num_attention_heads", heads), what,
+                 heads + " * " + std::to_string(per_head) + " overflows 64 bits");
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ConfigError, ::testing::Values("llama", "deepseek_v3"));
@@ -212,10 +223,13 @@ TEST_P(DeepseekConfigError, CountsBeyondTheCheckpointAndNegativeCounts) {
   // Layer 0 is dense (first_k_dense_replace 1): the first MoE layer names the highest expert.
   const std::string e = std::to_string(value_of(original_, "n_routed_experts") - 1);
   expect_refused(set(original_, "n_routed_experts", "1000000000"), "n_routed_experts",
-                 "1000000000 experts, but the checkpoint's highest expert index is " + e + " (model.layers.1.mlp.experts." + e + ".*)");
-  expect_refused(set(original_, "n_shared_experts", "4611686018427387904"), "moe_intermediate_size * n_shared_experts",
-                 std::to_string(value_of(original_, "moe_intermediate_size")) + " * 4611686018427387904 overflows 64 bits");
-  for (const char* field : {"n_shared_experts", "first_k_dense_replace", "num_nextn_predict_layers", "moe_layer_freq"}) {
+                 "1000000000 experts, but the checkpoint's highest expert index is " + e +
+                     " (model.layers.1.mlp.experts." + e + ".*)");
+  expect_refused(
+      set(original_, "n_shared_experts", "4611686018427387904"), "moe_intermediate_size * n_shared_experts",
+      std::to_string(value_of(original_, "moe_intermediate_size")) + " * 4611686018427387904 overflows 64 bits");
+  for (const char* field :
+       {"n_shared_experts", "first_k_dense_replace", "num_nextn_predict_layers", "moe_layer_freq"}) {
     expect_error(set(original_, field, "-1"), field, "expected a non-negative integer, found -1");
   }
 }
@@ -236,8 +250,8 @@ TEST(MoeConfigError, ExpertCountBeyondTheCheckpoint) {
     write_file(ckpt / "config.json", set(original, key, "1000000000"));
     auto r = run_wmap_limited("plan " + shell_quote(ckpt.string()));
     EXPECT_EQ(r.exit_code, 2) << r.err;
-    EXPECT_NE(r.err.find(config + ": " + key + ": 1000000000 experts, but the checkpoint's highest expert index is " + e +
-                         " (model.layers." + first_moe + ".mlp.experts." + e + ".*)"),
+    EXPECT_NE(r.err.find(config + ": " + key + ": 1000000000 experts, but the checkpoint's highest expert index is " +
+                         e + " (model.layers." + first_moe + ".mlp.experts." + e + ".*)"),
               std::string::npos)
         << r.err;
     write_file(ckpt / "config.json", set(original, key == "num_experts" ? "decoder_sparse_step" : key, "-1"));

@@ -81,7 +81,8 @@ void FaultInjectionFs::clear() {
   one_in_ = 0;
 }
 
-std::string FaultInjectionFs::read_whole_file(const std::filesystem::path& path, uint64_t max_bytes, size_t padding) const {
+std::string FaultInjectionFs::read_whole_file(const std::filesystem::path& path, uint64_t max_bytes,
+                                              size_t padding) const {
   ++whole_reads_;
   return FileSystem::read_whole_file(path, max_bytes, padding);
 }
@@ -131,9 +132,8 @@ void FaultInjectionFs::check(const std::string& path, uint64_t offset, uint64_t 
     if (f.kind == Fault::kShortRead && (covers || (len > 0 && offset >= f.offset))) {
       ++faults_;
       const uint64_t at = std::max(offset, f.offset);
-      throw Error(ErrorCode::kIo, path + ": unexpected end of file at offset " + std::to_string(at) +
-                                      " (short read: " + std::to_string(at - offset) + " of " + std::to_string(len) +
-                                      " bytes)");
+      throw Error(ErrorCode::kIo, path + ": unexpected end of file at offset " + std::to_string(at) + " (short read: " +
+                                      std::to_string(at - offset) + " of " + std::to_string(len) + " bytes)");
     }
   }
   if (one_in_ > 0 && rng_() % one_in_ == 0) {

@@ -57,7 +57,8 @@ TEST(FuzzRegression, IndexWithAValueFollowedByAColonIsRefused) {
   EXPECT_WMAP_ERROR(parse_shard_index(json, "fuzz.index.json", shards), ErrorCode::kMalformedInput, "fuzz.index.json",
                     "not valid JSON");
   // The smallest forms of the same damage, and an unescaped control character in a key.
-  for (const std::string& bad : std::vector<std::string>{R"({"weight_map": {"a": "x.safetensors" : "y.safetensors"}})",
+  for (const std::string& bad :
+       std::vector<std::string>{R"({"weight_map": {"a": "x.safetensors" : "y.safetensors"}})",
                                 R"({"weight_map": {"a": "x.safetensors" "b": "y.safetensors"}})",
                                 std::string("{\"weight_map\": {\"a\tb\": \"x.safetensors\"}}")}) {
     SCOPED_TRACE(bad);

@@ -81,7 +81,8 @@ TEST_F(IoFault, HeaderLengthReadErrorNamesShardAndOffset) {
     FAIL() << "catalogued a shard whose header could not be read";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kIo);
-    EXPECT_NE(std::string(e.what()).find(kShard2 + ": pread at offset 0 failed: Input/output error"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(kShard2 + ": pread at offset 0 failed: Input/output error"), std::string::npos)
+        << e.what();
   }
   EXPECT_EQ(faulty.open_files(), 0);
 }
@@ -99,13 +100,15 @@ TEST_F(IoFault, HeaderShortReadNamesShardAndOffset) {
   FaultInjectionFs faulty;
   faulty.short_read_at(kShard2, 50);
   const ShardSet set = discover_shards(ckpt_, {});
-  expect_wmap_error([&] { Catalog::build(set, {.fs = &faulty, .progress = {}}); }, {kShard2, "unexpected end of file at offset 50"});
+  expect_wmap_error([&] { Catalog::build(set, {.fs = &faulty, .progress = {}}); },
+                    {kShard2, "unexpected end of file at offset 50"});
 }
 
 TEST_F(IoFault, OpenErrorNamesShard) {
   FaultInjectionFs faulty;
   faulty.fail_open(kShard2, EACCES);
-  expect_wmap_error([&] { Catalog::build(discover_shards(ckpt_, {}), {.fs = &faulty, .progress = {}}); }, {kShard2, "Permission denied"});
+  expect_wmap_error([&] { Catalog::build(discover_shards(ckpt_, {}), {.fs = &faulty, .progress = {}}); },
+                    {kShard2, "Permission denied"});
   expect_failed_load(faulty, IoMode::kPread, {kShard2, "open failed: Permission denied"});
 }
 
@@ -211,7 +214,8 @@ TEST_F(IoFault, ShardTruncatedUnderMmapIsACleanErrorNotSigbus) {
   // A SIGBUS here means the guard (guard_sigbus) is broken: that is a failure, never a skip.
   ASSERT_FALSE(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS)
       << "the load died of SIGBUS on a shard truncated under mmap: the SIGBUS guard did not turn it into a "
-         "wmap::Error naming " << kShard2;
+         "wmap::Error naming "
+      << kShard2;
   ASSERT_TRUE(WIFEXITED(status)) << "child died by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   EXPECT_NE(WEXITSTATUS(status), 3) << "a truncated shard was reported as loaded";
   EXPECT_EQ(WEXITSTATUS(status), 0) << "expected a wmap::Error naming " << kShard2;
@@ -220,8 +224,9 @@ TEST_F(IoFault, ShardTruncatedUnderMmapIsACleanErrorNotSigbus) {
 // --- CLI ------------------------------------------------------------------------------------
 
 std::string preload_env(const std::string& file, uint64_t offset) {
-  return "WMAP_EIO_FILE=" + shell_quote(file) + " WMAP_EIO_OFFSET=" + std::to_string(offset) + " LD_PRELOAD=" +
-         shell_quote(WMAP_EIO_PRELOAD) + " ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0\" ";
+  return "WMAP_EIO_FILE=" + shell_quote(file) + " WMAP_EIO_OFFSET=" + std::to_string(offset) +
+         " LD_PRELOAD=" + shell_quote(WMAP_EIO_PRELOAD) +
+         " ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0\" ";
 }
 
 CommandResult run_wmap_env(const std::string& env, const std::string& args) {
@@ -240,7 +245,8 @@ TEST_F(IoFault, CliEioOnTensorDataExitsOneNamingShardAndOffset) {
   // pread or preadv, whichever the executor batches the read into; the offset it names is where
   // the failing read started, at or before the bad byte and within the shard's data.
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(res.err, m, std::regex(kShard2 + ": preadv? at offset (\\d+) failed: Input/output error")))
+  ASSERT_TRUE(
+      std::regex_search(res.err, m, std::regex(kShard2 + ": preadv? at offset (\\d+) failed: Input/output error")))
       << res.err;
   const uint64_t at = std::stoull(m[1]);
   EXPECT_LE(at, r.offset + r.nbytes / 2) << res.err;

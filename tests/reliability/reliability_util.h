@@ -20,7 +20,8 @@ namespace wmap::test {
 inline std::filesystem::path build_plugin_dir() {
   const std::filesystem::path build = WMAP_BUILD_DIR;
   for (const auto& e : std::filesystem::recursive_directory_iterator(build / "lib")) {
-    if (e.is_directory() && e.path().filename() == "plugins" && e.path().parent_path().filename() == "wmap") return e.path();
+    if (e.is_directory() && e.path().filename() == "plugins" && e.path().parent_path().filename() == "wmap")
+      return e.path();
   }
   return build / "lib" / "wmap" / "plugins";
 }

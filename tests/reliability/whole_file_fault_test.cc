@@ -82,12 +82,12 @@ TEST_F(WholeFileFault, AFileOverItsWholeReadLimitIsRefusedNamingSizeAndLimit) {
     out << std::string(4096, ' ') << "{}";
   }
   EXPECT_EQ(FileSystem::posix().read_whole_file(big, 4098).size(), 4098u);
-  EXPECT_WMAP_ERROR(FileSystem::posix().read_whole_file(big, 4097), ErrorCode::kMalformedInput, big.string(), "4098 bytes",
-                    "over the limit of 4097 bytes");
+  EXPECT_WMAP_ERROR(FileSystem::posix().read_whole_file(big, 4097), ErrorCode::kMalformedInput, big.string(),
+                    "4098 bytes", "over the limit of 4097 bytes");
   // config.json through a session: the same refusal, naming the file.
   fs::resize_file(ckpt_ / "config.json", kMaxConfigFileBytes + 1);
-  EXPECT_WMAP_ERROR(LoaderSession(loader_options(ckpt_)).prepare(), ErrorCode::kMalformedInput, (ckpt_ / "config.json").string(),
-                    "over the limit of " + std::to_string(kMaxConfigFileBytes));
+  EXPECT_WMAP_ERROR(LoaderSession(loader_options(ckpt_)).prepare(), ErrorCode::kMalformedInput,
+                    (ckpt_ / "config.json").string(), "over the limit of " + std::to_string(kMaxConfigFileBytes));
 }
 
 // A shard's signature is its open descriptor's (fstat), through the FileSystem (review F7): a

@@ -31,7 +31,9 @@ Catalog catalog_of(const std::vector<std::pair<std::string, std::vector<uint64_t
 class CatalogExtent final : public CheckpointExtent {
  public:
   explicit CatalogExtent(const RenamedCatalog& c) : c_(c) {}
-  std::optional<uint64_t> highest_index(std::string_view prefix) const override { return wmap::highest_index(c_, prefix); }
+  std::optional<uint64_t> highest_index(std::string_view prefix) const override {
+    return wmap::highest_index(c_, prefix);
+  }
   TensorDim largest_dim() const override { return wmap::largest_dim(c_); }
 
  private:
@@ -40,16 +42,16 @@ class CatalogExtent final : public CheckpointExtent {
 
 const Catalog& test_catalog() {
   static const Catalog c = catalog_of({{"lm_head.weight", {250, 64}},
-                                     {"model.layers.0.a.weight", {64}},
-                                     {"model.layers.10.a.weight", {64}},
-                                     {"model.layers.2.a.weight", {64}},
-                                     {"model.layers.2.mlp.experts.7.up_proj.weight", {16, 64}},
-                                     {"model.layers.2.mlp.experts.11.up_proj.weight", {16, 64}},
-                                     {"model.layers.x.a.weight", {64}},
-                                     {"model.layers.011.a.weight", {64}},
-                                     {"model.layers.99", {64}},
-                                     {"model.layersX.12.a.weight", {64}},
-                                     {"model.norm.weight", {64}}});
+                                       {"model.layers.0.a.weight", {64}},
+                                       {"model.layers.10.a.weight", {64}},
+                                       {"model.layers.2.a.weight", {64}},
+                                       {"model.layers.2.mlp.experts.7.up_proj.weight", {16, 64}},
+                                       {"model.layers.2.mlp.experts.11.up_proj.weight", {16, 64}},
+                                       {"model.layers.x.a.weight", {64}},
+                                       {"model.layers.011.a.weight", {64}},
+                                       {"model.layers.99", {64}},
+                                       {"model.layersX.12.a.weight", {64}},
+                                       {"model.norm.weight", {64}}});
   return c;
 }
 
@@ -72,25 +74,30 @@ TEST(LargestDim, NamesATensorHavingIt) {
 TEST(ConfigBounds, CountsAndDimsNameKeyValueAndTheCheckpointsFigure) {
   const RenamedCatalog r = RenameTable().apply(test_catalog());
   const CatalogExtent extent(r);
-  const auto c = ModelConfig::parse(R"({"num_hidden_layers": 11, "too_many": 12, "vocab_size": 250, "huge": 1000000000000000,
+  const auto c =
+      ModelConfig::parse(R"({"num_hidden_layers": 11, "too_many": 12, "vocab_size": 250, "huge": 1000000000000000,
                                         "zero": 0})",
-                                    "/x/config.json");
+                         "/x/config.json");
   const ConfigBounds b(c, extent);
   EXPECT_EQ(b.count("num_hidden_layers", "model.layers.", "layer"), 11u);
-  EXPECT_WMAP_ERROR(b.count("too_many", "model.layers.", "layer"), ErrorCode::kMalformedInput,
-                    "/x/config.json: too_many: 12 layers, but the checkpoint's highest layer index is 10 (model.layers.10.*)");
+  EXPECT_WMAP_ERROR(
+      b.count("too_many", "model.layers.", "layer"), ErrorCode::kMalformedInput,
+      "/x/config.json: too_many: 12 layers, but the checkpoint's highest layer index is 10 (model.layers.10.*)");
   EXPECT_WMAP_ERROR(b.count("too_many", "h.", "layer"), ErrorCode::kMalformedInput,
                     "/x/config.json: too_many: 12 layers, but the checkpoint has no key h.<N>.*");
-  EXPECT_WMAP_ERROR(b.count("zero", "model.layers.", "layer"), ErrorCode::kMalformedInput, "zero: expected a positive integer");
+  EXPECT_WMAP_ERROR(b.count("zero", "model.layers.", "layer"), ErrorCode::kMalformedInput,
+                    "zero: expected a positive integer");
   const std::vector<std::string> moe{"model.layers.1.mlp.experts.", "model.layers.2.mlp.experts."};
   EXPECT_EQ(b.count("num_experts", 12, moe, "expert"), 12u);
-  EXPECT_WMAP_ERROR(b.count("num_experts", 13, moe, "expert"), ErrorCode::kMalformedInput,
-                    "num_experts: 13 experts, but the checkpoint's highest expert index is 11 (model.layers.2.mlp.experts.11.*)");
+  EXPECT_WMAP_ERROR(
+      b.count("num_experts", 13, moe, "expert"), ErrorCode::kMalformedInput,
+      "num_experts: 13 experts, but the checkpoint's highest expert index is 11 (model.layers.2.mlp.experts.11.*)");
 
   EXPECT_EQ(b.dim("vocab_size"), 250u);
-  EXPECT_WMAP_ERROR(b.dim("huge"), ErrorCode::kMalformedInput,
-                    "/x/config.json: huge: 1000000000000000, but the largest dimension of any tensor in the checkpoint is 250 "
-                    "(lm_head.weight [250, 64])");
+  EXPECT_WMAP_ERROR(
+      b.dim("huge"), ErrorCode::kMalformedInput,
+      "/x/config.json: huge: 1000000000000000, but the largest dimension of any tensor in the checkpoint is 250 "
+      "(lm_head.weight [250, 64])");
   EXPECT_WMAP_ERROR(b.dim("a * b", 251), ErrorCode::kMalformedInput, "a * b: 251, but the largest dimension");
 }
 
@@ -99,8 +106,10 @@ TEST(ConfigBounds, ProductsAreOverflowChecked) {
   const CatalogExtent extent(r);
   const auto c = ModelConfig::parse("{}", "/x/config.json");
   const ConfigBounds b(c, extent);
-  EXPECT_EQ(b.mul(uint64_t{1} << 32, (uint64_t{1} << 32) - 1, "a * b"), (uint64_t{1} << 32) * ((uint64_t{1} << 32) - 1));
-  EXPECT_WMAP_ERROR(b.mul(uint64_t{1} << 32, uint64_t{1} << 32, "num_attention_heads * head_dim"), ErrorCode::kMalformedInput,
+  EXPECT_EQ(b.mul(uint64_t{1} << 32, (uint64_t{1} << 32) - 1, "a * b"),
+            (uint64_t{1} << 32) * ((uint64_t{1} << 32) - 1));
+  EXPECT_WMAP_ERROR(b.mul(uint64_t{1} << 32, uint64_t{1} << 32, "num_attention_heads * head_dim"),
+                    ErrorCode::kMalformedInput,
                     "/x/config.json: num_attention_heads * head_dim: 4294967296 * 4294967296 overflows 64 bits");
   EXPECT_WMAP_ERROR(spec::checked_mul(uint64_t{3} << 62, 2, "w: a row's elements"), ErrorCode::kOverflow,
                     "w: a row's elements: 13835058055282163712 * 2 overflows 64 bits");
@@ -110,7 +119,8 @@ TEST(ModelConfig, NonNegativeCounts) {
   const auto c = ModelConfig::parse(R"({"n": -1, "z": 0, "s": "3"})", "/x/config.json");
   EXPECT_EQ(c.get_non_negative("z", 7), 0u);
   EXPECT_EQ(c.get_non_negative("absent", 7), 7u);
-  EXPECT_WMAP_ERROR(c.get_non_negative("n", 0), ErrorCode::kMalformedInput, "/x/config.json: n: expected a non-negative integer, found -1");
+  EXPECT_WMAP_ERROR(c.get_non_negative("n", 0), ErrorCode::kMalformedInput,
+                    "/x/config.json: n: expected a non-negative integer, found -1");
   EXPECT_WMAP_ERROR(c.get_non_negative("s", 0), ErrorCode::kMalformedInput, "s: expected an integer");
 }
 

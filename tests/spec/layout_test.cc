@@ -40,7 +40,8 @@ TEST(Layout, ValidateNamesTheSettings) {
   EXPECT_EQ(invalid_message([] { make(4, 0, 0).validate(); }), "ep_size 0 must divide tp_size 4");
   EXPECT_EQ(invalid_message([] { make(0, 0).validate(); }), "tp_size must be at least 1");
   // No command-line flag in a core message: a Python user never typed one.
-  for (const auto& m : {invalid_message([] { make(2, 2).validate(); }), invalid_message([] { make(4, 0, 3).validate(); })}) {
+  for (const auto& m :
+       {invalid_message([] { make(2, 2).validate(); }), invalid_message([] { make(4, 0, 3).validate(); })}) {
     EXPECT_EQ(m.find("--"), std::string::npos) << m;
   }
 }
@@ -78,12 +79,14 @@ TEST(Layout, FromOptionsValidates) {
 TEST(Layout, TargetRulesAreCheckedAtValidation) {
   // vLLM's expert parallelism is all or nothing.
   EXPECT_EQ(invalid_message([] { vllm(4, 0, 2).validate(); }),
-            "ep_size 2 is not allowed with target vllm at tp_size 4: vLLM's expert parallelism is all or nothing (ep_size 1 or 4)");
+            "ep_size 2 is not allowed with target vllm at tp_size 4: vLLM's expert parallelism is all or nothing "
+            "(ep_size 1 or 4)");
   EXPECT_NO_THROW(vllm(4, 0, 1).validate());
   EXPECT_NO_THROW(vllm(4, 0, 4).validate());
   Layout adp = vllm(2, 0);
   adp.attention_dp = true;
-  EXPECT_EQ(invalid_message([&] { adp.validate(); }), "attention_dp is a TensorRT-LLM layout (target trtllm); target vllm has none");
+  EXPECT_EQ(invalid_message([&] { adp.validate(); }),
+            "attention_dp is a TensorRT-LLM layout (target trtllm); target vllm has none");
   Layout mtp = vllm(2, 0);
   mtp.mtp_layers = 1;
   EXPECT_NE(invalid_message([&] { mtp.validate(); }).find("target vllm loads no MTP layers"), std::string::npos);
@@ -105,11 +108,13 @@ TEST(Layout, TargetRulesAreCheckedAtValidation) {
 
 TEST(Layout, VllmSplitsExactlyAndNamesTheTensor) {
   EXPECT_EQ(vllm(4, 1).tp_slice(8, "x.weight"), (Range{2, 4}));
-  EXPECT_EQ(invalid_message([] { vllm(4, 1).tp_slice(10, "model.layers.0.mlp.gate_proj.weight"); }),
-            "model.layers.0.mlp.gate_proj.weight: width 10 is not divisible by tp_size 4 (target vllm splits every tensor "
-            "exactly, as vLLM asserts)");
+  EXPECT_EQ(
+      invalid_message([] { vllm(4, 1).tp_slice(10, "model.layers.0.mlp.gate_proj.weight"); }),
+      "model.layers.0.mlp.gate_proj.weight: width 10 is not divisible by tp_size 4 (target vllm splits every tensor "
+      "exactly, as vLLM asserts)");
   EXPECT_EQ(make(4, 1).tp_slice(10, "x"), (Range{3, 6}));  // trtllm: the uneven shard rule
-  EXPECT_NE(invalid_message([] { vllm(4, 1, 1).moe_tp_slice(6, "e.weight"); }).find("moe_tp_size 4"), std::string::npos);
+  EXPECT_NE(invalid_message([] { vllm(4, 1, 1).moe_tp_slice(6, "e.weight"); }).find("moe_tp_size 4"),
+            std::string::npos);
 }
 
 TEST(Layout, VocabularyPaddingPerTarget) {
@@ -124,7 +129,8 @@ TEST(Layout, VocabularyPaddingPerTarget) {
   EXPECT_EQ(vllm(4, 3).vocab_shard(250, vllm(4, 3).tp()).source, (Range{192, 250}));
   EXPECT_EQ(vllm(4, 2).vocab_shard(70, vllm(4, 2).tp()).source, (Range{64, 70}));  // Vp 128: 32 rows per rank
   EXPECT_EQ(vllm(4, 3).vocab_shard(70, vllm(4, 3).tp()).source, (Range{70, 70}));  // all padding
-  EXPECT_NE(invalid_message([] { vllm(3, 0).vocab_shard(100, vllm(3, 0).tp()); }).find("padded to 128"), std::string::npos);
+  EXPECT_NE(invalid_message([] { vllm(3, 0).vocab_shard(100, vllm(3, 0).tp()); }).find("padded to 128"),
+            std::string::npos);
 }
 
 TEST(Layout, VllmExpertsPutTheRemainderOnTheFirstRanks) {
@@ -214,20 +220,25 @@ TEST(Layout, LocalKvHeadsSplitOrReplicated) {
   EXPECT_EQ(make(4, 3).local_kv_heads(4), (Range{3, 4}));
   // kv_heads < T: head r / (T/kv_heads), each repeated on T/kv_heads ranks.
   const std::vector<uint64_t> head_of_rank{0, 0, 0, 0, 1, 1, 1, 1};
-  for (uint32_t r = 0; r < 8; ++r) EXPECT_EQ(make(8, r).local_kv_heads(2), (Range{head_of_rank[r], head_of_rank[r] + 1})) << r;
+  for (uint32_t r = 0; r < 8; ++r)
+    EXPECT_EQ(make(8, r).local_kv_heads(2), (Range{head_of_rank[r], head_of_rank[r] + 1})) << r;
   // The rows helper scales the heads by their rows.
   EXPECT_EQ(spec::kv_head_rows(2, 16, make(8, 5)), (Range{16, 32}));
   EXPECT_EQ(spec::kv_head_rows(4, 16, make(2, 1)), (Range{32, 64}));
   // Neither divides the other.
   EXPECT_FALSE(make(4, 0).kv_heads_error(2).has_value());
-  EXPECT_EQ(invalid_message([] { make(4, 0).local_kv_heads(6); }), "6 KV heads cannot be split or replicated over tp_size 4");
-  EXPECT_EQ(invalid_message([] { make(4, 0).local_kv_heads(3); }), "3 KV heads cannot be split or replicated over tp_size 4");
-  EXPECT_EQ(invalid_message([] { spec::kv_head_rows(3, 16, make(2, 0)); }), "3 KV heads cannot be split or replicated over tp_size 2");
+  EXPECT_EQ(invalid_message([] { make(4, 0).local_kv_heads(6); }),
+            "6 KV heads cannot be split or replicated over tp_size 4");
+  EXPECT_EQ(invalid_message([] { make(4, 0).local_kv_heads(3); }),
+            "3 KV heads cannot be split or replicated over tp_size 4");
+  EXPECT_EQ(invalid_message([] { spec::kv_head_rows(3, 16, make(2, 0)); }),
+            "3 KV heads cannot be split or replicated over tp_size 2");
 }
 
 TEST(Layout, MoeExpertsUseTheLayoutsExperts) {
   // Layer experts of rank 5 at T 8, P 2: experts 8..15, intermediate rows sliced over moe_tp.
-  const auto params = spec::moe_experts("m.experts.backend", "m.experts", 16, 10, 4, make(8, 5, 2), spec::LinearQuant::none());
+  const auto params =
+      spec::moe_experts("m.experts.backend", "m.experts", 16, 10, 4, make(8, 5, 2), spec::LinearQuant::none());
   ASSERT_EQ(params.size(), 2u);
   EXPECT_EQ(params[0].name, "m.experts.backend.w3_w1_weight");
   EXPECT_EQ(params[0].shape, (std::vector<uint64_t>{8, 2 * 3, 4}));
@@ -271,14 +282,16 @@ TEST(Layout, VllmFp8PartsMustHoldWholeBlocks) {
   const spec::LinearQuant q = spec::LinearQuant::fp8({128, 128}, "weight_scale_inv", true);
   std::vector<ParamSpec> out;
   // 192 rows at T = 2: 96 a rank, not whole 128-row blocks.
-  EXPECT_NE(invalid_message([&] { spec::add_linear(out, "d", ".", {spec::linear_rows("q_b_proj", {192, 128}, vllm(2, 1).tp())}, q); })
-                .find("q_b_proj.weight: this rank's rows [96, 192)"),
+  EXPECT_NE(invalid_message([&] {
+              spec::add_linear(out, "d", ".", {spec::linear_rows("q_b_proj", {192, 128}, vllm(2, 1).tp())}, q);
+            }).find("q_b_proj.weight: this rank's rows [96, 192)"),
             std::string::npos);
   // A fused part that is not the last must hold whole blocks even unsplit; the last may not.
-  EXPECT_NE(invalid_message([&] {
-              spec::add_linear(out, "d", ".", {spec::whole_linear("a", {64, 128}), spec::whole_linear("b", {256, 128})}, q);
-            }).find("a.weight"),
-            std::string::npos);
+  EXPECT_NE(
+      invalid_message([&] {
+        spec::add_linear(out, "d", ".", {spec::whole_linear("a", {64, 128}), spec::whole_linear("b", {256, 128})}, q);
+      }).find("a.weight"),
+      std::string::npos);
   out.clear();
   spec::add_linear(out, "d", ".", {spec::whole_linear("a", {256, 128}), spec::whole_linear("b", {64, 128})}, q);
   ASSERT_EQ(out.size(), 2u);

@@ -52,7 +52,8 @@ TEST_F(InspectCliTest, HugePagesForMetadataCommandsOnlyAndOffOnRequest) {
   const std::string path = shell_quote(ckpt().string());
   const CommandResult on = run_command("env -u GLIBC_TUNABLES -u WMAP_HUGE_PAGES " + cli + " -v inspect " + path);
   const CommandResult off = run_command("env -u GLIBC_TUNABLES WMAP_HUGE_PAGES=0 " + cli + " -v inspect " + path);
-  const CommandResult glibc = run_command("env -u WMAP_HUGE_PAGES GLIBC_TUNABLES=glibc.malloc.hugetlb=1 " + cli + " -v inspect " + path);
+  const CommandResult glibc =
+      run_command("env -u WMAP_HUGE_PAGES GLIBC_TUNABLES=glibc.malloc.hugetlb=1 " + cli + " -v inspect " + path);
   const CommandResult load = run_command("env -u GLIBC_TUNABLES -u WMAP_HUGE_PAGES " + cli + " -v load " + path);
   for (const auto* r : {&on, &off, &glibc, &load}) ASSERT_EQ(r->exit_code, 0) << r->err;
   EXPECT_EQ(on.out, off.out);
@@ -65,7 +66,8 @@ TEST_F(InspectCliTest, HugePagesForMetadataCommandsOnlyAndOffOnRequest) {
   const bool never = !std::getline(thp, mode) || mode.find("[never]") != std::string::npos;
   EXPECT_NE(on.err.find(never ? "malloc huge pages: off (transparent huge pages [never])"
                               : "MiB of malloc's main heap advised MADV_HUGEPAGE)"),
-            std::string::npos) << on.err;
+            std::string::npos)
+      << on.err;
   EXPECT_NE(off.err.find("malloc huge pages: off (WMAP_HUGE_PAGES=0)"), std::string::npos) << off.err;
   EXPECT_NE(glibc.err.find("malloc huge pages: as GLIBC_TUNABLES says (glibc.malloc.hugetlb=1)"), std::string::npos)
       << glibc.err;
@@ -142,7 +144,8 @@ TEST_F(InspectCliTest, JsonContract) {
     EXPECT_EQ(file, cat.shards()[rec.shard].file);
     // `offset` is absolute in the file: 8 + N + begin.
     const SafetensorsHeader h = read_header_file(ckpt() / file);
-    const auto it = std::find_if(h.tensors.begin(), h.tensors.end(), [&](const HeaderTensor& x) { return x.name == name; });
+    const auto it =
+        std::find_if(h.tensors.begin(), h.tensors.end(), [&](const HeaderTensor& x) { return x.name == name; });
     ASSERT_NE(it, h.tensors.end());
     EXPECT_EQ(t["offset"].get_uint64().value(), h.data_start() + it->begin);
     EXPECT_EQ(t["nbytes"].get_uint64().value(), it->end - it->begin);
@@ -157,7 +160,8 @@ TEST_F(InspectCliTest, JsonMatchesReference) {
   const Listing got = parse_listing(r.out), want = parse_listing(ref.out);
   EXPECT_EQ(got.shards, want.shards);
   ASSERT_EQ(got.tensors.size(), want.tensors.size());
-  for (size_t i = 0; i < got.tensors.size(); ++i) EXPECT_TRUE(got.tensors[i].same_layout(want.tensors[i])) << describe(got.tensors[i]);
+  for (size_t i = 0; i < got.tensors.size(); ++i)
+    EXPECT_TRUE(got.tensors[i].same_layout(want.tensors[i])) << describe(got.tensors[i]);
 }
 
 TEST_F(InspectCliTest, SingleFile) {
@@ -173,7 +177,8 @@ TEST_F(InspectCliTest, SingleFile) {
 TEST_F(InspectCliTest, SaveCatalogWritesALoadableCatalog) {
   TempDir out;
   const fs::path saved = out / "catalog.json";
-  const CommandResult r = run_wmap("inspect " + shell_quote(ckpt().string()) + " --save-catalog " + shell_quote(saved.string()));
+  const CommandResult r =
+      run_wmap("inspect " + shell_quote(ckpt().string()) + " --save-catalog " + shell_quote(saved.string()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_TRUE(fs::exists(saved));
   const Catalog loaded = Catalog::load_json_file(saved);
@@ -184,13 +189,15 @@ TEST_F(InspectCliTest, SaveCatalogWritesALoadableCatalog) {
   EXPECT_NE(r.out.find(built.content_id()), std::string::npos);
   // --json and --save-catalog together.
   const fs::path saved2 = out / "catalog2.json";
-  const CommandResult j = run_wmap("inspect --json " + shell_quote(ckpt().string()) + " --save-catalog " + shell_quote(saved2.string()));
+  const CommandResult j =
+      run_wmap("inspect --json " + shell_quote(ckpt().string()) + " --save-catalog " + shell_quote(saved2.string()));
   ASSERT_EQ(j.exit_code, 0) << j.err;
   EXPECT_EQ(Catalog::load_json_file(saved2).content_id(), built.content_id());
 }
 
 TEST_F(InspectCliTest, SaveCatalogToUnwritablePathFails) {
-  const CommandResult r = run_wmap("inspect " + shell_quote(ckpt().string()) + " --save-catalog /nonexistent-dir/x/c.json");
+  const CommandResult r =
+      run_wmap("inspect " + shell_quote(ckpt().string()) + " --save-catalog /nonexistent-dir/x/c.json");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(lines(r.err), 1u) << r.err;
   EXPECT_NE(r.err.find("/nonexistent-dir/x/c.json"), std::string::npos) << r.err;
@@ -314,7 +321,9 @@ TEST(SynthErrors, UnknownFamilyExitsTwo) {
   const CommandResult r = run_wmap("synth gpt9 " + shell_quote((dir / "out").string()));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(lines(r.err), 1u) << r.err;
-  EXPECT_NE(r.err.find("FAMILY: gpt9 not in {llama,mistral,qwen2,qwen3,qwen3_moe,mixtral,deepseek_v3}"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("FAMILY: gpt9 not in {llama,mistral,qwen2,qwen3,qwen3_moe,mixtral,deepseek_v3}"),
+            std::string::npos)
+      << r.err;
   EXPECT_FALSE(fs::exists(dir / "out" / "model.safetensors.index.json"));
 }
 
@@ -336,8 +345,10 @@ TEST(SynthOptions, SeedAndShardsAreHonoured) {
   ASSERT_EQ(run_wmap("synth qwen2 " + shell_quote((dir / "c").string()) + " --shards 3 --seed 8").exit_code, 0);
   const Catalog a = Catalog::build(discover_shards(dir / "a"));
   EXPECT_EQ(a.shards().size(), 3u);
-  EXPECT_EQ(read_file(dir / "a" / "model-00002-of-00003.safetensors"), read_file(dir / "b" / "model-00002-of-00003.safetensors"));
-  EXPECT_NE(read_file(dir / "a" / "model-00002-of-00003.safetensors"), read_file(dir / "c" / "model-00002-of-00003.safetensors"));
+  EXPECT_EQ(read_file(dir / "a" / "model-00002-of-00003.safetensors"),
+            read_file(dir / "b" / "model-00002-of-00003.safetensors"));
+  EXPECT_NE(read_file(dir / "a" / "model-00002-of-00003.safetensors"),
+            read_file(dir / "c" / "model-00002-of-00003.safetensors"));
 }
 
 }  // namespace

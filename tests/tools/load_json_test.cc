@@ -24,14 +24,50 @@ TEST(LoadJson, KeysInOrderOnceWithTheirTypes) {
   ASSERT_EQ(parser.parse(simdjson::padded_string(r.out)).get(obj), simdjson::SUCCESS) << r.out;
   std::vector<std::string> keys;
   for (auto field : obj) keys.emplace_back(field.key);
-  const std::vector<std::string> want = {
-      "params", "bytes_loaded", "bytes_read", "bytes_needed", "reads", "seconds", "gbps", "stream_gbps", "setup_seconds",
-      "device_open_seconds", "peak_rss", "io_path",
-      "io_requested", "io_reason", "load_workers", "read_workers", "prefetch", "prefault", "phases", "device",
-      "catalog_seconds", "plan_seconds", "plan_id", "layout", "rank", "world_size", "host", "node", "node_rank", "node_size",
-      "io_policy_requested", "io_policy", "io_policy_reason", "storage_bytes", "received_bytes", "sent_bytes",
-      "received_off_node_bytes", "sent_off_node_bytes", "needed_bytes", "needed_extents", "union_bytes",
-      "os_read_bytes", "io_policy_seconds", "end_to_end_gbps"};
+  const std::vector<std::string> want = {"params",
+                                         "bytes_loaded",
+                                         "bytes_read",
+                                         "bytes_needed",
+                                         "reads",
+                                         "seconds",
+                                         "gbps",
+                                         "stream_gbps",
+                                         "setup_seconds",
+                                         "device_open_seconds",
+                                         "peak_rss",
+                                         "io_path",
+                                         "io_requested",
+                                         "io_reason",
+                                         "load_workers",
+                                         "read_workers",
+                                         "prefetch",
+                                         "prefault",
+                                         "phases",
+                                         "device",
+                                         "catalog_seconds",
+                                         "plan_seconds",
+                                         "plan_id",
+                                         "layout",
+                                         "rank",
+                                         "world_size",
+                                         "host",
+                                         "node",
+                                         "node_rank",
+                                         "node_size",
+                                         "io_policy_requested",
+                                         "io_policy",
+                                         "io_policy_reason",
+                                         "storage_bytes",
+                                         "received_bytes",
+                                         "sent_bytes",
+                                         "received_off_node_bytes",
+                                         "sent_off_node_bytes",
+                                         "needed_bytes",
+                                         "needed_extents",
+                                         "union_bytes",
+                                         "os_read_bytes",
+                                         "io_policy_seconds",
+                                         "end_to_end_gbps"};
   EXPECT_EQ(keys, want) << r.out;
   EXPECT_TRUE(obj["params"].is_uint64());
   EXPECT_TRUE(obj["seconds"].is_double());
@@ -66,8 +102,10 @@ TEST(LoadJson, PlanAndLoadPrintTheSameLayoutForEveryOption) {
     return simdjson::minify(doc["layout"]);
   };
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"", R"({"tp_size":1,"tp_rank":0,"ep_size":1,"mtp_layers":null,"target":"trtllm","attention_dp":false,"gpus_per_node":8})"},
-      {"--mtp-layers 0", R"({"tp_size":1,"tp_rank":0,"ep_size":1,"mtp_layers":0,"target":"trtllm","attention_dp":false,"gpus_per_node":8})"},
+      {"",
+       R"({"tp_size":1,"tp_rank":0,"ep_size":1,"mtp_layers":null,"target":"trtllm","attention_dp":false,"gpus_per_node":8})"},
+      {"--mtp-layers 0",
+       R"({"tp_size":1,"tp_rank":0,"ep_size":1,"mtp_layers":0,"target":"trtllm","attention_dp":false,"gpus_per_node":8})"},
       {"--tp-size 4 --tp-rank 3 --ep-size 2 --mtp-layers 2 --gpus-per-node 2",
        R"({"tp_size":4,"tp_rank":3,"ep_size":2,"mtp_layers":2,"target":"trtllm","attention_dp":false,"gpus_per_node":2})"},
       {"--tp-size 2 --tp-rank 1 --attention-dp",

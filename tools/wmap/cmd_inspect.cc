@@ -62,7 +62,8 @@ int run_inspect(const InspectOptions& o) {
   for (size_t i = 0; i < show; ++i) {
     const auto& s = cat.shards()[i];
     std::printf("  %-48s %12s  %6llu tensors  %s %llu bytes\n", s.file.c_str(), human_bytes(s.signature.size).c_str(),
-                static_cast<unsigned long long>(s.tensor_count), is_torch_checkpoint_name(s.file) ? "data.pkl" : "header",
+                static_cast<unsigned long long>(s.tensor_count),
+                is_torch_checkpoint_name(s.file) ? "data.pkl" : "header",
                 static_cast<unsigned long long>(s.header_bytes));
   }
   if (show < cat.shards().size()) std::printf("  ... and %zu more\n", cat.shards().size() - show);

@@ -1,5 +1,6 @@
 // `wmap load DIR [layout] [--device host|cuda:N] [--catalog FILE] [--dump FILE] [--allow-partial]
-//   [--io-policy native|rank-striped|exchange] [--io auto|mmap|pread] [--read-workers N] [--load-workers N] [--prefault on|off] [--prefetch auto|on|off]`
+//   [--io-policy native|rank-striped|exchange] [--io auto|mmap|pread] [--read-workers N] [--load-workers N] [--prefault
+//   on|off] [--prefetch auto|on|off]`
 // Worker counts: the flags, else WMAP_READ_WORKERS / WMAP_LOAD_WORKERS, else from the core count.
 #include <chrono>
 #include <cstdio>
@@ -88,8 +89,12 @@ void print_load_json(const LoadReport& r, const RankContext& ranks) {
   j["read_workers"] = {{"requested", s.read_workers_requested}, {"effective", s.read_workers}};
   j["prefetch"] = s.prefetch;
   j["prefault"] = s.prefault;
-  j["phases"] = {{"catalog", r.prepared.catalog_seconds}, {"plan", r.prepared.plan_seconds}, {"load", s.seconds},
-                 {"read", s.read_seconds},             {"transform", s.transform_seconds}, {"copy", s.copy_seconds}};
+  j["phases"] = {{"catalog", r.prepared.catalog_seconds},
+                 {"plan", r.prepared.plan_seconds},
+                 {"load", s.seconds},
+                 {"read", s.read_seconds},
+                 {"transform", s.transform_seconds},
+                 {"copy", s.copy_seconds}};
   j["device"] = r.device.name();
   j["catalog_seconds"] = r.prepared.catalog_seconds;
   j["plan_seconds"] = r.prepared.plan_seconds;
@@ -102,18 +107,22 @@ void print_load_json(const LoadReport& r, const RankContext& ranks) {
 void print_load_text(const LoadReport& r) {
   const auto& s = r.model.stats;
   auto req = [](unsigned n) { return n ? std::to_string(n) : std::string("default"); };
-  std::printf("loaded %zu parameters (%.1f MiB) for %s on %s in %.3fs: %.2f GB/s, peak RSS %.1f MiB\n", r.model.params.size(),
-              static_cast<double>(s.bytes_loaded) / (1 << 20), r.layout.to_string().c_str(), r.device.name().c_str(), s.seconds,
-              r.gbps(), static_cast<double>(peak_rss_bytes()) / (1 << 20));
-  std::printf("  io %s (requested %s%s%s), read workers %u (requested %s), load workers %u (requested %s), prefetch %s, prefault %s\n",
-              s.io_path.c_str(), s.io_requested.c_str(), s.io_reason.empty() ? "" : "; ", s.io_reason.c_str(), s.read_workers,
-              req(s.read_workers_requested).c_str(), s.load_workers, req(s.load_workers_requested).c_str(), s.prefetch ? "on" : "off",
-              s.prefault ? "on" : "off");
-  std::printf("  bytes read %.1f MiB for %.1f MiB needed in %llu read calls; phases: device open %.3fs, catalog %.3fs, "
-              "plan %.3fs, load %.3fs (set-up %.3fs, streaming %.2f GB/s; busy: read %.3fs, transform %.3fs, copy %.3fs)\n",
-              static_cast<double>(s.bytes_read) / (1 << 20), static_cast<double>(s.bytes_needed) / (1 << 20),
-              static_cast<unsigned long long>(s.reads), r.device_open_seconds, r.prepared.catalog_seconds, r.prepared.plan_seconds,
-              s.seconds, s.setup_seconds, r.stream_gbps(), s.read_seconds, s.transform_seconds, s.copy_seconds);
+  std::printf("loaded %zu parameters (%.1f MiB) for %s on %s in %.3fs: %.2f GB/s, peak RSS %.1f MiB\n",
+              r.model.params.size(), static_cast<double>(s.bytes_loaded) / (1 << 20), r.layout.to_string().c_str(),
+              r.device.name().c_str(), s.seconds, r.gbps(), static_cast<double>(peak_rss_bytes()) / (1 << 20));
+  std::printf(
+      "  io %s (requested %s%s%s), read workers %u (requested %s), load workers %u (requested %s), prefetch %s, "
+      "prefault %s\n",
+      s.io_path.c_str(), s.io_requested.c_str(), s.io_reason.empty() ? "" : "; ", s.io_reason.c_str(), s.read_workers,
+      req(s.read_workers_requested).c_str(), s.load_workers, req(s.load_workers_requested).c_str(),
+      s.prefetch ? "on" : "off", s.prefault ? "on" : "off");
+  std::printf(
+      "  bytes read %.1f MiB for %.1f MiB needed in %llu read calls; phases: device open %.3fs, catalog %.3fs, "
+      "plan %.3fs, load %.3fs (set-up %.3fs, streaming %.2f GB/s; busy: read %.3fs, transform %.3fs, copy %.3fs)\n",
+      static_cast<double>(s.bytes_read) / (1 << 20), static_cast<double>(s.bytes_needed) / (1 << 20),
+      static_cast<unsigned long long>(s.reads), r.device_open_seconds, r.prepared.catalog_seconds,
+      r.prepared.plan_seconds, s.seconds, s.setup_seconds, r.stream_gbps(), s.read_seconds, s.transform_seconds,
+      s.copy_seconds);
 }
 
 int run_load(const LoadOptions& o) {
@@ -126,19 +135,22 @@ int run_load(const LoadOptions& o) {
   // Opening a CUDA device pins its staging: set-up, reported apart from the load's streaming.
   const auto device_t0 = std::chrono::steady_clock::now();
   auto device = ranks.phase("device", [&] { return make_device(ranks.device_spec(DeviceSpec::parse(o.device))); });
-  const double device_open_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - device_t0).count();
+  const double device_open_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - device_t0).count();
   auto prepared = ranks.phase("catalog/plan", [&] { return session->prepare(); });
   report_plan(*prepared, true);
   ExecOptions exec = exec_options(o);
   Progress bar("load", prepared->plan->bytes_to_load(), true, Progress::kBytes);
   exec.progress = [&bar](uint64_t done, uint64_t) { bar.update(done); };
   ranks.before_load(*prepared, *device, exec);
-  LoadedModel model = ranks.phase("load", [&] { return run_as_load_failure([&] { return session->load(*prepared, *device, exec); }); });
+  LoadedModel model =
+      ranks.phase("load", [&] { return run_as_load_failure([&] { return session->load(*prepared, *device, exec); }); });
   bar.finish();
   ranks.after_load(model.stats);
   if (!o.dump.empty()) {
     ranks.phase("dump", [&] {
-      return run_as_load_failure([&] { return dump_safetensors(model, *device, replace_rank(o.dump, lo.layout.tp_rank)); });
+      return run_as_load_failure(
+          [&] { return dump_safetensors(model, *device, replace_rank(o.dump, lo.layout.tp_rank)); });
     });
   }
   const LoadReport report{model, *prepared, *device, lo.layout, device_open_seconds};
@@ -158,25 +170,30 @@ Runner add_load(CLI::App& app) {
   auto* sub = app.add_subcommand("load", "Load one rank's parameters (validating the plan first)");
   sub->add_option("DIR", o->common.checkpoint, "Checkpoint directory");
   add_common_load_options(*sub, o->common);
-  sub->add_option("--device", o->device, "host, cuda:N, or cuda (under mpirun: the GPU at the rank's node-local index)")->capture_default_str();
+  sub->add_option("--device", o->device, "host, cuda:N, or cuda (under mpirun: the GPU at the rank's node-local index)")
+      ->capture_default_str();
   sub->add_option("--dump", o->dump, "Write every loaded parameter to this .safetensors file ({rank} is replaced)");
   sub->add_option("--io", o->io, "auto, mmap or pread (auto: chosen per checkpoint, reported)")
       ->check(CLI::IsMember({"auto", "mmap", "pread"}))
       ->capture_default_str();
-  sub->add_option("--read-workers", o->read_workers, "Byte ranges read at once (else WMAP_READ_WORKERS, else from the core count)")
+  sub->add_option("--read-workers", o->read_workers,
+                  "Byte ranges read at once (else WMAP_READ_WORKERS, else from the core count)")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--load-workers", o->workers, "Pieces copied/transformed at once (else WMAP_LOAD_WORKERS, else from the core count)")
+  sub->add_option("--load-workers", o->workers,
+                  "Pieces copied/transformed at once (else WMAP_LOAD_WORKERS, else from the core count)")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--prefault", o->prefault, "on: fault parameter pages in before the read (measured faster); off: the copy faults them")
+  sub->add_option("--prefault", o->prefault,
+                  "on: fault parameter pages in before the read (measured faster); off: the copy faults them")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   sub->add_option("--prefetch", o->prefetch, "auto, on or off (auto: when the bytes fit in 90% of available memory)")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   sub->add_flag("--allow-partial", o->allow_partial, "Load what the plan can, even when it reports problems (exit 1)");
-  sub->add_option("--io-policy", o->io_policy,
-                  "Under mpirun: native (each rank reads its bytes), rank-striped (a node's ranks warm the page cache in "
-                  "stripes) or exchange (each byte read once, sent over MPI)")
+  sub->add_option(
+         "--io-policy", o->io_policy,
+         "Under mpirun: native (each rank reads its bytes), rank-striped (a node's ranks warm the page cache in "
+         "stripes) or exchange (each byte read once, sent over MPI)")
       ->check(CLI::IsMember({"native", "rank-striped", "exchange"}))
       ->capture_default_str();
   return [o] { return run_load(*o); };

@@ -23,15 +23,19 @@ struct SynthOptions {
 int run_synth(SynthOptions& o) {
   SynthConfig& c = o.cfg;
   apply_synth_preset(o.preset, c);
-  if (o.tie && o.no_tie) throw Error(ErrorCode::kInvalidArgument, "synth: --tie-embeddings and --no-tie-embeddings conflict");
+  if (o.tie && o.no_tie)
+    throw Error(ErrorCode::kInvalidArgument, "synth: --tie-embeddings and --no-tie-embeddings conflict");
   c.tie_embeddings = o.tie || (!o.no_tie && c.family == "qwen3");
-  auto set = [](uint64_t v, uint64_t& field) { if (v) field = v; };
+  auto set = [](uint64_t v, uint64_t& field) {
+    if (v) field = v;
+  };
   set(o.hidden, c.hidden), set(o.layers, c.layers), set(o.heads, c.heads), set(o.kv_heads, c.kv_heads);
   set(o.head_dim, c.head_dim), set(o.intermediate, c.intermediate), set(o.vocab, c.vocab);
   set(o.experts, c.experts), set(o.moe_intermediate, c.moe_intermediate);
   if (o.mtp >= 0) c.mtp = static_cast<uint64_t>(o.mtp);
   if (o.q_lora >= 0) c.q_lora = static_cast<uint64_t>(o.q_lora);
-  if (c.fp8 && c.family != "deepseek_v3") throw Error(ErrorCode::kInvalidArgument, "synth: --fp8 is only for deepseek_v3");
+  if (c.fp8 && c.family != "deepseek_v3")
+    throw Error(ErrorCode::kInvalidArgument, "synth: --fp8 is only for deepseek_v3");
   if (c.nvfp4 && c.family == "deepseek_v3") {
     throw Error(ErrorCode::kInvalidArgument, "synth: --nvfp4 is for the llama family, qwen3_moe and mixtral");
   }
@@ -39,7 +43,8 @@ int run_synth(SynthOptions& o) {
   c.dtype = *parse_dtype(o.dtype);  // one of BF16, F16, F32: checked when parsing
   const uint64_t bytes = write_synth_checkpoint(c, o.out, true);
   std::printf("wrote %s checkpoint to %s: %llu layers, %llu bytes of tensors in %u shard(s)\n", c.family.c_str(),
-              o.out.c_str(), static_cast<unsigned long long>(c.layers), static_cast<unsigned long long>(bytes), c.shards);
+              o.out.c_str(), static_cast<unsigned long long>(c.layers), static_cast<unsigned long long>(bytes),
+              c.shards);
   return 0;
 }
 
@@ -48,14 +53,18 @@ int run_synth(SynthOptions& o) {
 Runner add_synth(CLI::App& app) {
   auto o = std::make_shared<SynthOptions>();
   auto* sub = app.add_subcommand("synth", "Write a synthetic checkpoint (real key names and config, random data)");
-  sub->add_option("FAMILY", o->cfg.family, "llama (GQA), mistral, qwen2 (q/k/v biases), qwen3 (q/k norms, tied embeddings), qwen3_moe, mixtral, deepseek_v3")
+  sub->add_option("FAMILY", o->cfg.family,
+                  "llama (GQA), mistral, qwen2 (q/k/v biases), qwen3 (q/k norms, tied embeddings), qwen3_moe, mixtral, "
+                  "deepseek_v3")
       ->check(CLI::IsMember(synth_family_names()))
       ->required();
   sub->add_option("OUT_DIR", o->out, "Directory to write")->required();
   sub->add_option("--preset,--size", o->preset, "tiny (~70 KB), small (~10 MB), 1g (~1 GB), 4g (~4 GB)")
       ->check(CLI::IsMember(synth_preset_names()))
       ->capture_default_str();
-  sub->add_option("--dtype", o->dtype, "BF16, F16 or F32")->check(CLI::IsMember({"BF16", "F16", "F32"}))->capture_default_str();
+  sub->add_option("--dtype", o->dtype, "BF16, F16 or F32")
+      ->check(CLI::IsMember({"BF16", "F16", "F32"}))
+      ->capture_default_str();
   sub->add_option("--shards", o->shards, "Number of shard files");
   sub->add_option("--seed", o->cfg.seed, "Seed of the random data")->capture_default_str();
   sub->add_option("--hidden", o->hidden, "hidden_size");
@@ -70,7 +79,8 @@ Runner add_synth(CLI::App& app) {
   sub->add_option("--mtp", o->mtp, "deepseek_v3: MTP layers in the checkpoint");
   sub->add_option("--q-lora-rank", o->q_lora, "deepseek_v3: q_lora_rank (0: none, V2-Lite style q_proj)");
   sub->add_flag("--fp8", o->cfg.fp8, "deepseek_v3: F8_E4M3 linears with 128x128 weight_scale_inv blocks");
-  sub->add_flag("--nvfp4", o->cfg.nvfp4, "llama family / qwen3_moe: compressed-tensors NVFP4 linears (expert 1 has a zero global scale)");
+  sub->add_flag("--nvfp4", o->cfg.nvfp4,
+                "llama family / qwen3_moe: compressed-tensors NVFP4 linears (expert 1 has a zero global scale)");
   sub->add_flag("--tie-embeddings", o->tie, "Tie lm_head to embed_tokens (qwen3's default)");
   sub->add_flag("--no-tie-embeddings", o->no_tie, "Store a separate lm_head");
   return [o] { return run_synth(*o); };

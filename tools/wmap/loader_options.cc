@@ -13,7 +13,8 @@ namespace {
 CLI::Validator count_value() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
-        if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) return "'" + s + "' is not a non-negative integer";
+        if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos)
+          return "'" + s + "' is not a non-negative integer";
         if (s.size() > 10 || std::stoull(s) > UINT32_MAX) return "'" + s + "' is larger than 4294967295";
         return "";
       },
@@ -25,9 +26,13 @@ void add_common_load_options(CLI::App& sub, CommonLoadOptions& o) {
   LayoutOptions& l = o.layout;
   const Layout defaults;
   sub.add_option("--tp-size", l.tp_size, "Tensor-parallel size T")->check(count_value())->capture_default_str();
-  sub.add_option("--tp-rank", l.tp_rank, "This rank, 0 <= R < T (default 0; under mpirun the MPI rank)")->check(count_value());
-  sub.add_option("--ep-size", l.ep_size, "Expert-parallel size P (divides T)")->check(count_value())->capture_default_str();
-  sub.add_option("--mtp-layers", l.mtp_layers, "MTP layers K to instantiate (default: the checkpoint's; target vllm: none)")
+  sub.add_option("--tp-rank", l.tp_rank, "This rank, 0 <= R < T (default 0; under mpirun the MPI rank)")
+      ->check(count_value());
+  sub.add_option("--ep-size", l.ep_size, "Expert-parallel size P (divides T)")
+      ->check(count_value())
+      ->capture_default_str();
+  sub.add_option("--mtp-layers", l.mtp_layers,
+                 "MTP layers K to instantiate (default: the checkpoint's; target vllm: none)")
       ->check(count_value());
   sub.add_option("--target", l.target, "Whose parameters to produce: trtllm (TensorRT-LLM's PyTorch backend) or vllm")
       ->check(CLI::IsMember(target_names()))

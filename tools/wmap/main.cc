@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbose, "Debug logging on stderr");
   // Usage errors (unknown flag, a value outside an option's allowed set) print one line, as every
   // other error does, and exit 2.
-  app.failure_message([](const CLI::App*, const CLI::Error& e) { return std::string("wmap: error: ") + e.what() + "\n"; });
+  app.failure_message(
+      [](const CLI::App*, const CLI::Error& e) { return std::string("wmap: error: ") + e.what() + "\n"; });
   std::map<CLI::App*, wmap::cli::Runner> runners;
   auto add = [&](auto fn) {
     const size_t before = app.get_subcommands({}).size();

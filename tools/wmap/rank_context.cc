@@ -18,7 +18,7 @@ using mpi::IoPolicy;
 
 struct RankContext::Impl {
   mpi::RankIoReport io_report;  // the policy step's; a single process keeps the defaults
-  Layout layout;  // the layout this process loads
+  Layout layout;                // the layout this process loads
   uint32_t rank = 0, world_size = 1;
   // Where the rank runs: its host name, its node (the world rank of the node's first rank) and
   // its place among the node's ranks (the GPU index `--device cuda` picks).
@@ -30,7 +30,8 @@ struct RankContext::Impl {
 #endif
 };
 
-RankContext::RankContext(const std::string& io_policy, const LayoutOptions& requested) : impl_(std::make_unique<Impl>()) {
+RankContext::RankContext(const std::string& io_policy, const LayoutOptions& requested)
+    : impl_(std::make_unique<Impl>()) {
   impl_->io_report.requested = mpi::parse_io_policy(io_policy);
   impl_->host = mpi::host_name();
 #ifdef WMAP_HAVE_MPI
@@ -45,14 +46,16 @@ RankContext::RankContext(const std::string& io_policy, const LayoutOptions& requ
     std::exception_ptr error;
     try {
       if (requested.tp_size != impl_->world_size) {
-        throw Error(ErrorCode::kInvalidArgument, "--tp-size " + std::to_string(requested.tp_size) + " does not match the " +
-                                                     std::to_string(impl_->world_size) +
-                                                     " MPI ranks launched: run one rank per tensor-parallel rank (mpirun -np " +
-                                                     std::to_string(requested.tp_size) + ")");
+        throw Error(ErrorCode::kInvalidArgument,
+                    "--tp-size " + std::to_string(requested.tp_size) + " does not match the " +
+                        std::to_string(impl_->world_size) +
+                        " MPI ranks launched: run one rank per tensor-parallel rank (mpirun -np " +
+                        std::to_string(requested.tp_size) + ")");
       }
       if (requested.tp_rank && *requested.tp_rank != impl_->rank) {
-        throw Error(ErrorCode::kInvalidArgument, "--tp-rank " + std::to_string(*requested.tp_rank) + " differs from this process's MPI rank " +
-                                                     std::to_string(impl_->rank) + " (under mpirun the rank comes from MPI; drop --tp-rank)");
+        throw Error(ErrorCode::kInvalidArgument,
+                    "--tp-rank " + std::to_string(*requested.tp_rank) + " differs from this process's MPI rank " +
+                        std::to_string(impl_->rank) + " (under mpirun the rank comes from MPI; drop --tp-rank)");
       }
       LayoutOptions mine = requested;
       mine.tp_rank = impl_->rank;  // below tp_size: tp_size is the world size
@@ -66,13 +69,16 @@ RankContext::RankContext(const std::string& io_policy, const LayoutOptions& requ
   }
 #else
   if (mpi::launched_under_mpi()) {
-    std::fprintf(stderr, "wmap: warning: launched by an MPI launcher, but this wmap was built without MPI (WMAP_MPI=OFF): "
-                         "loading as a single process with --tp-rank %u\n", requested.tp_rank.value_or(0));
+    std::fprintf(stderr,
+                 "wmap: warning: launched by an MPI launcher, but this wmap was built without MPI (WMAP_MPI=OFF): "
+                 "loading as a single process with --tp-rank %u\n",
+                 requested.tp_rank.value_or(0));
   }
 #endif
   impl_->layout = layout_from_options(requested);
   impl_->rank = impl_->layout.tp_rank;
-  if (impl_->io_report.requested != IoPolicy::kNative) impl_->io_report.reason = "not launched under MPI: a single process has nothing to share";
+  if (impl_->io_report.requested != IoPolicy::kNative)
+    impl_->io_report.reason = "not launched under MPI: a single process has nothing to share";
 }
 
 RankContext::~RankContext() = default;
@@ -123,8 +129,8 @@ void RankContext::before_load(const PreparedLoad& prepared, const Device& device
 #ifdef WMAP_HAVE_MPI
   if (!multi_rank()) return;
   try {
-    impl_->io = std::make_unique<mpi::RankIo>(*impl_->world, impl_->io_report.requested, prepared, device.name() == "host",
-                                             exec.fs ? *exec.fs : FileSystem::posix());
+    impl_->io = std::make_unique<mpi::RankIo>(*impl_->world, impl_->io_report.requested, prepared,
+                                              device.name() == "host", exec.fs ? *exec.fs : FileSystem::posix());
   } catch (const mpi::AgreedFailure& f) {
     throw ReportedFailure{f.exit_code};
   }
@@ -181,25 +187,30 @@ void RankContext::print_summary(const LoadStats& stats) const {
   const double mib = 1 << 20;
   const double seconds = r.seconds + stats.seconds;
   const double gbps = seconds > 0 ? static_cast<double>(stats.bytes_loaded) / seconds / 1e9 : 0;
-  const std::string tag = multi_rank() ? "wmap[rank " + std::to_string(m.rank) + "/" + std::to_string(m.world_size) + "]" : "wmap";
+  const std::string tag =
+      multi_rank() ? "wmap[rank " + std::to_string(m.rank) + "/" + std::to_string(m.world_size) + "]" : "wmap";
   const std::string where = multi_rank() ? "on " + m.host + " as node rank " + std::to_string(m.node_rank) + "/" +
                                                std::to_string(m.node_size) + ", "
                                          : "";
   char across[128] = "";
   if (r.effective == IoPolicy::kExchange) {
-    std::snprintf(across, sizeof across, " (%.1f MiB across nodes in, %.1f MiB out)", static_cast<double>(r.received_off_node_bytes) / mib,
+    std::snprintf(across, sizeof across, " (%.1f MiB across nodes in, %.1f MiB out)",
+                  static_cast<double>(r.received_off_node_bytes) / mib,
                   static_cast<double>(r.sent_off_node_bytes) / mib);
   }
   std::fprintf(stderr,
-               "%s: %sio-policy %s (requested %s%s%s): needed %.1f MiB in %llu extents, read from storage %.1f MiB, received %.1f MiB, "
+               "%s: %sio-policy %s (requested %s%s%s): needed %.1f MiB in %llu extents, read from storage %.1f MiB, "
+               "received %.1f MiB, "
                "sent %.1f MiB%s; %s %.3fs + load %.3fs: %.2f GB/s\n",
-               tag.c_str(), where.c_str(), std::string(mpi::io_policy_name(r.effective)).c_str(), std::string(mpi::io_policy_name(r.requested)).c_str(),
+               tag.c_str(), where.c_str(), std::string(mpi::io_policy_name(r.effective)).c_str(),
+               std::string(mpi::io_policy_name(r.requested)).c_str(),
                r.reason.empty() ? "" : "; fell back: ", r.reason.c_str(), static_cast<double>(r.needed_bytes) / mib,
-               static_cast<unsigned long long>(r.extents),
-               static_cast<double>(r.storage_bytes) / mib, static_cast<double>(r.received_bytes) / mib,
-               static_cast<double>(r.sent_bytes) / mib, across,
-               r.effective == IoPolicy::kExchange ? "exchange" : r.effective == IoPolicy::kRankStriped ? "read-ahead" : "pre-load", r.seconds,
-               stats.seconds, gbps);
+               static_cast<unsigned long long>(r.extents), static_cast<double>(r.storage_bytes) / mib,
+               static_cast<double>(r.received_bytes) / mib, static_cast<double>(r.sent_bytes) / mib, across,
+               r.effective == IoPolicy::kExchange      ? "exchange"
+               : r.effective == IoPolicy::kRankStriped ? "read-ahead"
+                                                       : "pre-load",
+               r.seconds, stats.seconds, gbps);
 }
 
 }  // namespace wmap::cli

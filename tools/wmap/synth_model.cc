@@ -37,8 +37,9 @@ const Family& family_of(const std::string& name) {
   for (const auto& f : kFamilies) {
     if (name == f.name) return f;
   }
-  throw Error(ErrorCode::kInvalidArgument, "synth: unknown family '" + name +
-                                               "' (known: llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v3)");
+  throw Error(
+      ErrorCode::kInvalidArgument,
+      "synth: unknown family '" + name + "' (known: llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v3)");
 }
 
 constexpr const char* kPresets[] = {"tiny", "small", "1g", "4g"};
@@ -85,13 +86,17 @@ void apply_synth_preset(const std::string& preset, SynthConfig& c) {
     return;
   }
   if (preset == "tiny") {
-    c.hidden = 64, c.layers = 2, c.heads = 8, c.kv_heads = 2, c.head_dim = 8, c.intermediate = 176, c.vocab = 250, c.shards = 2;
+    c.hidden = 64, c.layers = 2, c.heads = 8, c.kv_heads = 2, c.head_dim = 8, c.intermediate = 176, c.vocab = 250,
+    c.shards = 2;
   } else if (preset == "small") {
-    c.hidden = 256, c.layers = 4, c.heads = 8, c.kv_heads = 2, c.head_dim = 32, c.intermediate = 704, c.vocab = 1003, c.shards = 3;
+    c.hidden = 256, c.layers = 4, c.heads = 8, c.kv_heads = 2, c.head_dim = 32, c.intermediate = 704, c.vocab = 1003,
+    c.shards = 3;
   } else if (preset == "1g") {
-    c.hidden = 2048, c.layers = 8, c.heads = 16, c.kv_heads = 4, c.head_dim = 128, c.intermediate = 5632, c.vocab = 32000, c.shards = 4;
+    c.hidden = 2048, c.layers = 8, c.heads = 16, c.kv_heads = 4, c.head_dim = 128, c.intermediate = 5632,
+    c.vocab = 32000, c.shards = 4;
   } else if (preset == "4g") {
-    c.hidden = 2048, c.layers = 40, c.heads = 16, c.kv_heads = 4, c.head_dim = 128, c.intermediate = 5632, c.vocab = 32000, c.shards = 8;
+    c.hidden = 2048, c.layers = 40, c.heads = 16, c.kv_heads = 4, c.head_dim = 128, c.intermediate = 5632,
+    c.vocab = 32000, c.shards = 8;
   } else {
     throw Error(ErrorCode::kInvalidArgument, "synth: unknown preset '" + preset + "' (known: tiny, small, 1g, 4g)");
   }
@@ -156,7 +161,8 @@ std::vector<SynthTensor> deepseek_tensors(const SynthConfig& c) {
 
 // One linear [rows, cols]: a plain weight, or NVFP4 (compressed-tensors) with global scale `g`
 // (0 allowed: experts treat it as "no scale").
-void add_linear(std::vector<SynthTensor>& out, const SynthConfig& c, const std::string& name, uint64_t rows, uint64_t cols, float g) {
+void add_linear(std::vector<SynthTensor>& out, const SynthConfig& c, const std::string& name, uint64_t rows,
+                uint64_t cols, float g) {
   if (!c.nvfp4) {
     out.push_back({name + ".weight", {rows, cols}, c.dtype});
     return;
@@ -249,7 +255,9 @@ std::string synth_config_json(const SynthConfig& c) {
     j["num_experts_per_tok"] = 2;
   }
   if (c.nvfp4) {
-    j["quantization_config"] = {{"quant_method", "compressed-tensors"}, {"format", "nvfp4-pack-quantized"}, {"ignore", nlohmann::ordered_json::array({"lm_head"})}};
+    j["quantization_config"] = {{"quant_method", "compressed-tensors"},
+                                {"format", "nvfp4-pack-quantized"},
+                                {"ignore", nlohmann::ordered_json::array({"lm_head"})}};
   }
   if (c.family == "deepseek_v3") {
     j["q_lora_rank"] = c.q_lora ? nlohmann::ordered_json(c.q_lora) : nlohmann::ordered_json(nullptr);
@@ -266,7 +274,9 @@ std::string synth_config_json(const SynthConfig& c) {
     j["num_experts_per_tok"] = 2;
     j["topk_method"] = "noaux_tc";  // as V3/R1: the router has an e_score_correction_bias
     if (c.fp8) {
-      j["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"},
+      j["quantization_config"] = {{"quant_method", "fp8"},
+                                  {"fmt", "e4m3"},
+                                  {"activation_scheme", "dynamic"},
                                   {"weight_block_size", nlohmann::ordered_json::array({128, 128})}};
     }
   }
@@ -281,7 +291,8 @@ uint64_t write_synth_checkpoint(const SynthConfig& cfg_in, const fs::path& out_d
   if (cfg.shards == 0) throw Error(ErrorCode::kInvalidArgument, "synth: --shards must be at least 1");
   if (cfg.kv_heads == 0 || cfg.heads % cfg.kv_heads != 0) {
     throw Error(ErrorCode::kInvalidArgument, "synth: num_attention_heads " + std::to_string(cfg.heads) +
-                                                 " is not a multiple of num_key_value_heads " + std::to_string(cfg.kv_heads));
+                                                 " is not a multiple of num_key_value_heads " +
+                                                 std::to_string(cfg.kv_heads));
   }
   std::error_code ec;
   fs::create_directories(out_dir, ec);
@@ -311,15 +322,16 @@ uint64_t write_synth_checkpoint(const SynthConfig& cfg_in, const fs::path& out_d
     for (const SynthTensor* t : shards[s]) {
       const uint64_t state = fnv1a(t->name, cfg.seed);
       const std::optional<float> value = t->value;
-      files.push_back({t->name, t->dtype, t->shape, nbytes_of(*t), [state, value, &written, &bar](std::span<std::byte> dst) {
-                         if (value) {
-                           for (size_t k = 0; k + 4 <= dst.size(); k += 4) std::memcpy(dst.data() + k, &*value, 4);
-                         } else {
-                           fill_random(dst, state);
-                         }
-                         written += dst.size();
-                         bar.update(written >> 20);
-                       }});
+      files.push_back(
+          {t->name, t->dtype, t->shape, nbytes_of(*t), [state, value, &written, &bar](std::span<std::byte> dst) {
+             if (value) {
+               for (size_t k = 0; k + 4 <= dst.size(); k += 4) std::memcpy(dst.data() + k, &*value, 4);
+             } else {
+               fill_random(dst, state);
+             }
+             written += dst.size();
+             bar.update(written >> 20);
+           }});
       weight_map[t->name] = name;
     }
     write_safetensors(out_dir / name, files, {{"format", "pt"}});

@@ -32,7 +32,7 @@ struct SynthConfig {
   // DeepSeek-V3 MLA and layer kinds.
   uint64_t q_lora = 128, kv_lora = 128, nope = 128, rope = 64, v_head = 128;
   uint64_t shared_experts = 1, first_dense = 1, mtp = 1;
-  bool fp8 = false;  // F8_E4M3 linears with F32 weight_scale_inv blocks of 128x128
+  bool fp8 = false;    // F8_E4M3 linears with F32 weight_scale_inv blocks of 128x128
   bool nvfp4 = false;  // compressed-tensors NVFP4 linears (packed U8, F8 scales, F32 global scales)
 };
 

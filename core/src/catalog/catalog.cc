@@ -42,7 +42,8 @@ ParsedShard parse_shard(const ShardSet& set, uint32_t shard, const FileSystem& f
     out.record.tensor_count = ckpt.tensors.size();
     out.record.header_bytes = ckpt.pickle_bytes;
     for (auto& t : ckpt.tensors) {
-      out.tensors.push_back(HeaderTensor{std::move(t.name), t.dtype, std::move(t.shape), t.offset, t.offset + t.nbytes});
+      out.tensors.push_back(
+          HeaderTensor{std::move(t.name), t.dtype, std::move(t.shape), t.offset, t.offset + t.nbytes});
       out.strides.push_back(std::move(t.strides));
     }
     return out;
@@ -85,7 +86,8 @@ std::vector<uint32_t> sorted_order(const std::vector<std::string_view>& names) {
   std::vector<Run> heap;
   heap.reserve(begins.size());
   for (size_t r = 0; r < begins.size(); ++r) {
-    heap.push_back({static_cast<uint32_t>(begins[r]), static_cast<uint32_t>(r + 1 < begins.size() ? begins[r + 1] : n)});
+    heap.push_back(
+        {static_cast<uint32_t>(begins[r]), static_cast<uint32_t>(r + 1 < begins.size() ? begins[r + 1] : n)});
   }
   auto after = [&](const Run& a, const Run& b) { return before(b.pos, a.pos); };  // a min-heap on the heads
   std::make_heap(heap.begin(), heap.end(), after);
@@ -146,14 +148,16 @@ std::vector<ParsedShard> parse_shards(const ShardSet& set, const CatalogBuildOpt
       done.fetch_add(1);
     }
   };
-  unsigned threads = options.threads ? options.threads : std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
+  unsigned threads =
+      options.threads ? options.threads : std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
   threads = static_cast<unsigned>(std::min<size_t>(threads, n));
   {
     std::vector<std::jthread> pool;  // joined on every path (review F13)
     try {
       for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
     } catch (const std::system_error& e) {
-      log().debug("catalog: {} of {} header threads started ({}); this thread parses the rest", pool.size() + 1, threads, e.what());
+      log().debug("catalog: {} of {} header threads started ({}); this thread parses the rest", pool.size() + 1,
+                  threads, e.what());
     }
     work();
   }
@@ -197,7 +201,8 @@ Catalog Catalog::build(const ShardSet& set, const CatalogBuildOptions& options) 
   size_t total = 0;
   for (const auto& p : parsed) total += p.tensors.size();
   if (total > std::numeric_limits<uint32_t>::max()) {
-    throw Error(ErrorCode::kUnsupported, set.root.string() + ": " + std::to_string(total) + " tensors; a catalog holds at most 2^32 - 1");
+    throw Error(ErrorCode::kUnsupported,
+                set.root.string() + ": " + std::to_string(total) + " tensors; a catalog holds at most 2^32 - 1");
   }
   // Each record is built once, in its sorted place: names are ordered as views first.
   std::vector<std::string_view> names;
@@ -241,7 +246,9 @@ namespace {
 // inside the shard's recorded size.
 void check_record(const TensorRecord& r, const std::vector<ShardRecord>& shards, const std::string& label) {
   const std::string where = "tensor '" + r.name + "'";
-  auto bad = [&](const std::string& msg) { throw Error(ErrorCode::kMalformedInput, label + ": " + where + ": " + msg); };
+  auto bad = [&](const std::string& msg) {
+    throw Error(ErrorCode::kMalformedInput, label + ": " + where + ": " + msg);
+  };
   if (r.shard >= shards.size()) bad("names shard " + std::to_string(r.shard) + " of " + std::to_string(shards.size()));
   if (r.strided()) {
     if (r.strides.size() != r.shape.size()) {
@@ -251,7 +258,8 @@ void check_record(const TensorRecord& r, const std::vector<ShardRecord>& shards,
   }
   if (!checked_numel(r.shape)) bad("shape " + shape_text(r.shape) + " has more than 2^64 elements");
   if (checked_nbytes(r.dtype, r.shape) != r.nbytes) {
-    bad("nbytes " + std::to_string(r.nbytes) + " does not match " + std::string(dtype_name(r.dtype)) + " " + shape_text(r.shape));
+    bad("nbytes " + std::to_string(r.nbytes) + " does not match " + std::string(dtype_name(r.dtype)) + " " +
+        shape_text(r.shape));
   }
   uint64_t span = r.nbytes;
   if (r.strided() && r.nbytes != 0) {
@@ -270,8 +278,8 @@ void check_record(const TensorRecord& r, const std::vector<ShardRecord>& shards,
 
 }  // namespace
 
-Catalog Catalog::from_parts(std::filesystem::path root, std::vector<ShardRecord> shards, std::vector<TensorRecord> tensors,
-                            const std::string& label) {
+Catalog Catalog::from_parts(std::filesystem::path root, std::vector<ShardRecord> shards,
+                            std::vector<TensorRecord> tensors, const std::string& label) {
   for (const auto& t : tensors) check_record(t, shards, label);
   Catalog cat;
   cat.root_ = std::move(root);
@@ -338,7 +346,8 @@ std::span<const TensorRecord> Catalog::prefix(std::string_view prefix) const {
                              [](const TensorRecord& r, const std::string& n) { return r.name < n; });
   auto hi = lo;
   // Names with the prefix form one contiguous run; its end is the first name not starting with p.
-  hi = std::partition_point(lo, tensors_.end(), [&](const TensorRecord& r) { return r.name.compare(0, p.size(), p) == 0; });
+  hi = std::partition_point(lo, tensors_.end(),
+                            [&](const TensorRecord& r) { return r.name.compare(0, p.size(), p) == 0; });
   return {tensors_.data() + (lo - tensors_.begin()), static_cast<size_t>(hi - lo)};
 }
 
@@ -466,11 +475,13 @@ Catalog Catalog::parse_json(std::string_view json, const std::string& label) {
   simdjson::dom::parser parser;
   simdjson::padded_string padded(json);
   simdjson::dom::element root;
-  if (auto err = parser.parse(padded).get(root)) bad_catalog(label, std::string("not valid JSON: ") + simdjson::error_message(err));
+  if (auto err = parser.parse(padded).get(root))
+    bad_catalog(label, std::string("not valid JSON: ") + simdjson::error_message(err));
   simdjson::dom::object obj;
   if (root.get_object().get(obj)) bad_catalog(label, "not a JSON object");
   std::string_view format;
-  if (obj["format"].get(format) || format != "wmap-catalog") bad_catalog(label, "not a wmap catalog (\"format\" is not \"wmap-catalog\")");
+  if (obj["format"].get(format) || format != "wmap-catalog")
+    bad_catalog(label, "not a wmap catalog (\"format\" is not \"wmap-catalog\")");
   const uint64_t version = get_field<uint64_t>(obj, "version", label, "catalog");
   if (version != 1) bad_catalog(label, "catalog version " + std::to_string(version) + " is not supported (expected 1)");
   const std::string_view saved_id = get_field<std::string_view>(obj, "content_id", label, "catalog");
@@ -496,7 +507,8 @@ Catalog Catalog::parse_json(std::string_view json, const std::string& label) {
         r.metadata.emplace_back(std::string(m.key), std::string(v));
       }
     }
-    if (!shard_ids.emplace(r.file, static_cast<uint32_t>(shards.size())).second) bad_catalog(label, "shard " + r.file + " listed twice");
+    if (!shard_ids.emplace(r.file, static_cast<uint32_t>(shards.size())).second)
+      bad_catalog(label, "shard " + r.file + " listed twice");
     shards.push_back(std::move(r));
   }
   std::vector<TensorRecord> tensors;
@@ -557,9 +569,12 @@ std::vector<std::string> Catalog::changed_shards(const std::filesystem::path& ro
     }
     if (now == s.signature) continue;
     std::string msg = path.string() + ": changed since the catalog was saved (";
-    if (now.size != s.signature.size) msg += "size " + std::to_string(s.signature.size) + " -> " + std::to_string(now.size) + "; ";
-    if (now.mtime_ns != s.signature.mtime_ns) msg += "mtime_ns " + std::to_string(s.signature.mtime_ns) + " -> " + std::to_string(now.mtime_ns) + "; ";
-    if (now.inode != s.signature.inode) msg += "inode " + std::to_string(s.signature.inode) + " -> " + std::to_string(now.inode) + "; ";
+    if (now.size != s.signature.size)
+      msg += "size " + std::to_string(s.signature.size) + " -> " + std::to_string(now.size) + "; ";
+    if (now.mtime_ns != s.signature.mtime_ns)
+      msg += "mtime_ns " + std::to_string(s.signature.mtime_ns) + " -> " + std::to_string(now.mtime_ns) + "; ";
+    if (now.inode != s.signature.inode)
+      msg += "inode " + std::to_string(s.signature.inode) + " -> " + std::to_string(now.inode) + "; ";
     msg.resize(msg.size() - 2);
     out.push_back(msg + ")");
   }

@@ -27,15 +27,18 @@ void check_shard_name(const std::string& name, const std::string& file) {
   const fs::path p(name);
   bool bad = name.empty() || p.is_absolute();
   for (const auto& part : p) bad = bad || part == "..";
-  if (bad) throw Error(ErrorCode::kMalformedInput, file + ": weight_map names shard '" + name + "', which is not a relative path inside the checkpoint");
+  if (bad)
+    throw Error(ErrorCode::kMalformedInput,
+                file + ": weight_map names shard '" + name + "', which is not a relative path inside the checkpoint");
 }
 
 }  // namespace
 
 namespace {
 // The index owns `text`: its bytes followed by SIMDJSON_PADDING readable bytes.
-ShardIndex parse_index_impl(std::shared_ptr<const std::string> text, const std::string& file, std::vector<std::string>& shard_names);
-}
+ShardIndex parse_index_impl(std::shared_ptr<const std::string> text, const std::string& file,
+                            std::vector<std::string>& shard_names);
+}  // namespace
 
 ShardIndex parse_shard_index(std::string_view json, const std::string& file, std::vector<std::string>& shard_names) {
   std::string text(json.size() + simdjson::SIMDJSON_PADDING, '\0');
@@ -242,7 +245,8 @@ simdjson::error_code read_index_root(const std::string& text, size_t size, const
   }
   if (!seen_weight_map) return simdjson::NO_SUCH_FIELD;
   // A token after the root object (current_location fails only at the end of the text).
-  if (const char* rest = nullptr; doc.current_location().get(rest) == simdjson::SUCCESS) return simdjson::TRAILING_CONTENT;
+  if (const char* rest = nullptr; doc.current_location().get(rest) == simdjson::SUCCESS)
+    return simdjson::TRAILING_CONTENT;
   return simdjson::SUCCESS;
 }
 
@@ -263,7 +267,8 @@ void sort_index(ShardIndex& index, const std::string& file, std::vector<std::str
   }
   for (size_t i = 1; i < index.weight_map.size(); ++i) {
     if (index.weight_map[i].first == index.weight_map[i - 1].first) {
-      throw Error(ErrorCode::kMalformedInput, file + ": weight_map names tensor '" + std::string(index.weight_map[i].first) + "' twice");
+      throw Error(ErrorCode::kMalformedInput,
+                  file + ": weight_map names tensor '" + std::string(index.weight_map[i].first) + "' twice");
     }
   }
 }
@@ -272,7 +277,8 @@ void sort_index(ShardIndex& index, const std::string& file, std::vector<std::str
 // (a DeepSeek-V3 layout with 1,152 experts writes 410k keys in 40 MB of index: a string per key
 // and a DOM were the catalog's largest cost there, docs/performance.md). On any error the DOM
 // parser explains where (explain_index_error), else the fast path's own error is reported.
-ShardIndex parse_index_impl(std::shared_ptr<const std::string> text, const std::string& file, std::vector<std::string>& shard_names) {
+ShardIndex parse_index_impl(std::shared_ptr<const std::string> text, const std::string& file,
+                            std::vector<std::string>& shard_names) {
   const size_t size = text->size() - simdjson::SIMDJSON_PADDING;
   ShardIndex index;
   index.file = file;
@@ -289,7 +295,7 @@ ShardIndex parse_index_impl(std::shared_ptr<const std::string> text, const std::
 
 // The checkpoint's files by kind, each list sorted.
 struct DirectoryListing {
-  std::vector<std::string> sharded, consolidated;       // *.safetensors, consolidated*.safetensors
+  std::vector<std::string> sharded, consolidated;              // *.safetensors, consolidated*.safetensors
   std::vector<std::string> torch_model, torch_bin, torch_pth;  // pytorch_model*.bin, other *.bin, *.pth
 };
 
@@ -316,7 +322,8 @@ DirectoryListing list_checkpoint_files(const fs::path& path) {
     }
   }
   if (ec) throw Error(ErrorCode::kIo, path.string() + ": cannot list directory: " + ec.message());
-  for (auto* v : {&l.sharded, &l.consolidated, &l.torch_model, &l.torch_bin, &l.torch_pth}) std::sort(v->begin(), v->end());
+  for (auto* v : {&l.sharded, &l.consolidated, &l.torch_model, &l.torch_bin, &l.torch_pth})
+    std::sort(v->begin(), v->end());
   return l;
 }
 
@@ -325,13 +332,15 @@ DirectoryListing list_checkpoint_files(const fs::path& path) {
 void use_index(ShardSet& set, const fs::path& index_path, const FileSystem& fsys,
                std::initializer_list<const std::vector<std::string>*> unnamed_candidates) {
   const std::string index_name = index_path.filename().string();
-  set.index = parse_index_impl(std::make_shared<const std::string>(fsys.read_whole_file(index_path, kMaxIndexFileBytes, simdjson::SIMDJSON_PADDING)),
+  set.index = parse_index_impl(std::make_shared<const std::string>(
+                                   fsys.read_whole_file(index_path, kMaxIndexFileBytes, simdjson::SIMDJSON_PADDING)),
                                index_path.string(), set.files);
   if (set.files.empty()) throw Error(ErrorCode::kMalformedInput, index_path.string() + ": weight_map names no shard");
   std::error_code ec;
   for (const auto& f : set.files) {
     if (!fs::is_regular_file(set.root / f, ec)) {
-      throw Error(ErrorCode::kNotFound, index_path.string() + ": names shard '" + f + "', which does not exist in " + set.root.string());
+      throw Error(ErrorCode::kNotFound,
+                  index_path.string() + ": names shard '" + f + "', which does not exist in " + set.root.string());
     }
   }
   const std::set<std::string> named(set.files.begin(), set.files.end());
@@ -352,8 +361,10 @@ ShardSet choose_torch_files(ShardSet set, const DirectoryListing& l, const FileS
   }
   set.files = !l.torch_model.empty() ? l.torch_model : !l.torch_bin.empty() ? l.torch_bin : l.torch_pth;
   if (set.files.empty()) {
-    throw Error(ErrorCode::kNotFound, set.root.string() +
-                                          ": no .safetensors file in this directory (nor a PyTorch pytorch_model*.bin / *.bin / *.pth checkpoint)");
+    throw Error(
+        ErrorCode::kNotFound,
+        set.root.string() +
+            ": no .safetensors file in this directory (nor a PyTorch pytorch_model*.bin / *.bin / *.pth checkpoint)");
   }
   if (!l.torch_model.empty()) {
     for (const auto& f : l.torch_bin) set.warnings.push_back(f + ": ignored (pytorch_model*.bin files were chosen)");
@@ -385,7 +396,8 @@ ShardSet discover_shards(const fs::path& path, const ShardSetOptions& options) {
   if (l.sharded.empty() && l.consolidated.empty() && !has_index) return choose_torch_files(std::move(set), l, fsys);
   // Safetensors win: PyTorch files beside them are never mixed in.
   for (auto* v : {&l.torch_model, &l.torch_bin, &l.torch_pth}) {
-    for (const auto& f : *v) set.warnings.push_back(f + ": ignored (safetensors files were chosen; PyTorch checkpoints are not mixed in)");
+    for (const auto& f : *v)
+      set.warnings.push_back(f + ": ignored (safetensors files were chosen; PyTorch checkpoints are not mixed in)");
   }
   if (fs::exists(path / kTorchIndexName)) {
     set.warnings.push_back(std::string(kTorchIndexName) + ": ignored (safetensors files were chosen)");

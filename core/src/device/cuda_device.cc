@@ -80,7 +80,8 @@ class PinnedAllocator final : public StagingRing::SlabAllocator {
   PinnedAllocator(std::shared_ptr<Runtime> rt, std::string name) : rt_(std::move(rt)), name_(std::move(name)) {}
   std::byte* allocate(uint64_t bytes) override {
     void* p = nullptr;
-    check(*rt_, rt_->malloc_pinned(&p, bytes), "cudaHostAlloc", name_ + ": pinned staging slab of " + bytes_text(bytes));
+    check(*rt_, rt_->malloc_pinned(&p, bytes), "cudaHostAlloc",
+          name_ + ": pinned staging slab of " + bytes_text(bytes));
     return static_cast<std::byte*>(p);
   }
   void free(std::byte* slab) noexcept override { rt_->free_pinned(slab); }
@@ -131,7 +132,8 @@ class EventFence final : public StagingRing::Fence {
 // reservation and every buffer carved from it are gone.
 class Arena {
  public:
-  Arena(std::shared_ptr<Runtime> rt, int device, void* base, uint64_t size) : rt_(std::move(rt)), device_(device), base_(base), size_(size) {}
+  Arena(std::shared_ptr<Runtime> rt, int device, void* base, uint64_t size)
+      : rt_(std::move(rt)), device_(device), base_(base), size_(size) {}
   ~Arena() {
     CurrentDevice on(*rt_, device_);
     rt_->free_device(base_);
@@ -196,7 +198,9 @@ struct RegionState {
   }
 };
 
-bool is_invert_scale(const std::string& transform) { return transform == "invert_scale" || transform == "invert_scale_strict"; }
+bool is_invert_scale(const std::string& transform) {
+  return transform == "invert_scale" || transform == "invert_scale_strict";
+}
 
 class CudaDevice final : public Device {
  public:
@@ -226,14 +230,16 @@ class CudaDevice final : public Device {
     CurrentDevice on(*rt_, index_, name_);
     uint64_t need = 0;  // every buffer starts aligned
     if (__builtin_mul_overflow(count, kArenaAlign, &need) || __builtin_add_overflow(need, bytes, &need)) {
-      throw Error(ErrorCode::kValidation, name_ + ": the load's " + std::to_string(count) + " parameters need more than 2^64 bytes");
+      throw Error(ErrorCode::kValidation,
+                  name_ + ": the load's " + std::to_string(count) + " parameters need more than 2^64 bytes");
     }
     uint64_t free_bytes = 0, total_bytes = 0;
     check(*rt_, rt_->mem_get_info(&free_bytes, &total_bytes), "cudaMemGetInfo", name_);
     const std::string what = bytes_text(bytes) + " for " + std::to_string(count) + " parameters";
     if (need > free_bytes) {
-      throw Error(ErrorCode::kValidation, name_ + ": the load needs " + what + " but only " + bytes_text(free_bytes) + " of " +
-                                              bytes_text(total_bytes) + " is free on the device; nothing was read");
+      throw Error(ErrorCode::kValidation, name_ + ": the load needs " + what + " but only " + bytes_text(free_bytes) +
+                                              " of " + bytes_text(total_bytes) +
+                                              " is free on the device; nothing was read");
     }
     void* base = nullptr;
     check(*rt_, rt_->malloc_device(&base, need), "cudaMalloc", name_ + ": the load's parameters (" + what + ")");
@@ -274,8 +280,9 @@ class CudaDevice final : public Device {
   StagedRegion begin_region(DeviceBuffer& buffer, uint64_t offset, uint64_t bytes) override {
     auto& b = static_cast<CudaBuffer&>(buffer);
     if (offset > b.size_ || bytes > b.size_ - offset) {
-      throw Error(ErrorCode::kInternal, what(b) + ": region [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
-                                            ") outside its " + std::to_string(b.size_) + " bytes");
+      throw Error(ErrorCode::kInternal, what(b) + ": region [" + std::to_string(offset) + ", +" +
+                                            std::to_string(bytes) + ") outside its " + std::to_string(b.size_) +
+                                            " bytes");
     }
     auto state = std::make_shared<RegionState>();
     state->ring = ring_;
@@ -298,11 +305,12 @@ class CudaDevice final : public Device {
     auto& state = *static_cast<RegionState*>(region.state.get());
     check_scale_dtype(dtype, key);
     if (offset < region.offset || offset + bytes > region.offset + region.host.size()) {
-      throw Error(ErrorCode::kInternal, key + ": transform of [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
-                                            ") outside its staged region");
+      throw Error(ErrorCode::kInternal, key + ": transform of [" + std::to_string(offset) + ", +" +
+                                            std::to_string(bytes) + ") outside its staged region");
     }
     // Refused scales fail the load before anything is copied, with the host's message.
-    if (transform == "invert_scale_strict") check_scales_positive(region.host.subspan(offset - region.offset, bytes), dtype, key);
+    if (transform == "invert_scale_strict")
+      check_scales_positive(region.host.subspan(offset - region.offset, bytes), dtype, key);
     auto& pending = state.pending;
     if (!pending.empty() && pending.back().dtype == dtype && pending.back().offset + pending.back().bytes == offset) {
       pending.back().bytes += bytes;  // neighbouring pieces (one per expert): one launch
@@ -372,7 +380,8 @@ class CudaDevice final : public Device {
 
   void synchronize() override {
     CurrentDevice on(*rt_, index_, name_);
-    for (auto& s : streams_) check(*rt_, rt_->stream_synchronize(s), "cudaStreamSynchronize", name_ + " (queued copies and kernels)");
+    for (auto& s : streams_)
+      check(*rt_, rt_->stream_synchronize(s), "cudaStreamSynchronize", name_ + " (queued copies and kernels)");
   }
 
  private:
@@ -406,8 +415,10 @@ class CudaDevice final : public Device {
       if (got == 1 && !single) single = std::move(ring);
     }
     if (!single) throw Error(ErrorCode::kIo, name_ + ": cannot pin any host staging memory: " + error);
-    log().warn("{}: pinned only one staging slab of {} ({}): every region is staged in pageable memory and copied "
-               "through it; loads will be slower", name_, bytes_text(single->slab_bytes()), error);
+    log().warn(
+        "{}: pinned only one staging slab of {} ({}): every region is staged in pageable memory and copied "
+        "through it; loads will be slower",
+        name_, bytes_text(single->slab_bytes()), error);
     ring_ = std::move(single);
   }
 
@@ -476,12 +487,14 @@ std::unique_ptr<Device> make_cuda_device(int index, std::shared_ptr<cuda::Runtim
   int count = 0;
   const int e = runtime->device_count(&count);
   if (e != Runtime::kSuccess || count == 0) {
-    const std::string reason = e != Runtime::kSuccess ? "cudaGetDeviceCount failed: " + runtime->error_text(e) : "no CUDA device is present";
+    const std::string reason =
+        e != Runtime::kSuccess ? "cudaGetDeviceCount failed: " + runtime->error_text(e) : "no CUDA device is present";
     throw Error(ErrorCode::kUnsupported, flag + ": no usable CUDA device (" + reason + "); load onto host instead");
   }
   if (index >= count) {
-    throw Error(ErrorCode::kUnsupported, flag + ": device " + std::to_string(index) + " of " + std::to_string(count) +
-                                             " does not exist (this machine has cuda:0 to cuda:" + std::to_string(count - 1) + ")");
+    throw Error(ErrorCode::kUnsupported,
+                flag + ": device " + std::to_string(index) + " of " + std::to_string(count) +
+                    " does not exist (this machine has cuda:0 to cuda:" + std::to_string(count - 1) + ")");
   }
   return std::make_unique<CudaDevice>(index, std::move(runtime), tuning);
 }
@@ -490,7 +503,8 @@ std::unique_ptr<Device> make_cuda_device(int index) {
   std::string reason;
   auto runtime = process_runtime(&reason);
   if (!runtime) {
-    throw Error(ErrorCode::kUnsupported, "device cuda:" + std::to_string(index) + ": " + reason + "; load onto host instead");
+    throw Error(ErrorCode::kUnsupported,
+                "device cuda:" + std::to_string(index) + ": " + reason + "; load onto host instead");
   }
   return make_cuda_device(index, std::move(runtime));
 }
@@ -501,7 +515,9 @@ int cuda_device_count(std::string* reason) {
   int count = 0;
   const int e = runtime->device_count(&count);
   if (e != Runtime::kSuccess || count == 0) {
-    if (reason) *reason = e != Runtime::kSuccess ? "cudaGetDeviceCount failed: " + runtime->error_text(e) : "no CUDA device is present";
+    if (reason)
+      *reason =
+          e != Runtime::kSuccess ? "cudaGetDeviceCount failed: " + runtime->error_text(e) : "no CUDA device is present";
     return 0;
   }
   return count;

@@ -17,11 +17,17 @@ __device__ float to_float(__half x) { return __half2float(x); }
 template <typename T>
 __device__ T from_float(float y);
 template <>
-__device__ float from_float<float>(float y) { return y; }
+__device__ float from_float<float>(float y) {
+  return y;
+}
 template <>
-__device__ __nv_bfloat16 from_float<__nv_bfloat16>(float y) { return __float2bfloat16_rn(y); }
+__device__ __nv_bfloat16 from_float<__nv_bfloat16>(float y) {
+  return __float2bfloat16_rn(y);
+}
 template <>
-__device__ __half from_float<__half>(float y) { return __float2half_rn(y); }
+__device__ __half from_float<__half>(float y) {
+  return __float2half_rn(y);
+}
 
 template <typename T>
 __global__ void invert_scales_kernel(T* data, uint64_t count) {
@@ -48,14 +54,10 @@ cudaError_t launch(void* data, uint64_t count, cudaStream_t stream) {
 cudaError_t launch_invert_scales(void* data, uint64_t count, DType dtype, cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
   switch (dtype) {
-    case DType::kF32:
-      return launch<float>(data, count, stream);
-    case DType::kBF16:
-      return launch<__nv_bfloat16>(data, count, stream);
-    case DType::kF16:
-      return launch<__half>(data, count, stream);
-    default:
-      return cudaErrorInvalidValue;  // the caller checked the dtype (check_scale_dtype)
+    case DType::kF32: return launch<float>(data, count, stream);
+    case DType::kBF16: return launch<__nv_bfloat16>(data, count, stream);
+    case DType::kF16: return launch<__half>(data, count, stream);
+    default: return cudaErrorInvalidValue;  // the caller checked the dtype (check_scale_dtype)
   }
 }
 

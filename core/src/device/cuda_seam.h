@@ -46,7 +46,7 @@ class WMAP_API Runtime {
   virtual int stream_synchronize(Stream s) = 0;
   virtual int memcpy_to_device_async(void* dst, const void* src, uint64_t bytes, Stream s) = 0;
   virtual int memcpy_to_host(void* dst, const void* src, uint64_t bytes) = 0;  // synchronous
-  virtual int event_create(Event* e) = 0;  // without timing
+  virtual int event_create(Event* e) = 0;                                      // without timing
   virtual int event_record(Event e, Stream s) = 0;
   virtual int event_query(Event e) = 0;  // kSuccess, kNotReady or an error
   virtual int event_synchronize(Event e) = 0;

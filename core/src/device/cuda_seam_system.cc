@@ -72,7 +72,9 @@ class SystemRuntime final : public Runtime {
     *e = event;
     return r;
   }
-  int event_record(Event e, Stream s) override { return cudaEventRecord(static_cast<cudaEvent_t>(e), static_cast<cudaStream_t>(s)); }
+  int event_record(Event e, Stream s) override {
+    return cudaEventRecord(static_cast<cudaEvent_t>(e), static_cast<cudaStream_t>(s));
+  }
   int event_query(Event e) override { return cudaEventQuery(static_cast<cudaEvent_t>(e)); }
   int event_synchronize(Event e) override { return cudaEventSynchronize(static_cast<cudaEvent_t>(e)); }
   int event_destroy(Event e) override { return cudaEventDestroy(static_cast<cudaEvent_t>(e)); }

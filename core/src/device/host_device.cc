@@ -51,7 +51,8 @@ class HostBuffer final : public DeviceBuffer {
     if (bytes > 0) {
       void* p = nullptr;
       if (::posix_memalign(&p, kAlignment, bytes) != 0) {
-        throw Error(ErrorCode::kOutOfMemory, "host: cannot allocate " + std::to_string(bytes) + " bytes (out of memory)");
+        throw Error(ErrorCode::kOutOfMemory,
+                    "host: cannot allocate " + std::to_string(bytes) + " bytes (out of memory)");
       }
       data_ = static_cast<std::byte*>(p);
     }
@@ -84,11 +85,12 @@ class HostDevice final : public Device {
   // More than the machine's memory cannot load; more than is available now may still (the page
   // cache gives way), so that is a warning.
   std::shared_ptr<void> reserve(uint64_t bytes, uint64_t count) override {
-    const uint64_t physical = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    const uint64_t physical =
+        static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
     const std::string need = bytes_text(bytes) + " for " + std::to_string(count) + " parameters";
     if (physical > 0 && bytes > physical) {
-      throw Error(ErrorCode::kValidation, "host: the load needs " + need + " but this machine has " + bytes_text(physical) +
-                                              " of memory; nothing was read");
+      throw Error(ErrorCode::kValidation, "host: the load needs " + need + " but this machine has " +
+                                              bytes_text(physical) + " of memory; nothing was read");
     }
     const uint64_t available = available_memory_bytes();
     if (available > 0 && bytes > available) {

@@ -50,7 +50,8 @@ bool StagingRing::reset_if_idle(Slab& s) {
 }
 
 uint32_t StagingRing::filling_slabs() const {
-  return static_cast<uint32_t>(std::count_if(slabs_.begin(), slabs_.end(), [](const Slab& s) { return s.filling > 0; }));
+  return static_cast<uint32_t>(
+      std::count_if(slabs_.begin(), slabs_.end(), [](const Slab& s) { return s.filling > 0; }));
 }
 
 int StagingRing::find_room(uint64_t bytes, bool filling) {
@@ -89,15 +90,16 @@ StagingRing::Lease StagingRing::try_acquire(uint64_t bytes) {
 
 StagingRing::Lease StagingRing::acquire(uint64_t bytes) {
   if (bytes == 0 || bytes > slab_bytes_) {
-    throw Error(ErrorCode::kInternal, "staging: a chunk of " + std::to_string(bytes) + " bytes does not fit a slab of " +
-                                          std::to_string(slab_bytes_));
+    throw Error(ErrorCode::kInternal, "staging: a chunk of " + std::to_string(bytes) +
+                                          " bytes does not fit a slab of " + std::to_string(slab_bytes_));
   }
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     const int i = find_room(bytes, false);
     if (i >= 0) return place(static_cast<uint32_t>(i), bytes, false);
     // An idle slab waits only for copies already queued: wait for them outside the lock.
-    auto idle = std::find_if(slabs_.begin(), slabs_.end(), [](const Slab& s) { return s.live == 0 && !s.fences.empty(); });
+    auto idle =
+        std::find_if(slabs_.begin(), slabs_.end(), [](const Slab& s) { return s.live == 0 && !s.fences.empty(); });
     if (idle != slabs_.end()) {
       const auto fences = idle->fences;
       lock.unlock();

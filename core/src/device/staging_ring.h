@@ -54,8 +54,8 @@ class WMAP_API StagingRing {
   // lowers the bound to what it got; returns that count, with the failure in `error`.
   uint32_t preallocate(std::string* error);
 
-  Lease try_acquire(uint64_t bytes);  // empty when bytes > slab_bytes or no room now
-  Lease acquire(uint64_t bytes);      // bytes <= slab_bytes
+  Lease try_acquire(uint64_t bytes);                               // empty when bytes > slab_bytes or no room now
+  Lease acquire(uint64_t bytes);                                   // bytes <= slab_bytes
   void release(const Lease& lease, std::shared_ptr<Fence> fence);  // fence may be null (nothing queued)
 
   uint64_t slab_bytes() const { return slab_bytes_; }

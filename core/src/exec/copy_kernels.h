@@ -37,7 +37,8 @@ inline CopyGeometry copy_geometry(const PlannedPiece& p) {
     g.run = p.elem_bytes;
     return g;
   }
-  if (n > kMaxDims) throw Error(ErrorCode::kInternal, p.source + ": " + std::to_string(n) + "-d views are not supported");
+  if (n > kMaxDims)
+    throw Error(ErrorCode::kInternal, p.source + ": " + std::to_string(n) + "-d views are not supported");
   const std::vector<uint64_t> view_stride = p.source_strides();
   for (size_t d = 0; d < n; ++d) g.origin += p.box[d].begin * view_stride[d];
   // Output dim k walks view dim perm[k].
@@ -108,7 +109,8 @@ struct CopySegmentsCtx {
 
 inline void copy_segments(void* p) {
   auto* c = static_cast<CopySegmentsCtx*>(p);
-  for (size_t i = 0; i < c->n; ++i) std::memcpy(c->dsts[i], c->base + (c->segs[i].offset - c->base_offset), c->segs[i].len);
+  for (size_t i = 0; i < c->n; ++i)
+    std::memcpy(c->dsts[i], c->base + (c->segs[i].offset - c->base_offset), c->segs[i].len);
 }
 
 struct CopyPieceCtx {

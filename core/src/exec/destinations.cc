@@ -14,7 +14,8 @@
 namespace wmap {
 
 std::string DestinationCheck::message() const {
-  std::string m = "the destinations do not fit the plan (" + std::to_string(problems.size()) + " problem(s)); nothing was written:";
+  std::string m =
+      "the destinations do not fit the plan (" + std::to_string(problems.size()) + " problem(s)); nothing was written:";
   for (const auto& p : problems) m += "\n" + std::string(problem_kind_name(p.kind)) + ": " + p.message;
   return m;
 }
@@ -25,18 +26,22 @@ namespace {
 // everything else is the underlying device's.
 class DestinationDevice final : public Device {
  public:
-  DestinationDevice(Device& inner, const std::map<std::string, const Destination*>& by_name) : inner_(inner), by_name_(by_name) {}
+  DestinationDevice(Device& inner, const std::map<std::string, const Destination*>& by_name)
+      : inner_(inner), by_name_(by_name) {}
   DeviceSpec spec() const override { return inner_.spec(); }
   std::shared_ptr<DeviceBuffer> allocate(uint64_t bytes) override { return allocate(bytes, ""); }
   std::shared_ptr<DeviceBuffer> allocate(uint64_t bytes, const std::string& label) override {
     auto it = by_name_.find(label);
-    if (it == by_name_.end()) throw Error(ErrorCode::kInternal, label + ": no destination (the check should have refused the load)");
+    if (it == by_name_.end())
+      throw Error(ErrorCode::kInternal, label + ": no destination (the check should have refused the load)");
     return inner_.adopt(it->second->data, bytes, label);
   }
   // Not reserve(): the caller's memory is already there.
   bool stages_writes() const override { return inner_.stages_writes(); }
   bool can_defer(const std::string& transform) const override { return inner_.can_defer(transform); }
-  StagedRegion begin_region(DeviceBuffer& b, uint64_t offset, uint64_t bytes) override { return inner_.begin_region(b, offset, bytes); }
+  StagedRegion begin_region(DeviceBuffer& b, uint64_t offset, uint64_t bytes) override {
+    return inner_.begin_region(b, offset, bytes);
+  }
   bool defer_transform(StagedRegion& r, const std::string& transform, uint64_t offset, uint64_t bytes, DType dtype,
                        const std::string& key) override {
     return inner_.defer_transform(r, transform, offset, bytes, dtype, key);
@@ -76,7 +81,8 @@ DestinationCheck check_destinations(const LoadPlan& plan, const std::vector<Dest
   for (const Destination& d : destinations) {
     if (d.device != out.device) {
       problem(PlanProblem::Kind::kDestination, d.name,
-              d.name + ": on " + d.device + " but '" + destinations.front().name + "' is on " + out.device + " (one device per load)");
+              d.name + ": on " + d.device + " but '" + destinations.front().name + "' is on " + out.device +
+                  " (one device per load)");
     }
   }
   std::map<std::string, const PlannedParam*> planned;
@@ -88,7 +94,8 @@ DestinationCheck check_destinations(const LoadPlan& plan, const std::vector<Dest
     if (!p.absent && !p.broken) {
       planned[p.name] = &p;
     } else if (by_name.count(p.name)) {
-      out.unfilled.push_back(p.name + (p.absent ? ": absent from the checkpoint (an optional parameter)" : ": broken (a partial load)"));
+      out.unfilled.push_back(
+          p.name + (p.absent ? ": absent from the checkpoint (an optional parameter)" : ": broken (a partial load)"));
     }
   }
   for (const auto& [name, p] : planned) {
@@ -103,40 +110,48 @@ DestinationCheck check_destinations(const LoadPlan& plan, const std::vector<Dest
       continue;
     }
     if (it == by_name.end()) {
-      problem(PlanProblem::Kind::kMissing, name, name + ": planned " + shape_text(p->shape) + " " + std::string(dtype_name(p->dtype)) +
-                                                     " but no destination of that name was given");
+      problem(PlanProblem::Kind::kMissing, name,
+              name + ": planned " + shape_text(p->shape) + " " + std::string(dtype_name(p->dtype)) +
+                  " but no destination of that name was given");
       continue;
     }
     const Destination& d = *it->second;
     if (d.shape != p->shape) {
-      problem(PlanProblem::Kind::kShape, name, name + ": destination shape " + shape_text(d.shape) + " but the plan builds " + shape_text(p->shape));
+      problem(PlanProblem::Kind::kShape, name,
+              name + ": destination shape " + shape_text(d.shape) + " but the plan builds " + shape_text(p->shape));
     }
     switch (exec_detail::dtype_fit(p->dtype, d.dtype, d.element_bytes)) {
       case exec_detail::DtypeFit::kFits: break;
       case exec_detail::DtypeFit::kElementSize:
-        problem(PlanProblem::Kind::kDtype, name, name + ": destination elements of " + std::to_string(d.element_bytes) +
-                                                     " byte(s) but the plan builds " + std::string(dtype_name(p->dtype)) + " (" +
-                                                     std::to_string(dtype_bits(p->dtype) / 8) + " byte(s))");
+        problem(PlanProblem::Kind::kDtype, name,
+                name + ": destination elements of " + std::to_string(d.element_bytes) +
+                    " byte(s) but the plan builds " + std::string(dtype_name(p->dtype)) + " (" +
+                    std::to_string(dtype_bits(p->dtype) / 8) + " byte(s))");
         break;
       case exec_detail::DtypeFit::kOtherFloat:
-        problem(PlanProblem::Kind::kDtype, name, name + ": destination is " + std::string(dtype_name(*d.dtype)) + " but the plan builds " +
-                                                     std::string(dtype_name(p->dtype)) + " (no conversion on load)");
+        problem(PlanProblem::Kind::kDtype, name,
+                name + ": destination is " + std::string(dtype_name(*d.dtype)) + " but the plan builds " +
+                    std::string(dtype_name(p->dtype)) + " (no conversion on load)");
         break;
     }
     if (!d.contiguous) {
-      problem(PlanProblem::Kind::kDestination, name, name + ": destination is not contiguous (a transposed or strided view): pass a contiguous tensor");
+      problem(PlanProblem::Kind::kDestination, name,
+              name + ": destination is not contiguous (a transposed or strided view): pass a contiguous tensor");
     }
     if (d.shape == p->shape && d.bytes < p->nbytes) {  // a wrong shape says it already
-      problem(PlanProblem::Kind::kDestination, name, name + ": destination holds " + std::to_string(d.bytes) + " bytes, the plan writes " +
-                                                         std::to_string(p->nbytes));
+      problem(PlanProblem::Kind::kDestination, name,
+              name + ": destination holds " + std::to_string(d.bytes) + " bytes, the plan writes " +
+                  std::to_string(p->nbytes));
     }
-    if (d.data == nullptr && p->nbytes > 0) problem(PlanProblem::Kind::kDestination, name, name + ": destination pointer is null");
+    if (d.data == nullptr && p->nbytes > 0)
+      problem(PlanProblem::Kind::kDestination, name, name + ": destination pointer is null");
   }
   // Destinations the plan does not fill.
   for (const auto& [name, d] : by_name) {
     if (planned.count(name)) continue;
     const std::string prefix = name + ": ";  // (a structured binding cannot be captured before C++20 in clang)
-    if (std::any_of(out.unfilled.begin(), out.unfilled.end(), [&prefix](const std::string& u) { return u.rfind(prefix, 0) == 0; })) {
+    if (std::any_of(out.unfilled.begin(), out.unfilled.end(),
+                    [&prefix](const std::string& u) { return u.rfind(prefix, 0) == 0; })) {
       continue;
     }
     if (owned.match(name)) {
@@ -145,7 +160,8 @@ DestinationCheck check_destinations(const LoadPlan& plan, const std::vector<Dest
       out.ignored.push_back(name);
     } else {
       problem(PlanProblem::Kind::kDestination, name,
-              name + ": a destination the plan does not fill (not a parameter of " + std::string(target_name(plan.layout().target)) +
+              name + ": a destination the plan does not fill (not a parameter of " +
+                  std::string(target_name(plan.layout().target)) +
                   "'s model for this checkpoint; pass ignore= patterns for parameters you fill yourself)");
     }
   }
@@ -166,16 +182,17 @@ DestinationCheck check_destinations(const LoadPlan& plan, const std::vector<Dest
   for (size_t i = 1; i < spans.size(); ++i) {
     if (spans[i - 1].begin + spans[i - 1].bytes > spans[i].begin) {
       const std::string& name = *spans[i].name;
-      problem(PlanProblem::Kind::kDestination, name, name + ": overlaps the destination of '" + *spans[i - 1].name + "'");
+      problem(PlanProblem::Kind::kDestination, name,
+              name + ": overlaps the destination of '" + *spans[i - 1].name + "'");
     }
   }
-  std::stable_sort(out.problems.begin(), out.problems.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
+  std::stable_sort(out.problems.begin(), out.problems.end(),
+                   [](const auto& a, const auto& b) { return a.key < b.key; });
   return out;
 }
 
-LoadIntoReport execute_into(const LoadPlan& plan, Device& device,
-                            const std::vector<Destination>& destinations, const ExecOptions& options,
-                            const DestinationOptions& dest_options) {
+LoadIntoReport execute_into(const LoadPlan& plan, Device& device, const std::vector<Destination>& destinations,
+                            const ExecOptions& options, const DestinationOptions& dest_options) {
   plan.require_runnable(options.allow_partial);
   DestinationCheck check = check_destinations(plan, destinations, dest_options);
   if (check.ok() && check.device != device.name()) {

@@ -16,19 +16,32 @@ namespace wmap {
 namespace {
 
 [[noreturn]] void malformed(const std::string& label, const std::string& what) {
-  throw Error(ErrorCode::kMalformedInput, label + ": " + what + " (expected {\"name\": {\"shape\": [..], \"dtype\": \"bfloat16\"}, ...})");
+  throw Error(ErrorCode::kMalformedInput,
+              label + ": " + what + " (expected {\"name\": {\"shape\": [..], \"dtype\": \"bfloat16\"}, ...})");
 }
 
 }  // namespace
 
 std::optional<DType> dtype_from_engine_name(std::string_view name) {
   if (name.rfind("torch.", 0) == 0) name.remove_prefix(6);
-  static const std::map<std::string, DType, std::less<>> kNames = {
-      {"bfloat16", DType::kBF16}, {"float16", DType::kF16}, {"half", DType::kF16}, {"float32", DType::kF32},
-      {"float", DType::kF32}, {"float64", DType::kF64}, {"double", DType::kF64}, {"float8_e4m3fn", DType::kF8_E4M3},
-      {"float8_e5m2", DType::kF8_E5M2}, {"uint8", DType::kU8}, {"int8", DType::kI8}, {"int16", DType::kI16},
-      {"int32", DType::kI32}, {"int64", DType::kI64}, {"bool", DType::kBOOL}, {"uint16", DType::kU16},
-      {"uint32", DType::kU32}, {"uint64", DType::kU64}};
+  static const std::map<std::string, DType, std::less<>> kNames = {{"bfloat16", DType::kBF16},
+                                                                   {"float16", DType::kF16},
+                                                                   {"half", DType::kF16},
+                                                                   {"float32", DType::kF32},
+                                                                   {"float", DType::kF32},
+                                                                   {"float64", DType::kF64},
+                                                                   {"double", DType::kF64},
+                                                                   {"float8_e4m3fn", DType::kF8_E4M3},
+                                                                   {"float8_e5m2", DType::kF8_E5M2},
+                                                                   {"uint8", DType::kU8},
+                                                                   {"int8", DType::kI8},
+                                                                   {"int16", DType::kI16},
+                                                                   {"int32", DType::kI32},
+                                                                   {"int64", DType::kI64},
+                                                                   {"bool", DType::kBOOL},
+                                                                   {"uint16", DType::kU16},
+                                                                   {"uint32", DType::kU32},
+                                                                   {"uint64", DType::kU64}};
   if (auto it = kNames.find(name); it != kNames.end()) return it->second;
   if (auto d = parse_dtype(name)) return *d;  // our own names: BF16, F8_E4M3, ...
   return std::nullopt;
@@ -38,7 +51,8 @@ std::vector<ExpectedParam> parse_expected_params(std::string_view json, const st
   simdjson::dom::parser parser;
   simdjson::padded_string text(json);
   simdjson::dom::element root;
-  if (auto err = parser.parse(text).get(root)) malformed(label, std::string("not JSON: ") + simdjson::error_message(err));
+  if (auto err = parser.parse(text).get(root))
+    malformed(label, std::string("not JSON: ") + simdjson::error_message(err));
   simdjson::dom::object obj;
   if (root.get(obj)) malformed(label, "not a JSON object");
   std::vector<ExpectedParam> out;
@@ -76,25 +90,31 @@ std::vector<PlanProblem> check_expected_params(const LoadPlan& plan, const std::
       // torch's named_parameters() lists a tied parameter once, under its first name.
       if (!p->alias_of.empty()) continue;
       out.push_back({PlanProblem::Kind::kMissing, name,
-                     name + ": planned " + shape_text(p->shape) + " " + std::string(dtype_name(p->dtype)) + " but the engine has no such parameter"});
+                     name + ": planned " + shape_text(p->shape) + " " + std::string(dtype_name(p->dtype)) +
+                         " but the engine has no such parameter"});
       continue;
     }
     const ExpectedParam& e = *it->second;
     if (e.shape != p->shape) {
-      out.push_back({PlanProblem::Kind::kShape, name, name + ": the engine's shape is " + shape_text(e.shape) + " but the plan builds " + shape_text(p->shape)});
+      out.push_back(
+          {PlanProblem::Kind::kShape, name,
+           name + ": the engine's shape is " + shape_text(e.shape) + " but the plan builds " + shape_text(p->shape)});
     }
     const auto d = dtype_from_engine_name(e.dtype);
     if (!d) {
-      out.push_back({PlanProblem::Kind::kDtype, name, name + ": the engine's dtype '" + e.dtype + "' is not one wmap knows"});
+      out.push_back(
+          {PlanProblem::Kind::kDtype, name, name + ": the engine's dtype '" + e.dtype + "' is not one wmap knows"});
     } else if (exec_detail::dtype_fit(p->dtype, d, std::max(1u, dtype_bits(*d) / 8)) != exec_detail::DtypeFit::kFits) {
-      out.push_back({PlanProblem::Kind::kDtype, name, name + ": the engine holds " + e.dtype + " but the plan builds " +
-                                                          std::string(dtype_name(p->dtype))});
+      out.push_back(
+          {PlanProblem::Kind::kDtype, name,
+           name + ": the engine holds " + e.dtype + " but the plan builds " + std::string(dtype_name(p->dtype))});
     }
   }
   for (const auto& [name, e] : engine) {
     if (planned.count(name) || owned.match(name)) continue;
-    out.push_back({PlanProblem::Kind::kDestination, name, name + ": the engine holds " + shape_text(e->shape) + " " + e->dtype +
-                                                              " but the plan does not fill it"});
+    out.push_back(
+        {PlanProblem::Kind::kDestination, name,
+         name + ": the engine holds " + shape_text(e->shape) + " " + e->dtype + " but the plan does not fill it"});
   }
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
   return out;

@@ -52,16 +52,19 @@ bool close_f32(const std::vector<std::byte>& va, const std::vector<std::byte>& v
 
 }  // namespace
 
-void verify_must_match(const PlannedParam& param, const std::function<const RandomAccessFile&(uint32_t shard)>& file_for) {
+void verify_must_match(const PlannedParam& param,
+                       const std::function<const RandomAccessFile&(uint32_t shard)>& file_for) {
   for (const auto& [a, b] : param.must_match) {
     if (a->nbytes > kMaxCompared || b->nbytes != a->nbytes) {
-      throw Error(ErrorCode::kValidation, param.name + ": '" + a->name + "' and '" + b->name + "' cannot be compared (" +
-                                              std::to_string(a->nbytes) + " vs " + std::to_string(b->nbytes) + " bytes)");
+      throw Error(ErrorCode::kValidation, param.name + ": '" + a->name + "' and '" + b->name +
+                                              "' cannot be compared (" + std::to_string(a->nbytes) + " vs " +
+                                              std::to_string(b->nbytes) + " bytes)");
     }
     const std::vector<std::byte> va = read_tensor(file_for(a->shard), *a), vb = read_tensor(file_for(b->shard), *b);
     if (va != vb && !(param.must_match_close && close_f32(va, vb, a->dtype))) {
-      throw Error(ErrorCode::kValidation, param.name + ": the fused sources carry different global scales: '" + a->name + "' = " +
-                                              describe(va, a->dtype) + " but '" + b->name + "' = " + describe(vb, b->dtype) +
+      throw Error(ErrorCode::kValidation, param.name + ": the fused sources carry different global scales: '" +
+                                              a->name + "' = " + describe(va, a->dtype) + " but '" + b->name +
+                                              "' = " + describe(vb, b->dtype) +
                                               (param.must_match_close ? " (beyond |a-b| <= 1e-8 + 1e-5*|b|" : " (") +
                                               "; requantising to a shared scale is not supported)");
     }

@@ -12,6 +12,7 @@ namespace wmap {
 
 // Reads the (small) tensors of `param.must_match` and throws kValidation naming both keys and
 // their values when a pair differs. `file_for` opens a shard by catalog index.
-void verify_must_match(const PlannedParam& param, const std::function<const RandomAccessFile&(uint32_t shard)>& file_for);
+void verify_must_match(const PlannedParam& param,
+                       const std::function<const RandomAccessFile&(uint32_t shard)>& file_for);
 
 }  // namespace wmap

@@ -17,7 +17,9 @@ class NamePatterns {
   NamePatterns(const std::vector<std::string>& patterns, const char* what) {
     for (const auto& p : patterns) {
       auto re = std::make_unique<RE2>(p, RE2::Quiet);
-      if (!re->ok()) throw Error(ErrorCode::kInvalidArgument, std::string(what) + " pattern '" + p + "' does not compile: " + re->error());
+      if (!re->ok())
+        throw Error(ErrorCode::kInvalidArgument,
+                    std::string(what) + " pattern '" + p + "' does not compile: " + re->error());
       res_.push_back(std::move(re));
     }
   }

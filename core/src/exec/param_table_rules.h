@@ -33,11 +33,14 @@ inline std::string plain_param_name(std::string_view name) {
 
 inline bool is_floating(DType d) {
   switch (d) {
-    case DType::kF16: case DType::kBF16: case DType::kF32: case DType::kF64: case DType::kF8_E4M3: case DType::kF8_E5M2:
-    case DType::kF8_E8M0:
-      return true;
-    default:
-      return false;
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kF32:
+    case DType::kF64:
+    case DType::kF8_E4M3:
+    case DType::kF8_E5M2:
+    case DType::kF8_E8M0: return true;
+    default: return false;
   }
 }
 

@@ -190,13 +190,9 @@ void PlanRunner::read_unit(size_t ui, Scratch& scratch) {
   const ReadUnit& u = units_[ui];
   if (prefetch_ && u.kind != ReadUnit::Kind::kZero) admit(ui);
   switch (u.kind) {
-    case ReadUnit::Kind::kZero:
-      queue_->push({Job::Kind::kZero, ui, u.param, {}});
-      return;
-    case ReadUnit::Kind::kCopy:
-      return read_span(ui);
-    case ReadUnit::Kind::kRead:
-      return read_runs(ui, scratch);
+    case ReadUnit::Kind::kZero: queue_->push({Job::Kind::kZero, ui, u.param, {}}); return;
+    case ReadUnit::Kind::kCopy: return read_span(ui);
+    case ReadUnit::Kind::kRead: return read_runs(ui, scratch);
   }
 }
 
@@ -245,7 +241,8 @@ void PlanRunner::read_runs(size_t ui, Scratch& scratch) {
   }
   scratch.reads.clear();
   open_regions(segs, scratch);
-  for (const UnitSegment& s : segs) scratch.reads.push_back({s.offset, s.len, target(s.param, s.dst_off, s.len, scratch)});
+  for (const UnitSegment& s : segs)
+    scratch.reads.push_back({s.offset, s.len, target(s.param, s.dst_off, s.len, scratch)});
   const auto t1 = Clock::now();  // allocation, staging and prefault are not reading
   read_bytes_ += f.read_segments(scratch.reads);
   ++read_calls_;
@@ -350,7 +347,8 @@ void PlanRunner::finish(uint32_t i) {
   for (const PlannedPiece& piece : p.pieces) {
     if (!piece.transform.empty()) {
       const TransformFn* fn = options_.transforms ? options_.transforms(piece.transform) : nullptr;
-      if (fn == nullptr) throw Error(ErrorCode::kInternal, p.name + ": transform '" + piece.transform + "' is not registered");
+      if (fn == nullptr)
+        throw Error(ErrorCode::kInternal, p.name + ": transform '" + piece.transform + "' is not registered");
       const std::string& key = piece.record ? piece.record->name : p.name;
       // A GPU device may run it as a kernel after its copy (device.h).
       if (!device_.defer_transform(*state_[i].buffer, piece.transform, at, piece.out_bytes, p.dtype, key)) {
@@ -432,8 +430,8 @@ std::byte* PlanRunner::target(uint32_t param, uint64_t dst_off, uint64_t len, Sc
       return r.host.data() + (dst_off - r.offset);
     }
   }
-  throw Error(ErrorCode::kInternal, params_[param].name + ": bytes [" + std::to_string(dst_off) + ", +" + std::to_string(len) +
-                                        ") are in no staged region of their unit");
+  throw Error(ErrorCode::kInternal, params_[param].name + ": bytes [" + std::to_string(dst_off) + ", +" +
+                                        std::to_string(len) + ") are in no staged region of their unit");
 }
 
 void PlanRunner::open_region(uint32_t param, uint64_t offset, uint64_t bytes, Scratch& scratch) {
@@ -457,10 +455,12 @@ void PlanRunner::open_regions(const std::vector<UnitSegment>& segs, Scratch& scr
       runs.push_back({s.param, s.dst_off, s.dst_off + s.len});
     }
   }
-  std::sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) { return a.param != b.param ? a.param < b.param : a.begin < b.begin; });
+  std::sort(runs.begin(), runs.end(),
+            [](const Run& a, const Run& b) { return a.param != b.param ? a.param < b.param : a.begin < b.begin; });
   for (size_t i = 0; i < runs.size();) {
     Run r = runs[i];
-    for (++i; i < runs.size() && runs[i].param == r.param && runs[i].begin <= r.end; ++i) r.end = std::max(r.end, runs[i].end);
+    for (++i; i < runs.size() && runs[i].param == r.param && runs[i].begin <= r.end; ++i)
+      r.end = std::max(r.end, runs[i].end);
     open_region(r.param, r.begin, r.end - r.begin, scratch);
   }
 }
@@ -473,7 +473,8 @@ void PlanRunner::close_regions(Scratch& scratch) {
       const uint64_t tb = std::max(b, t.begin), te = std::min(e, t.end);
       if (tb >= te) continue;
       if (!device_.defer_transform(o.region, *t.transform, tb, te - tb, p.dtype, *t.key)) {
-        throw Error(ErrorCode::kInternal, p.name + ": transform '" + *t.transform + "' was not taken by " + device_.name());
+        throw Error(ErrorCode::kInternal,
+                    p.name + ": transform '" + *t.transform + "' was not taken by " + device_.name());
       }
     }
     device_.end_region(*state_[o.param].buffer, o.region);
@@ -512,10 +513,12 @@ void PlanRunner::fail() {
 
 Error PlanRunner::sigbus_error(const ReadUnit& u, const std::byte* base, const void* fault) const {
   const auto* f = static_cast<const std::byte*>(fault);
-  std::string where = (f >= base && f < base + (u.end - u.begin)) ? "offset " + std::to_string(u.begin + static_cast<uint64_t>(f - base))
-                                                                   : "bytes [" + std::to_string(u.begin) + ", " + std::to_string(u.end) + ")";
-  return Error(ErrorCode::kIo, catalog_.shard_path(u.shard).string() + ": the mapped file shrank during the load (SIGBUS at " +
-                                   where + "); load it with the pread I/O path (io pread) or keep the checkpoint unchanged while loading");
+  std::string where = (f >= base && f < base + (u.end - u.begin))
+                          ? "offset " + std::to_string(u.begin + static_cast<uint64_t>(f - base))
+                          : "bytes [" + std::to_string(u.begin) + ", " + std::to_string(u.end) + ")";
+  return Error(ErrorCode::kIo,
+               catalog_.shard_path(u.shard).string() + ": the mapped file shrank during the load (SIGBUS at " + where +
+                   "); load it with the pread I/O path (io pread) or keep the checkpoint unchanged while loading");
 }
 
 }  // namespace wmap::exec_detail

@@ -85,7 +85,7 @@ class PlanRunner {
   std::byte* target(uint32_t param, uint64_t dst_off, uint64_t len, Scratch& scratch);
   void open_region(uint32_t param, uint64_t offset, uint64_t bytes, Scratch& scratch);
   void open_regions(const std::vector<UnitSegment>& segs, Scratch& scratch);  // one per contiguous run of a parameter
-  void close_regions(Scratch& scratch);  // deferred transforms, then published
+  void close_regions(Scratch& scratch);                                       // deferred transforms, then published
   void reserve_memory();
   void piece_done(uint32_t param, uint64_t items, bool in_load_pool);
   void add_done(uint64_t bytes);
@@ -113,9 +113,9 @@ class PlanRunner {
   std::vector<std::unique_ptr<RandomAccessFile>> files_;  // opened on first use, kept to the end
   std::vector<std::once_flag> opened_;
   std::vector<ParamState> state_;
-  std::vector<uint64_t> items_;  // per parameter: work items in the schedule
+  std::vector<uint64_t> items_;                         // per parameter: work items in the schedule
   std::vector<std::vector<TransformSpan>> transforms_;  // per region-mode parameter
-  std::shared_ptr<void> reservation_;  // Device::reserve's, held while the load allocates
+  std::shared_ptr<void> reservation_;                   // Device::reserve's, held while the load allocates
 
   std::atomic<uint64_t> done_bytes_{0}, read_bytes_{0}, read_calls_{0};
   std::atomic<int64_t> read_ns_{0}, copy_ns_{0}, transform_ns_{0};

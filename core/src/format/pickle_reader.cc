@@ -15,19 +15,19 @@
 namespace wmap {
 namespace {
 
-constexpr size_t kMaxStack = 1u << 20;        // values on the stack
-constexpr size_t kMaxMarks = 1u << 16;        // nested MARKs
-constexpr size_t kMaxMemo = 1u << 24;         // memo entries
-constexpr size_t kMaxGlobalName = 256;        // "module\nname\n" line length
-constexpr size_t kMaxDims = 64;               // tensor rank
+constexpr size_t kMaxStack = 1u << 20;  // values on the stack
+constexpr size_t kMaxMarks = 1u << 16;  // nested MARKs
+constexpr size_t kMaxMemo = 1u << 24;   // memo entries
+constexpr size_t kMaxGlobalName = 256;  // "module\nname\n" line length
+constexpr size_t kMaxDims = 64;         // tensor rank
 
 struct Value {
   enum class Kind : uint8_t { kNone, kBool, kInt, kFloat, kString, kTuple, kList, kDict, kGlobal, kStorage, kTensor };
   Kind kind = Kind::kNone;
-  DType dtype = DType::kU8;     // storage types (kGlobal) and storages
-  int64_t i = 0;                // int, bool, tensor index into Interpreter::tensors_, storage numel
-  std::string s;                // string, global "module.name", storage key
-  std::vector<Value*> items;    // tuple/list items; dict: key, value, key, value, ...
+  DType dtype = DType::kU8;   // storage types (kGlobal) and storages
+  int64_t i = 0;              // int, bool, tensor index into Interpreter::tensors_, storage numel
+  std::string s;              // string, global "module.name", storage key
+  std::vector<Value*> items;  // tuple/list items; dict: key, value, key, value, ...
 };
 
 std::string_view kind_name(Value::Kind k) {
@@ -50,9 +50,9 @@ std::string_view kind_name(Value::Kind k) {
 // The storage classes torch.save names in persistent ids, and their element types.
 std::optional<DType> storage_dtype(std::string_view qualified) {
   static const std::pair<std::string_view, DType> kTypes[] = {
-      {"torch.BFloat16Storage", DType::kBF16}, {"torch.HalfStorage", DType::kF16},  {"torch.FloatStorage", DType::kF32},
-      {"torch.DoubleStorage", DType::kF64},    {"torch.LongStorage", DType::kI64},  {"torch.IntStorage", DType::kI32},
-      {"torch.ShortStorage", DType::kI16},     {"torch.CharStorage", DType::kI8},   {"torch.ByteStorage", DType::kU8},
+      {"torch.BFloat16Storage", DType::kBF16}, {"torch.HalfStorage", DType::kF16}, {"torch.FloatStorage", DType::kF32},
+      {"torch.DoubleStorage", DType::kF64},    {"torch.LongStorage", DType::kI64}, {"torch.IntStorage", DType::kI32},
+      {"torch.ShortStorage", DType::kI16},     {"torch.CharStorage", DType::kI8},  {"torch.ByteStorage", DType::kU8},
       {"torch.BoolStorage", DType::kBOOL},
   };
   for (const auto& [name, dtype] : kTypes) {
@@ -81,7 +81,8 @@ class Interpreter {
     throw Error(ErrorCode::kMalformedInput, label_ + ": data.pkl at byte " + std::to_string(op_pos_) + ": " + msg);
   }
   const unsigned char* take(size_t len) {
-    if (n_ - pos_ < len) fail("truncated (needs " + std::to_string(len) + " more bytes, " + std::to_string(n_ - pos_) + " left)");
+    if (n_ - pos_ < len)
+      fail("truncated (needs " + std::to_string(len) + " more bytes, " + std::to_string(n_ - pos_) + " left)");
     const unsigned char* at = p_ + pos_;
     pos_ += len;
     return at;
@@ -95,7 +96,8 @@ class Interpreter {
   std::string take_line() {
     const size_t limit = std::min(n_ - pos_, kMaxGlobalName);
     const void* nl = std::memchr(p_ + pos_, '\n', limit);
-    if (!nl) fail("GLOBAL name is not a newline-terminated line of at most " + std::to_string(kMaxGlobalName) + " bytes");
+    if (!nl)
+      fail("GLOBAL name is not a newline-terminated line of at most " + std::to_string(kMaxGlobalName) + " bytes");
     const size_t len = static_cast<size_t>(static_cast<const unsigned char*>(nl) - (p_ + pos_));
     std::string s(reinterpret_cast<const char*>(p_ + pos_), len);
     pos_ += len + 1;
@@ -149,9 +151,10 @@ class Interpreter {
     const std::string q = module + "." + name;
     if (!allowed_global(q)) {
       throw Error(ErrorCode::kMalformedInput,
-                  label_ + ": data.pkl refers to the global '" + q + "', which is not allowed in a weights-only "
-                  "checkpoint (only collections.OrderedDict, torch._utils._rebuild_tensor_v2, "
-                  "torch._utils._rebuild_parameter and torch.*Storage types); nothing was executed");
+                  label_ + ": data.pkl refers to the global '" + q +
+                      "', which is not allowed in a weights-only "
+                      "checkpoint (only collections.OrderedDict, torch._utils._rebuild_tensor_v2, "
+                      "torch._utils._rebuild_parameter and torch.*Storage types); nothing was executed");
     }
     Value* v = make(Value::Kind::kGlobal);
     v->s = q;
@@ -159,12 +162,14 @@ class Interpreter {
     push(v);
   }
   void set_items(Value* dict, const std::vector<Value*>& kv) {
-    if (dict->kind != Value::Kind::kDict) fail("SETITEM(S) on a " + std::string(kind_name(dict->kind)) + ", not a dict");
+    if (dict->kind != Value::Kind::kDict)
+      fail("SETITEM(S) on a " + std::string(kind_name(dict->kind)) + ", not a dict");
     if (kv.size() % 2) fail("SETITEMS with an odd number of items");
     dict->items.insert(dict->items.end(), kv.begin(), kv.end());
   }
   int64_t as_int(const Value* v, const char* what) {
-    if (v->kind != Value::Kind::kInt) fail(std::string(what) + " is a " + std::string(kind_name(v->kind)) + ", not an int");
+    if (v->kind != Value::Kind::kInt)
+      fail(std::string(what) + " is a " + std::string(kind_name(v->kind)) + ", not an int");
     return v->i;
   }
   Value* persistent_load(Value* pid);
@@ -201,8 +206,10 @@ Value* Interpreter::persistent_load(Value* pid) {
 }
 
 Value* Interpreter::reduce(Value* callable, Value* args) {
-  if (callable->kind != Value::Kind::kGlobal) fail("REDUCE of a " + std::string(kind_name(callable->kind)) + ", not an allowed callable");
-  if (args->kind != Value::Kind::kTuple) fail("REDUCE arguments are a " + std::string(kind_name(args->kind)) + ", not a tuple");
+  if (callable->kind != Value::Kind::kGlobal)
+    fail("REDUCE of a " + std::string(kind_name(callable->kind)) + ", not an allowed callable");
+  if (args->kind != Value::Kind::kTuple)
+    fail("REDUCE arguments are a " + std::string(kind_name(args->kind)) + ", not a tuple");
   const auto& a = args->items;
   if (callable->s == kOrderedDict) {
     if (!a.empty()) fail("collections.OrderedDict called with arguments");
@@ -210,16 +217,19 @@ Value* Interpreter::reduce(Value* callable, Value* args) {
   }
   if (callable->s == kRebuildParameter) {
     // (tensor, requires_grad, backward_hooks)
-    if (a.size() != 3 || a[0]->kind != Value::Kind::kTensor) fail("torch._utils._rebuild_parameter expects (tensor, requires_grad, hooks)");
+    if (a.size() != 3 || a[0]->kind != Value::Kind::kTensor)
+      fail("torch._utils._rebuild_parameter expects (tensor, requires_grad, hooks)");
     return a[0];
   }
   if (callable->s == kRebuildTensorV2) {
     // (storage, storage_offset, size, stride, requires_grad, backward_hooks[, metadata])
-    if (a.size() != 6 && a.size() != 7) fail("torch._utils._rebuild_tensor_v2 expects 6 or 7 arguments, got " + std::to_string(a.size()));
+    if (a.size() != 6 && a.size() != 7)
+      fail("torch._utils._rebuild_tensor_v2 expects 6 or 7 arguments, got " + std::to_string(a.size()));
     if (a[0]->kind != Value::Kind::kStorage) fail("tensor storage is a " + std::string(kind_name(a[0]->kind)));
     const int64_t offset = as_int(a[1], "storage offset");
     if (offset < 0) fail("storage offset is negative");
-    if (a[2]->kind != Value::Kind::kTuple || a[3]->kind != Value::Kind::kTuple) fail("tensor size and stride must be tuples");
+    if (a[2]->kind != Value::Kind::kTuple || a[3]->kind != Value::Kind::kTuple)
+      fail("tensor size and stride must be tuples");
     if (a[2]->items.size() != a[3]->items.size()) fail("tensor size and stride differ in length");
     if (a[2]->items.size() > kMaxDims) fail("tensor has more than " + std::to_string(kMaxDims) + " dimensions");
     TorchTensorRef t;
@@ -260,9 +270,13 @@ std::vector<TorchTensorRef> Interpreter::run() {
         if (marks_.size() >= kMaxMarks) fail("MARKs nested deeper than " + std::to_string(kMaxMarks));
         marks_.push_back(stack_.size());
         break;
-      case 'X': case 0x8c: case 0x8d: {  // BINUNICODE, SHORT_BINUNICODE, BINUNICODE8
+      case 'X':
+      case 0x8c:
+      case 0x8d: {  // BINUNICODE, SHORT_BINUNICODE, BINUNICODE8
         const uint64_t len = take_le(op == 'X' ? 4 : op == 0x8c ? 1 : 8);
-        if (len > n_ - pos_) fail("string of " + std::to_string(len) + " bytes runs past the end (" + std::to_string(n_ - pos_) + " left)");
+        if (len > n_ - pos_)
+          fail("string of " + std::to_string(len) + " bytes runs past the end (" + std::to_string(n_ - pos_) +
+               " left)");
         Value* v = make(Value::Kind::kString);
         v->s.assign(reinterpret_cast<const char*>(take(static_cast<size_t>(len))), static_cast<size_t>(len));
         push(v);
@@ -274,7 +288,8 @@ std::vector<TorchTensorRef> Interpreter::run() {
         push(v);
         break;
       }
-      case 'K': case 'M': {  // BININT1, BININT2: unsigned
+      case 'K':
+      case 'M': {  // BININT1, BININT2: unsigned
         Value* v = make(Value::Kind::kInt);
         v->i = static_cast<int64_t>(take_le(op == 'K' ? 1 : 2));
         push(v);
@@ -296,7 +311,8 @@ std::vector<TorchTensorRef> Interpreter::run() {
         break;
       }
       case 'N': push(none); break;
-      case 0x88: case 0x89: {  // NEWTRUE, NEWFALSE
+      case 0x88:
+      case 0x89: {  // NEWTRUE, NEWFALSE
         Value* v = make(Value::Kind::kBool);
         v->i = op == 0x88;
         push(v);
@@ -308,7 +324,9 @@ std::vector<TorchTensorRef> Interpreter::run() {
         push(v);
         break;
       }
-      case 0x85: case 0x86: case 0x87: {  // TUPLE1..3
+      case 0x85:
+      case 0x86:
+      case 0x87: {  // TUPLE1..3
         const size_t k = op - 0x84u;
         if (stack_.size() - floor() < k) fail("stack underflow");
         Value* v = make(Value::Kind::kTuple);
@@ -317,12 +335,12 @@ std::vector<TorchTensorRef> Interpreter::run() {
         push(v);
         break;
       }
-      case 'q': memo_put(take_le(1)); break;   // BINPUT
-      case 'r': memo_put(take_le(4)); break;   // LONG_BINPUT
+      case 'q': memo_put(take_le(1)); break;     // BINPUT
+      case 'r': memo_put(take_le(4)); break;     // LONG_BINPUT
       case 0x94: memo_put(memo_.size()); break;  // MEMOIZE
-      case 'h': memo_get(take_le(1)); break;   // BINGET
-      case 'j': memo_get(take_le(4)); break;   // LONG_BINGET
-      case 'c': {  // GLOBAL
+      case 'h': memo_get(take_le(1)); break;     // BINGET
+      case 'j': memo_get(take_le(4)); break;     // LONG_BINGET
+      case 'c': {                                // GLOBAL
         const std::string module = take_line();
         const std::string name = take_line();
         global(module, name);
@@ -331,13 +349,14 @@ std::vector<TorchTensorRef> Interpreter::run() {
       case 0x93: {  // STACK_GLOBAL
         Value* name = pop();
         Value* module = pop();
-        if (module->kind != Value::Kind::kString || name->kind != Value::Kind::kString) fail("STACK_GLOBAL of non-strings");
+        if (module->kind != Value::Kind::kString || name->kind != Value::Kind::kString)
+          fail("STACK_GLOBAL of non-strings");
         if (module->s.size() > kMaxGlobalName || name->s.size() > kMaxGlobalName) fail("STACK_GLOBAL name too long");
         global(module->s, name->s);
         break;
       }
       case 'Q': push(persistent_load(pop())); break;  // BINPERSID
-      case 'R': {  // REDUCE
+      case 'R': {                                     // REDUCE
         Value* args = pop();
         Value* callable = pop();
         push(reduce(callable, args));
@@ -371,7 +390,8 @@ std::vector<TorchTensorRef> Interpreter::run() {
       case 'b': {  // BUILD: only an OrderedDict's __dict__ (state_dict()._metadata), which is dropped
         pop();
         Value* obj = top();
-        if (obj->kind != Value::Kind::kDict) fail("BUILD on a " + std::string(kind_name(obj->kind)) + " is not allowed");
+        if (obj->kind != Value::Kind::kDict)
+          fail("BUILD on a " + std::string(kind_name(obj->kind)) + " is not allowed");
         break;
       }
       case '.': {  // STOP
@@ -387,7 +407,8 @@ std::vector<TorchTensorRef> Interpreter::run() {
           const Value* key = result->items[k];
           const Value* val = result->items[k + 1];
           if (key->kind != Value::Kind::kString) {
-            throw Error(ErrorCode::kMalformedInput, label_ + ": not a state dict: a key is a " + std::string(kind_name(key->kind)) + ", not a string");
+            throw Error(ErrorCode::kMalformedInput, label_ + ": not a state dict: a key is a " +
+                                                        std::string(kind_name(key->kind)) + ", not a string");
           }
           if (val->kind != Value::Kind::kTensor) {
             throw Error(ErrorCode::kMalformedInput, label_ + ": not a state dict: '" + key->s + "' is a " +

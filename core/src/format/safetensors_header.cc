@@ -65,7 +65,8 @@ HeaderTensor parse_tensor(std::string_view name, simdjson::dom::element value, c
       for (auto off : arr) {
         if (off.get_uint64().get(v[i])) {
           fail(ErrorCode::kInvalidHeaderJson, file,
-               "tensor " + squote(name) + ": data_offsets holds " + simdjson::minify(off) + ", not a non-negative integer");
+               "tensor " + squote(name) + ": data_offsets holds " + simdjson::minify(off) +
+                   ", not a non-negative integer");
         }
         ++i;
       }
@@ -78,7 +79,9 @@ HeaderTensor parse_tensor(std::string_view name, simdjson::dom::element value, c
   if (!has_dtype || !has_shape || !has_offsets) {
     fail(ErrorCode::kInvalidHeaderJson, file,
          "tensor " + squote(name) + ": missing " +
-             (!has_dtype ? "dtype" : !has_shape ? "shape" : "data_offsets"));
+             (!has_dtype   ? "dtype"
+              : !has_shape ? "shape"
+                           : "data_offsets"));
   }
   return t;
 }
@@ -88,7 +91,8 @@ HeaderTensor parse_tensor(std::string_view name, simdjson::dom::element value, c
 uint64_t checked_numel(const std::vector<uint64_t>& shape, const std::string& file, const std::string& tensor) {
   const auto n = wmap::checked_numel(shape);
   if (!n) {
-    fail(ErrorCode::kOverflow, file, "tensor " + squote(tensor) + ": shape " + shape_text(shape) + " has more than 2^64 elements");
+    fail(ErrorCode::kOverflow, file,
+         "tensor " + squote(tensor) + ": shape " + shape_text(shape) + " has more than 2^64 elements");
   }
   return *n;
 }
@@ -98,7 +102,8 @@ namespace {
 // `__metadata__`: an object of strings, sorted by key into header.metadata.
 void read_metadata(simdjson::dom::element value, const std::string& file, SafetensorsHeader& header) {
   simdjson::dom::object meta;
-  if (value.get_object().get(meta)) fail(ErrorCode::kInvalidHeaderJson, file, "__metadata__ is not a JSON object of strings");
+  if (value.get_object().get(meta))
+    fail(ErrorCode::kInvalidHeaderJson, file, "__metadata__ is not a JSON object of strings");
   for (auto m : meta) {
     std::string_view v;
     if (m.value.get_string().get(v)) {
@@ -115,20 +120,21 @@ void check_tensor_bytes(const HeaderTensor& t, const std::string& file) {
   const uint64_t numel = checked_numel(t.shape, file, t.name);
   const auto nbits = checked_nbits(t.dtype, t.shape);
   if (!nbits) {
-    fail(ErrorCode::kOverflow, file, "tensor " + squote(t.name) + ": " + std::to_string(numel) + " elements of " +
-                                         std::string(dtype_name(t.dtype)) + " overflow 64 bits");
+    fail(ErrorCode::kOverflow, file,
+         "tensor " + squote(t.name) + ": " + std::to_string(numel) + " elements of " +
+             std::string(dtype_name(t.dtype)) + " overflow 64 bits");
   }
   const uint64_t bits = *nbits;
   if (bits % 8 != 0) {
     fail(ErrorCode::kInvalidTensorInfo, file,
-         "tensor " + squote(t.name) + ": " + std::to_string(numel) + " elements of " + std::string(dtype_name(t.dtype)) +
-             " are " + std::to_string(bits) + " bits, not a whole number of bytes");
+         "tensor " + squote(t.name) + ": " + std::to_string(numel) + " elements of " +
+             std::string(dtype_name(t.dtype)) + " are " + std::to_string(bits) + " bits, not a whole number of bytes");
   }
   if (t.end - t.begin != bits / 8) {
     fail(ErrorCode::kInvalidTensorInfo, file,
          "tensor " + squote(t.name) + ": " + std::string(dtype_name(t.dtype)) + " " + shape_text(t.shape) + " needs " +
-             std::to_string(bits / 8) + " bytes but data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
-             "] span " + std::to_string(t.end - t.begin));
+             std::to_string(bits / 8) + " bytes but data_offsets [" + std::to_string(t.begin) + ", " +
+             std::to_string(t.end) + "] span " + std::to_string(t.end - t.begin));
   }
 }
 
@@ -145,11 +151,12 @@ void check_offsets(const SafetensorsHeader& header, uint64_t file_size, const st
   for (const HeaderTensor* t : by_offset) {
     if (t->begin != expected || t->end < t->begin) {
       std::string why = t->end < t->begin ? "end precedes begin"
-                        : t->begin < expected ? "overlaps the previous tensor, which ends at " + std::to_string(expected)
-                                              : "leaves a gap after byte " + std::to_string(expected);
+                        : t->begin < expected
+                            ? "overlaps the previous tensor, which ends at " + std::to_string(expected)
+                            : "leaves a gap after byte " + std::to_string(expected);
       fail(ErrorCode::kInvalidOffset, file,
-           "tensor " + squote(t->name) + ": data_offsets [" + std::to_string(t->begin) + ", " +
-               std::to_string(t->end) + "] " + why + " (expected to start at " + std::to_string(expected) + ")");
+           "tensor " + squote(t->name) + ": data_offsets [" + std::to_string(t->begin) + ", " + std::to_string(t->end) +
+               "] " + why + " (expected to start at " + std::to_string(expected) + ")");
     }
     check_tensor_bytes(*t, file);
     expected = t->end;
@@ -170,7 +177,8 @@ void sort_by_name(SafetensorsHeader& header, const std::string& file) {
   }
   for (size_t i = 1; i < header.tensors.size(); ++i) {
     if (header.tensors[i].name == header.tensors[i - 1].name) {
-      fail(ErrorCode::kDuplicateTensor, file, "tensor " + squote(header.tensors[i].name) + " appears twice in the header");
+      fail(ErrorCode::kDuplicateTensor, file,
+           "tensor " + squote(header.tensors[i].name) + " appears twice in the header");
     }
   }
 }
@@ -186,7 +194,8 @@ SafetensorsHeader parse_header_impl(std::string_view json, bool padded, uint64_t
   if (auto err = parser.parse(json.data(), json.size(), !padded).get(root)) {
     // simdjson validates UTF-8 while parsing, so no separate pass is needed.
     if (err == simdjson::UTF8_ERROR) {
-      fail(ErrorCode::kInvalidHeaderUtf8, file, "header (" + std::to_string(json.size()) + " bytes at offset 8) is not valid UTF-8");
+      fail(ErrorCode::kInvalidHeaderUtf8, file,
+           "header (" + std::to_string(json.size()) + " bytes at offset 8) is not valid UTF-8");
     }
     fail(ErrorCode::kInvalidHeaderJson, file, std::string("header is not valid JSON: ") + simdjson::error_message(err));
   }

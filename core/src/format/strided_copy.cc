@@ -10,7 +10,8 @@ namespace {
 
 // 32 x 32 tiles; one instantiation per element size so each element is one load and store.
 template <class T>
-void gather_tile_2d(const std::byte* src, uint64_t rows, uint64_t cols, uint64_t row_step, uint64_t col_step, std::byte* out) {
+void gather_tile_2d(const std::byte* src, uint64_t rows, uint64_t cols, uint64_t row_step, uint64_t col_step,
+                    std::byte* out) {
   constexpr uint64_t kTile = 32;
   T* dst = reinterpret_cast<T*>(out);
   for (uint64_t i0 = 0; i0 < rows; i0 += kTile) {
@@ -27,8 +28,8 @@ void gather_tile_2d(const std::byte* src, uint64_t rows, uint64_t cols, uint64_t
 
 }  // namespace
 
-void copy_2d_strided(const std::byte* src, uint64_t rows, uint64_t cols, uint64_t row_step, uint64_t col_step, uint64_t elem,
-                     std::byte* out) {
+void copy_2d_strided(const std::byte* src, uint64_t rows, uint64_t cols, uint64_t row_step, uint64_t col_step,
+                     uint64_t elem, std::byte* out) {
   switch (elem) {
     case 1: return gather_tile_2d<uint8_t>(src, rows, cols, row_step, col_step, out);
     case 2: return gather_tile_2d<uint16_t>(src, rows, cols, row_step, col_step, out);
@@ -36,7 +37,8 @@ void copy_2d_strided(const std::byte* src, uint64_t rows, uint64_t cols, uint64_
     case 8: return gather_tile_2d<uint64_t>(src, rows, cols, row_step, col_step, out);
     default:
       for (uint64_t i = 0; i < rows; ++i) {
-        for (uint64_t j = 0; j < cols; ++j) std::memcpy(out + (i * cols + j) * elem, src + i * row_step + j * col_step, elem);
+        for (uint64_t j = 0; j < cols; ++j)
+          std::memcpy(out + (i * cols + j) * elem, src + i * row_step + j * col_step, elem);
       }
   }
 }

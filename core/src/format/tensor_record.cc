@@ -10,7 +10,9 @@ namespace wmap {
 
 uint64_t TensorRecord::numel() const {
   const auto n = checked_numel(shape);
-  if (!n) throw Error(ErrorCode::kOverflow, "tensor '" + name + "': shape " + shape_text(shape) + " has more than 2^64 elements");
+  if (!n)
+    throw Error(ErrorCode::kOverflow,
+                "tensor '" + name + "': shape " + shape_text(shape) + " has more than 2^64 elements");
   return *n;
 }
 
@@ -21,7 +23,8 @@ std::optional<uint64_t> strided_extent(std::span<const uint64_t> shape, std::spa
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == 0) return 0;
     uint64_t step;
-    if (__builtin_mul_overflow(shape[d] - 1, strides[d], &step) || __builtin_add_overflow(last, step, &last)) return std::nullopt;
+    if (__builtin_mul_overflow(shape[d] - 1, strides[d], &step) || __builtin_add_overflow(last, step, &last))
+      return std::nullopt;
   }
   if (last == UINT64_MAX) return std::nullopt;
   return last + 1;
@@ -32,7 +35,8 @@ uint64_t TensorRecord::span_bytes() const {
   const auto elements = strided_extent(shape, strides);
   uint64_t span = 0;
   if (!elements || __builtin_mul_overflow(*elements, uint64_t{dtype_bits(dtype) / 8}, &span)) {
-    throw Error(ErrorCode::kOverflow, "tensor '" + name + "': strided extent of " + shape_text(shape) + " overflows 64 bits");
+    throw Error(ErrorCode::kOverflow,
+                "tensor '" + name + "': strided extent of " + shape_text(shape) + " overflows 64 bits");
   }
   return span;
 }

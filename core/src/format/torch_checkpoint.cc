@@ -43,8 +43,9 @@ TorchCheckpoint read_torch_checkpoint(const RandomAccessFile& file, const std::s
     unsigned char head[2];
     file.read(0, std::as_writable_bytes(std::span<unsigned char>(head, 2)));
     if (head[0] == 0x80 && head[1] <= 5) {
-      throw Error(ErrorCode::kUnsupported, label + ": legacy (pre-zip, torch < 1.6) serialization is not supported; "
-                                                   "re-save it with a current torch.save or convert it to safetensors");
+      throw Error(ErrorCode::kUnsupported, label +
+                                               ": legacy (pre-zip, torch < 1.6) serialization is not supported; "
+                                               "re-save it with a current torch.save or convert it to safetensors");
     }
   }
   const ZipArchive zip = ZipArchive::read(file, label);
@@ -53,11 +54,15 @@ TorchCheckpoint read_torch_checkpoint(const RandomAccessFile& file, const std::s
   for (const auto& e : zip.entries()) {
     const auto slash = e.name.find('/');
     if (slash != std::string::npos && e.name.compare(slash, std::string::npos, "/data.pkl") == 0) {
-      if (pkl) throw Error(ErrorCode::kMalformedInput, label + ": two data.pkl entries ('" + pkl->name + "', '" + e.name + "')");
+      if (pkl)
+        throw Error(ErrorCode::kMalformedInput,
+                    label + ": two data.pkl entries ('" + pkl->name + "', '" + e.name + "')");
       pkl = &e;
     }
   }
-  if (!pkl) throw Error(ErrorCode::kMalformedInput, label + ": zip archive holds no '<archive>/data.pkl' (not a torch.save checkpoint)");
+  if (!pkl)
+    throw Error(ErrorCode::kMalformedInput,
+                label + ": zip archive holds no '<archive>/data.pkl' (not a torch.save checkpoint)");
   const std::string prefix = pkl->name.substr(0, pkl->name.size() - std::string_view("data.pkl").size());
   const std::string pickle = zip.read_entry(file, *pkl, kMaxPickleBytes);
   std::vector<TorchTensorRef> refs =
@@ -76,7 +81,8 @@ TorchCheckpoint read_torch_checkpoint(const RandomAccessFile& file, const std::s
     if (it == storages.end()) {
       const std::string entry_name = prefix + "data/" + ref.storage_key;
       auto e = by_name.find(entry_name);
-      if (e == by_name.end()) throw Error(ErrorCode::kMalformedInput, where + ": its storage '" + entry_name + "' is not in the archive");
+      if (e == by_name.end())
+        throw Error(ErrorCode::kMalformedInput, where + ": its storage '" + entry_name + "' is not in the archive");
       const uint64_t start = zip.data_offset(file, *e->second);
       it = storages.emplace(ref.storage_key, std::make_pair(start, e->second->uncompressed_size)).first;
     }
@@ -97,8 +103,8 @@ TorchCheckpoint read_torch_checkpoint(const RandomAccessFile& file, const std::s
     if (!contiguous && numel > 0) {
       for (size_t d = 0; d < ref.strides.size(); ++d) {
         if (ref.strides[d] < 0) {
-          throw Error(ErrorCode::kMalformedInput, where + ": negative stride " + std::to_string(ref.strides[d]) + " in dim " +
-                                                      std::to_string(d));
+          throw Error(ErrorCode::kMalformedInput,
+                      where + ": negative stride " + std::to_string(ref.strides[d]) + " in dim " + std::to_string(d));
         }
         strides.push_back(static_cast<uint64_t>(ref.strides[d]));
       }
@@ -108,14 +114,17 @@ TorchCheckpoint read_torch_checkpoint(const RandomAccessFile& file, const std::s
     }
     uint64_t nbytes = 0, span_bytes = 0, begin = 0, end_elem = 0;
     if (mul_overflows(numel, item, nbytes) || mul_overflows(span_elems, item, span_bytes) ||
-        mul_overflows(ref.storage_offset, item, begin) || __builtin_add_overflow(ref.storage_offset, span_elems, &end_elem)) {
+        mul_overflows(ref.storage_offset, item, begin) ||
+        __builtin_add_overflow(ref.storage_offset, span_elems, &end_elem)) {
       throw Error(ErrorCode::kOverflow, where + ": byte range overflows 64 bits");
     }
     if (numel > 0 && (end_elem > ref.storage_numel || begin + span_bytes > entry_bytes)) {
       throw Error(ErrorCode::kMalformedInput,
-                  where + ": view of " + std::to_string(numel) + " elements" + (contiguous ? "" : " (strided, spanning " + std::to_string(span_elems) + ")") +
-                      " at element offset " + std::to_string(ref.storage_offset) + " runs past its storage '" + ref.storage_key + "' (" +
-                      std::to_string(ref.storage_numel) + " elements declared, " + std::to_string(entry_bytes) + " bytes stored)");
+                  where + ": view of " + std::to_string(numel) + " elements" +
+                      (contiguous ? "" : " (strided, spanning " + std::to_string(span_elems) + ")") +
+                      " at element offset " + std::to_string(ref.storage_offset) + " runs past its storage '" +
+                      ref.storage_key + "' (" + std::to_string(ref.storage_numel) + " elements declared, " +
+                      std::to_string(entry_bytes) + " bytes stored)");
     }
     TorchCatalogTensor t;
     t.name = std::move(ref.name);

@@ -66,7 +66,8 @@ ZipArchive ZipArchive::read(const RandomAccessFile& file, const std::string& lab
     const auto* l = reinterpret_cast<const unsigned char*>(loc.data());
     if (le32(l) != kZip64LocatorSig) bad(label, "ZIP64 end-of-central-directory locator missing");
     const uint64_t z64 = le64(l + 8);
-    if (z64 > eocd_abs - 20 || eocd_abs - 20 - z64 < 56) bad(label, "ZIP64 end-of-central-directory offset out of range");
+    if (z64 > eocd_abs - 20 || eocd_abs - 20 - z64 < 56)
+      bad(label, "ZIP64 end-of-central-directory offset out of range");
     const std::string rec = read_bytes(file, z64, 56);
     const auto* r = reinterpret_cast<const unsigned char*>(rec.data());
     if (le32(r) != kZip64EocdSig) bad(label, "bad ZIP64 end-of-central-directory signature");
@@ -78,14 +79,18 @@ ZipArchive ZipArchive::read(const RandomAccessFile& file, const std::string& lab
     bad(label, "central directory (offset " + std::to_string(cd_offset) + ", " + std::to_string(cd_size) +
                    " bytes) runs past the end of the archive (truncated?)");
   }
-  if (cd_size > kMaxCentralDirectory) bad(label, "central directory of " + std::to_string(cd_size) + " bytes is too large");
-  if (entries > cd_size / 46) bad(label, "central directory claims " + std::to_string(entries) + " entries in " + std::to_string(cd_size) + " bytes");
+  if (cd_size > kMaxCentralDirectory)
+    bad(label, "central directory of " + std::to_string(cd_size) + " bytes is too large");
+  if (entries > cd_size / 46)
+    bad(label,
+        "central directory claims " + std::to_string(entries) + " entries in " + std::to_string(cd_size) + " bytes");
   const std::string cd = read_bytes(file, cd_offset, cd_size);
   const auto* c = reinterpret_cast<const unsigned char*>(cd.data());
   uint64_t pos = 0;
   zip.entries_.reserve(entries);
   for (uint64_t i = 0; i < entries; ++i) {
-    if (cd_size - pos < 46 || le32(c + pos) != kCentralSig) bad(label, "central directory entry " + std::to_string(i) + " is malformed");
+    if (cd_size - pos < 46 || le32(c + pos) != kCentralSig)
+      bad(label, "central directory entry " + std::to_string(i) + " is malformed");
     const unsigned char* h = c + pos;
     ZipEntry entry;
     entry.flags = le16(h + 8);
@@ -94,7 +99,8 @@ ZipArchive ZipArchive::read(const RandomAccessFile& file, const std::string& lab
     entry.uncompressed_size = le32(h + 24);
     const uint64_t name_len = le16(h + 28), extra_len = le16(h + 30), comment_len = le16(h + 32);
     entry.local_header_offset = le32(h + 42);
-    if (cd_size - pos - 46 < name_len + extra_len + comment_len) bad(label, "central directory entry " + std::to_string(i) + " runs past the directory");
+    if (cd_size - pos - 46 < name_len + extra_len + comment_len)
+      bad(label, "central directory entry " + std::to_string(i) + " runs past the directory");
     entry.name.assign(reinterpret_cast<const char*>(h + 46), name_len);
     // ZIP64 extended information: only the fields saturated in the fixed record, in order.
     const unsigned char* x = h + 46 + name_len;
@@ -131,11 +137,13 @@ const ZipEntry* ZipArchive::find(std::string_view name) const {
 }
 
 uint64_t ZipArchive::data_offset(const RandomAccessFile& file, const ZipEntry& entry) const {
-  if (entry.flags & 1) throw Error(ErrorCode::kMalformedInput, label_ + ": zip entry '" + entry.name + "' is encrypted");
+  if (entry.flags & 1)
+    throw Error(ErrorCode::kMalformedInput, label_ + ": zip entry '" + entry.name + "' is encrypted");
   if (entry.method != 0) {
     throw Error(ErrorCode::kMalformedInput, label_ + ": zip entry '" + entry.name + "' is compressed (method " +
-                                             std::to_string(entry.method) + "); only stored entries can be loaded "
-                                             "(torch.save writes them uncompressed)");
+                                                std::to_string(entry.method) +
+                                                "); only stored entries can be loaded "
+                                                "(torch.save writes them uncompressed)");
   }
   if (entry.compressed_size != entry.uncompressed_size) {
     bad(label_, "stored zip entry '" + entry.name + "' has compressed size " + std::to_string(entry.compressed_size) +
@@ -143,7 +151,8 @@ uint64_t ZipArchive::data_offset(const RandomAccessFile& file, const ZipEntry& e
   }
   const uint64_t size = file.size();
   if (entry.local_header_offset > size || size - entry.local_header_offset < 30) {
-    bad(label_, "zip entry '" + entry.name + "': local header at " + std::to_string(entry.local_header_offset) + " is past the end of the file (truncated?)");
+    bad(label_, "zip entry '" + entry.name + "': local header at " + std::to_string(entry.local_header_offset) +
+                    " is past the end of the file (truncated?)");
   }
   const std::string lh = read_bytes(file, entry.local_header_offset, 30);
   const auto* l = reinterpret_cast<const unsigned char*>(lh.data());
@@ -151,7 +160,8 @@ uint64_t ZipArchive::data_offset(const RandomAccessFile& file, const ZipEntry& e
   const uint64_t start = entry.local_header_offset + 30 + le16(l + 26) + le16(l + 28);
   if (start > size || size - start < entry.compressed_size) {
     bad(label_, "zip entry '" + entry.name + "': " + std::to_string(entry.compressed_size) + " bytes at offset " +
-                    std::to_string(start) + " run past the end of the file (" + std::to_string(size) + " bytes; truncated?)");
+                    std::to_string(start) + " run past the end of the file (" + std::to_string(size) +
+                    " bytes; truncated?)");
   }
   return start;
 }
@@ -159,7 +169,8 @@ uint64_t ZipArchive::data_offset(const RandomAccessFile& file, const ZipEntry& e
 std::string ZipArchive::read_entry(const RandomAccessFile& file, const ZipEntry& entry, uint64_t max_bytes) const {
   const uint64_t start = data_offset(file, entry);
   if (entry.uncompressed_size > max_bytes) {
-    bad(label_, "zip entry '" + entry.name + "' is " + std::to_string(entry.uncompressed_size) + " bytes (limit " + std::to_string(max_bytes) + ")");
+    bad(label_, "zip entry '" + entry.name + "' is " + std::to_string(entry.uncompressed_size) + " bytes (limit " +
+                    std::to_string(max_bytes) + ")");
   }
   return read_bytes(file, start, entry.uncompressed_size);
 }

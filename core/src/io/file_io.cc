@@ -159,8 +159,8 @@ class PosixFile final : public RandomAccessFile {
         }
         // EFAULT: the pages are no longer backed by the file (it shrank); EIO/ENOMEM as they say.
         throw Error(ErrorCode::kIo, path_ + ": cannot map " + std::to_string(len) + " bytes at offset " +
-                                        std::to_string(offset) + " (" +
-                                        std::strerror(err) + "; was the file truncated during the load?)");
+                                        std::to_string(offset) + " (" + std::strerror(err) +
+                                        "; was the file truncated during the load?)");
       }
       if (!g_populate_unsupported) return;
     }
@@ -231,8 +231,8 @@ class PosixFile final : public RandomAccessFile {
     size_t first = 0;
     uint64_t done = 0;
     while (done < len) {
-      const ssize_t n = ::preadv(fd, iov.data() + first, static_cast<int>(iov.size() - first),
-                                 static_cast<off_t>(offset + done));
+      const ssize_t n =
+          ::preadv(fd, iov.data() + first, static_cast<int>(iov.size() - first), static_cast<off_t>(offset + done));
       if (n < 0) {
         if (errno == EINTR) continue;
         throw_errno(path_, "preadv at offset " + std::to_string(offset + done), errno);
@@ -315,7 +315,8 @@ void install_sigbus_handler() {
     sa.sa_sigaction = on_sigbus;
     sa.sa_flags = SA_SIGINFO | SA_NODEFER;
     sigemptyset(&sa.sa_mask);
-    if (::sigaction(SIGBUS, &sa, &g_previous_sigbus) != 0) log().warn("cannot install the SIGBUS guard: {}", std::strerror(errno));
+    if (::sigaction(SIGBUS, &sa, &g_previous_sigbus) != 0)
+      log().warn("cannot install the SIGBUS guard: {}", std::strerror(errno));
   });
 }
 

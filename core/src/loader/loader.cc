@@ -23,7 +23,9 @@ class RenamedProbe final : public KeyProbe {
  public:
   explicit RenamedProbe(const RenamedCatalog& renamed) : renamed_(renamed) {}
   bool contains(std::string_view key) const override { return renamed_.find(key) != nullptr; }
-  std::optional<uint64_t> highest_index(std::string_view prefix) const override { return wmap::highest_index(renamed_, prefix); }
+  std::optional<uint64_t> highest_index(std::string_view prefix) const override {
+    return wmap::highest_index(renamed_, prefix);
+  }
   TensorDim largest_dim() const override {
     if (!largest_) largest_ = wmap::largest_dim(renamed_);  // one pass over the catalog, on first use
     return *largest_;
@@ -48,7 +50,8 @@ std::optional<Error> as_load_failure(const Error& e) {
 
 LoaderSession::LoaderSession(const LoaderOptions& options) : options_(options) {
   if (!options_.checkpoint && !options_.catalog_file) {
-    throw Error(ErrorCode::kInvalidArgument, "nothing to load: give a checkpoint (a directory or .safetensors file) or a saved catalog (catalog)");
+    throw Error(ErrorCode::kInvalidArgument,
+                "nothing to load: give a checkpoint (a directory or .safetensors file) or a saved catalog (catalog)");
   }
   options_.layout.validate();
   const auto plugin_folders = plugin_search_path(options_.plugin_dir);
@@ -68,7 +71,7 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
     if (options_.checkpoint) {
       // The weights are here: refuse shards that changed since the catalog was saved.
       const auto dir = std::filesystem::is_directory(*options_.checkpoint) ? *options_.checkpoint
-                                                                          : options_.checkpoint->parent_path();
+                                                                           : options_.checkpoint->parent_path();
       const auto changed = catalog.changed_shards(dir);
       if (!changed.empty()) {
         std::string msg = "the checkpoint changed since " + options_.catalog_file->string() + " was saved:";
@@ -79,7 +82,8 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
     }
     out->catalog = std::make_shared<const Catalog>(std::move(catalog));
   } else {
-    ShardSet set = discover_shards(*options_.checkpoint, {.prefer_consolidated = options_.prefer_consolidated, .fs = &file_system()});
+    ShardSet set = discover_shards(*options_.checkpoint,
+                                   {.prefer_consolidated = options_.prefer_consolidated, .fs = &file_system()});
     for (const auto& w : set.warnings) log().warn("{}", w);
     Progress progress("catalog", set.files.size(), options_.progress, " shards");
     CatalogBuildOptions build;
@@ -95,7 +99,8 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
     config_path = *options_.config_file;
   } else if (options_.checkpoint) {
     config_path = (std::filesystem::is_directory(*options_.checkpoint) ? *options_.checkpoint
-                                                                       : options_.checkpoint->parent_path()) / "config.json";
+                                                                       : options_.checkpoint->parent_path()) /
+                  "config.json";
   } else {
     throw Error(ErrorCode::kInvalidArgument, "a saved catalog needs the checkpoint's config.json (config)");
   }
@@ -117,7 +122,8 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
       std::string known;
       for (const auto& a : architectures) known += (known.empty() ? "" : ", ") + a;
       std::string msg = config_path.string() + ": architecture '" + out->architecture +
-                        "' is served by no plugin and no mapping file (known: " + (known.empty() ? "none" : known) + ")";
+                        "' is served by no plugin and no mapping file (known: " + (known.empty() ? "none" : known) +
+                        ")";
       for (const auto& r : plugins_.refused()) msg += "; refused plugin " + r;
       throw Error(ErrorCode::kUnsupported, msg);
     }
@@ -132,8 +138,9 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
   const double spec_seconds = seconds_since(t0) - setup_seconds - rename_seconds;
   out->plan = std::make_unique<LoadPlan>(LoadPlan::build(out->spec, out->catalog, renamed, options_.plan));
   out->plan_seconds = seconds_since(t0);
-  log().debug("plan phase: config and mapping {:.3f}s, renames {:.3f}s, plugin spec {:.3f}s, plan and validation {:.3f}s",
-              setup_seconds, rename_seconds, spec_seconds, out->plan_seconds - setup_seconds - rename_seconds - spec_seconds);
+  log().debug(
+      "plan phase: config and mapping {:.3f}s, renames {:.3f}s, plugin spec {:.3f}s, plan and validation {:.3f}s",
+      setup_seconds, rename_seconds, spec_seconds, out->plan_seconds - setup_seconds - rename_seconds - spec_seconds);
   return out;
 }
 
@@ -148,7 +155,8 @@ ExecOptions LoaderSession::session_exec(ExecOptions exec) const {
 LoadedModel LoaderSession::load(const PreparedLoad& prepared, Device& device, ExecOptions exec, bool cached) const {
   if (!cached) return execute_plan(*prepared.plan, device, session_exec(std::move(exec)));
   if (!device.spec().is_host()) {
-    throw Error(ErrorCode::kInvalidArgument, "the weight cache keeps host parameter sets: load onto host, or without the cache");
+    throw Error(ErrorCode::kInvalidArgument,
+                "the weight cache keeps host parameter sets: load onto host, or without the cache");
   }
   prepared.plan->require_runnable(exec.allow_partial);  // a hit must not bypass it
   const WeightCache::Limits limits = WeightCache::limits_from_env();
@@ -163,8 +171,9 @@ LoadedModel LoaderSession::load(const PreparedLoad& prepared, Device& device, Ex
   return model;
 }
 
-LoadIntoReport LoaderSession::load_into(const PreparedLoad& prepared, Device& device, const std::vector<Destination>& destinations,
-                                        ExecOptions exec, const DestinationOptions& dest_options) const {
+LoadIntoReport LoaderSession::load_into(const PreparedLoad& prepared, Device& device,
+                                        const std::vector<Destination>& destinations, ExecOptions exec,
+                                        const DestinationOptions& dest_options) const {
   return execute_into(*prepared.plan, device, destinations, session_exec(std::move(exec)), dest_options);
 }
 

@@ -81,9 +81,11 @@ std::string WeightCache::key_of(const LoadPlan& plan) {
 
 WeightCache::Limits WeightCache::limits_from_env() {
   Limits l;
-  l.max_entries = env_integer("WMAP_WEIGHT_CACHE_MAX_ENTRIES", 0, 1024, "weight-cache entries kept; 0 disables the cache")
-                      .value_or(l.max_entries);
-  l.max_bytes = env_bytes("WMAP_WEIGHT_CACHE_MAX_BYTES", "parameter bytes the weight cache keeps").value_or(l.max_bytes);
+  l.max_entries =
+      env_integer("WMAP_WEIGHT_CACHE_MAX_ENTRIES", 0, 1024, "weight-cache entries kept; 0 disables the cache")
+          .value_or(l.max_entries);
+  l.max_bytes =
+      env_bytes("WMAP_WEIGHT_CACHE_MAX_BYTES", "parameter bytes the weight cache keeps").value_or(l.max_bytes);
   return l;
 }
 
@@ -99,9 +101,10 @@ std::optional<LoadedModel> WeightCache::lookup(const std::string& key) {
       std::string names;
       for (size_t i = 0; i < changed.size() && i < 5; ++i) names += (i ? ", " : "") + changed[i];
       if (changed.size() > 5) names += ", ...";
-      log().warn("weight cache: {} parameter(s) were modified in place since they were cached ({}): the entry is dropped "
-                 "and the load reads the files again",
-                 changed.size(), names);
+      log().warn(
+          "weight cache: {} parameter(s) were modified in place since they were cached ({}): the entry is dropped "
+          "and the load reads the files again",
+          changed.size(), names);
       impl_->entries.erase(it);
       ++impl_->stats.healed;
       ++impl_->stats.misses;

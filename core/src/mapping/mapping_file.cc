@@ -60,7 +60,8 @@ class Parser {
       const bool blank = first == std::string_view::npos || l[first] == '#';
       if (marker("---")) {
         if (content || ended) return line;
-        content = l.find_first_not_of(" \t\r", 3) != std::string_view::npos && l[l.find_first_not_of(" \t\r", 3)] != '#';
+        content =
+            l.find_first_not_of(" \t\r", 3) != std::string_view::npos && l[l.find_first_not_of(" \t\r", 3)] != '#';
       } else if (marker("...")) {
         ended = true;
       } else if (!blank) {
@@ -76,8 +77,8 @@ class Parser {
   // `rule_set`: an included file, which holds only rename and ignore rules.
   MappingFile parse(std::string_view text, bool rule_set = false) {
     if (text.size() > kMaxMappingFileBytes) {
-      fail(1, "is " + std::to_string(text.size()) + " bytes, over the limit of " + std::to_string(kMaxMappingFileBytes) +
-                  " bytes for a mapping file");
+      fail(1, "is " + std::to_string(text.size()) + " bytes, over the limit of " +
+                  std::to_string(kMaxMappingFileBytes) + " bytes for a mapping file");
     }
     // A second document is found by its marker, not by YAML::LoadAll: yaml-cpp 0.7's LoadAll can
     // loop forever on some malformed inputs (found by fuzz/mapping_fuzzer).
@@ -88,10 +89,12 @@ class Parser {
     } catch (const YAML::Exception& e) {
       // e.mark is where the parser gave up; e.msg is the reason without the position prefix.
       const int line = e.mark.is_null() ? 1 : e.mark.line + 1;
-      fail(line, "not valid YAML: " + e.msg + (e.mark.is_null() ? "" : " (column " + std::to_string(e.mark.column + 1) + ")"));
+      fail(line, "not valid YAML: " + e.msg +
+                     (e.mark.is_null() ? "" : " (column " + std::to_string(e.mark.column + 1) + ")"));
     }
     const std::string expected = rule_set ? "rename, ignore" : "architectures, plugin, rename, ignore, include";
-    if (!root.IsDefined() || root.IsNull()) fail(1, std::string(rule_set ? "empty rule set" : "empty mapping file") + " (expected keys " + expected + ")");
+    if (!root.IsDefined() || root.IsNull())
+      fail(1, std::string(rule_set ? "empty rule set" : "empty mapping file") + " (expected keys " + expected + ")");
     if (!root.IsMap()) fail(line_of(root, 1), "top level must be a mapping of keys, got " + kind_of(root));
 
     MappingFile out;
@@ -130,8 +133,8 @@ class Parser {
     if (!unknown.empty()) {
       std::string list;
       for (const auto& u : unknown) list += (list.empty() ? "" : ", ") + u;
-      fail(first_unknown_line, "unknown key" + std::string(unknown.size() > 1 ? "s " : " ") + list +
-                                   "; expected " + expected);
+      fail(first_unknown_line,
+           "unknown key" + std::string(unknown.size() > 1 ? "s " : " ") + list + "; expected " + expected);
     }
     if (rule_set) return out;
     if (!have_arch) fail(line_of(root, 1), "missing key 'architectures' (a non-empty list of architecture names)");
@@ -158,7 +161,8 @@ class Parser {
     if (!value.IsSequence()) fail(line, "'rename' must be a list of {match, replace}, got " + kind_of(value));
     for (const auto& item : value) {
       const int item_line = line_of(item, line);
-      if (!item.IsMap()) fail(item_line, "each 'rename' entry must be a mapping {match, replace}, got " + kind_of(item));
+      if (!item.IsMap())
+        fail(item_line, "each 'rename' entry must be a mapping {match, replace}, got " + kind_of(item));
       MappingRule rule;
       rule.line = item_line;
       rule.file = label_;
@@ -220,7 +224,8 @@ class Parser {
 
   void check_rule_count(const MappingFile& out, int line) const {
     if (out.rename.size() + out.ignore.size() > kMaxMappingRules) {
-      fail(line, "more than " + std::to_string(kMaxMappingRules) + " rename and ignore rules (the limit of a mapping file)");
+      fail(line,
+           "more than " + std::to_string(kMaxMappingRules) + " rename and ignore rules (the limit of a mapping file)");
     }
   }
 
@@ -234,8 +239,9 @@ MappingFile parse_mapping_text(std::string_view yaml, const std::string& label) 
   Parser parser(label);
   MappingFile out = parser.parse(yaml);
   if (!out.includes.empty()) {
-    parser.fail(parser.include_lines().front(), "'include' names files relative to the mapping file; "
-                                                "this text has no folder (read it with load_mapping_file)");
+    parser.fail(parser.include_lines().front(),
+                "'include' names files relative to the mapping file; "
+                "this text has no folder (read it with load_mapping_file)");
   }
   return out;
 }
@@ -258,8 +264,9 @@ MappingFile load_mapping_file(const std::filesystem::path& file, const FileSyste
     out.rename.insert(out.rename.end(), set.rename.begin(), set.rename.end());
     out.ignore.insert(out.ignore.end(), set.ignore.begin(), set.ignore.end());
     if (out.rename.size() + out.ignore.size() > kMaxMappingRules) {
-      parser.fail(parser.include_lines()[i], "more than " + std::to_string(kMaxMappingRules) +
-                                                 " rename and ignore rules with its includes (the limit of a mapping file)");
+      parser.fail(parser.include_lines()[i],
+                  "more than " + std::to_string(kMaxMappingRules) +
+                      " rename and ignore rules with its includes (the limit of a mapping file)");
     }
   }
   return out;

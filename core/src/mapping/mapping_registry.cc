@@ -107,8 +107,8 @@ std::vector<std::string> MappingRegistry::architectures() const {
 
 std::vector<std::filesystem::path> mapping_search_path(const std::optional<std::filesystem::path>& cli_dir,
                                                        const std::vector<std::filesystem::path>& defaults) {
-  return search_path(cli_dir ? std::vector<std::filesystem::path>{*cli_dir} : std::vector<std::filesystem::path>{}, "mappings",
-                     "WMAP_MAPPINGS_PATH", defaults);
+  return search_path(cli_dir ? std::vector<std::filesystem::path>{*cli_dir} : std::vector<std::filesystem::path>{},
+                     "mappings", "WMAP_MAPPINGS_PATH", defaults);
 }
 
 std::vector<std::filesystem::path> mapping_search_path(const std::optional<std::filesystem::path>& cli_dir,

@@ -47,8 +47,8 @@ struct RenameTable::Impl {
     const std::string& pattern = rule.pattern;
     auto re = std::make_unique<RE2>(pattern, options());
     if (!re->ok()) {
-      throw Error(ErrorCode::kMalformedInput, where(rule) + ": " + what + " regex '" + pattern +
-                                                  "' does not compile: " + re->error());
+      throw Error(ErrorCode::kMalformedInput,
+                  where(rule) + ": " + what + " regex '" + pattern + "' does not compile: " + re->error());
     }
     return re;
   }
@@ -109,10 +109,11 @@ struct RenameTable::Impl {
     const re2::StringPiece text(key.data(), key.size());
     out.clear();
     out.reserve(key.size() + 16);  // one allocation for typical rewrites
-    if (!re.Match(text, 0, text.size(), RE2::ANCHOR_BOTH, groups, n) || !re.Rewrite(&out, rules[rule].replace, groups, n)) {
+    if (!re.Match(text, 0, text.size(), RE2::ANCHOR_BOTH, groups, n) ||
+        !re.Rewrite(&out, rules[rule].replace, groups, n)) {
       // The set said this rule matches and the rewrite string was checked at construction.
-      throw Error(ErrorCode::kInternal, where(rules[rule]) + ": rule matched key '" + std::string(key) +
-                                            "' in the set but not on its own");
+      throw Error(ErrorCode::kInternal,
+                  where(rules[rule]) + ": rule matched key '" + std::string(key) + "' in the set but not on its own");
     }
   }
 };
@@ -128,16 +129,15 @@ RenameTable::RenameTable(const MappingFile& mapping) {
     auto re = impl->compile(rule, "rename");
     const int wanted = RE2::MaxSubmatch(rule.replace);
     if (wanted > re->NumberOfCapturingGroups()) {
-      throw Error(ErrorCode::kMalformedInput,
-                  impl->where(rule) + ": replace '" + rule.replace + "' uses \\" + std::to_string(wanted) +
-                      " but the regex '" + rule.pattern + "' has only " + std::to_string(re->NumberOfCapturingGroups()) +
-                      " group(s)");
+      throw Error(ErrorCode::kMalformedInput, impl->where(rule) + ": replace '" + rule.replace + "' uses \\" +
+                                                  std::to_string(wanted) + " but the regex '" + rule.pattern +
+                                                  "' has only " + std::to_string(re->NumberOfCapturingGroups()) +
+                                                  " group(s)");
     }
     std::string why;
     if (!re->CheckRewriteString(rule.replace, &why)) {
-      throw Error(ErrorCode::kMalformedInput,
-                  impl->where(rule) + ": replace '" + rule.replace + "' is invalid: " + why +
-                      " (use \\0..\\9 for groups and \\\\ for a backslash)");
+      throw Error(ErrorCode::kMalformedInput, impl->where(rule) + ": replace '" + rule.replace + "' is invalid: " +
+                                                  why + " (use \\0..\\9 for groups and \\\\ for a backslash)");
     }
     impl->submatches.push_back(wanted + 1);
     impl->rename.push_back(std::move(re));
@@ -226,8 +226,8 @@ RenamedCatalog RenameTable::apply(const Catalog& catalog) const {
     const auto& b = out.tensors_[i];
     if (a.name != b.name) continue;
     if (collisions++ < kShown) {
-      message += (message.empty() ? "" : "; ") + std::string("canonical key '") + std::string(a.name) + "' comes from both " +
-                 origin(a) + " and " + origin(b);
+      message += (message.empty() ? "" : "; ") + std::string("canonical key '") + std::string(a.name) +
+                 "' comes from both " + origin(a) + " and " + origin(b);
     }
   }
   if (collisions > 0) {

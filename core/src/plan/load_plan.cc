@@ -31,7 +31,9 @@ namespace {
 std::string resolve_geometry(const Piece& p, DType dtype, PlannedPiece& out) {
   out.view = p.view.empty() ? p.source_shape : p.view;
   const auto view_elements = checked_numel(out.view), source_elements = checked_numel(p.source_shape);
-  if (!view_elements || !source_elements) return "view " + shape_text(out.view) + " or source shape " + shape_text(p.source_shape) + " has more than 2^64 elements";
+  if (!view_elements || !source_elements)
+    return "view " + shape_text(out.view) + " or source shape " + shape_text(p.source_shape) +
+           " has more than 2^64 elements";
   if (*view_elements != *source_elements) {
     return "view " + shape_text(out.view) + " does not have the elements of source shape " + shape_text(p.source_shape);
   }
@@ -40,11 +42,12 @@ std::string resolve_geometry(const Piece& p, DType dtype, PlannedPiece& out) {
   if (out.box.empty()) {
     for (auto d : out.view) out.box.push_back({0, d});
   }
-  if (out.box.size() != n) return "box has " + std::to_string(out.box.size()) + " ranges for a view of rank " + std::to_string(n);
+  if (out.box.size() != n)
+    return "box has " + std::to_string(out.box.size()) + " ranges for a view of rank " + std::to_string(n);
   for (size_t d = 0; d < n; ++d) {
     if (out.box[d].begin > out.box[d].end || out.box[d].end > out.view[d]) {
-      return "box range [" + std::to_string(out.box[d].begin) + ", " + std::to_string(out.box[d].end) + ") exceeds dim " +
-             std::to_string(d) + " of view " + shape_text(out.view);
+      return "box range [" + std::to_string(out.box[d].begin) + ", " + std::to_string(out.box[d].end) +
+             ") exceeds dim " + std::to_string(d) + " of view " + shape_text(out.view);
     }
   }
   out.perm = p.perm;
@@ -119,7 +122,11 @@ class PlanBuilder {
  public:
   PlanBuilder(LoadPlan& plan, const ModelSpec& spec, const Catalog& catalog, const RenamedCatalog& renamed,
               const PlanOptions& options)
-      : plan_(plan), spec_(spec), catalog_(catalog), renamed_(renamed), options_(options),
+      : plan_(plan),
+        spec_(spec),
+        catalog_(catalog),
+        renamed_(renamed),
+        options_(options),
         plugin_label_("plugin '" + spec.plugin + "'") {}
 
   void run() {
@@ -190,13 +197,14 @@ class PlanBuilder {
                   " is not a whole number of bytes below 2^64");
       broken = true;
     }
-    for (size_t i = 0; i < ps.pieces.size(); ++i) broken = !add_piece(pp, ps, ps.pieces[i], records[i], total) || broken;
+    for (size_t i = 0; i < ps.pieces.size(); ++i)
+      broken = !add_piece(pp, ps, ps.pieces[i], records[i], total) || broken;
     broken = !add_must_match(pp, ps) || broken;
     pp.broken = broken || total != pp.nbytes;
     if (!broken && total != pp.nbytes) {
       problem(PlanProblem::Kind::kSpec, ps.name,
-              plugin_label_ + ": " + ps.name + " " + std::string(dtype_name(pp.dtype)) + shape_text(pp.shape) + " needs " +
-                  std::to_string(pp.nbytes) + " bytes but its pieces give " + std::to_string(total));
+              plugin_label_ + ": " + ps.name + " " + std::string(dtype_name(pp.dtype)) + shape_text(pp.shape) +
+                  " needs " + std::to_string(pp.nbytes) + " bytes but its pieces give " + std::to_string(total));
     }
     for (const auto& piece : pp.pieces) {
       if (piece.record) plan_.readers_[catalog_.index_of(*piece.record)]++;
@@ -207,7 +215,8 @@ class PlanBuilder {
   void add_alias(PlannedParam pp, const ParamSpec& ps) {
     auto it = param_index_.find(ps.alias_of);
     if (it == param_index_.end()) {
-      problem(PlanProblem::Kind::kSpec, ps.name, ps.name + ": aliases '" + ps.alias_of + "', which is not declared before it");
+      problem(PlanProblem::Kind::kSpec, ps.name,
+              ps.name + ": aliases '" + ps.alias_of + "', which is not declared before it");
       return;
     }
     const PlannedParam& target = plan_.params_[it->second];
@@ -216,8 +225,9 @@ class PlanBuilder {
     pp.absent = target.absent;
     pp.broken = target.broken;
     if (target.shape != ps.shape) {
-      problem(PlanProblem::Kind::kShape, ps.name, ps.name + ": shape " + shape_text(ps.shape) + " differs from its alias target '" +
-                                                      ps.alias_of + "' " + shape_text(target.shape));
+      problem(PlanProblem::Kind::kShape, ps.name,
+              ps.name + ": shape " + shape_text(ps.shape) + " differs from its alias target '" + ps.alias_of + "' " +
+                  shape_text(target.shape));
     }
     push(std::move(pp));
   }
@@ -264,19 +274,20 @@ class PlanBuilder {
     const DType want = piece.source_dtype.value_or(pp.dtype);
     if (r->shape != piece.source_shape) {
       problem(PlanProblem::Kind::kShape, r->name,
-              "'" + r->name + "' in " + file_of(r) + " has shape " + shape_text(r->shape) + " but " + ps.name + " expects " +
-                  shape_text(piece.source_shape));
+              "'" + r->name + "' in " + file_of(r) + " has shape " + shape_text(r->shape) + " but " + ps.name +
+                  " expects " + shape_text(piece.source_shape));
       return false;
     }
     if (r->dtype != want) {
       problem(PlanProblem::Kind::kDtype, r->name,
-              "'" + r->name + "' in " + file_of(r) + " is " + std::string(dtype_name(r->dtype)) + " but " + ps.name + " expects " +
-                  std::string(dtype_name(want)));
+              "'" + r->name + "' in " + file_of(r) + " is " + std::string(dtype_name(r->dtype)) + " but " + ps.name +
+                  " expects " + std::string(dtype_name(want)));
       return false;
     }
     const std::string geometry_error = resolve_geometry(piece, r->dtype, out);
     if (!geometry_error.empty()) {
-      problem(PlanProblem::Kind::kSpec, ps.name, plugin_label_ + ": " + ps.name + " from '" + r->name + "': " + geometry_error);
+      problem(PlanProblem::Kind::kSpec, ps.name,
+              plugin_label_ + ": " + ps.name + " from '" + r->name + "': " + geometry_error);
       return false;
     }
     resolve_span(out);
@@ -295,13 +306,15 @@ class PlanBuilder {
       const RenamedTensor* rb = renamed_.find(b);
       for (const auto& [key, found] : {std::pair{a, ra}, std::pair{b, rb}}) {
         if (!found) {
-          problem(PlanProblem::Kind::kMissing, key, "'" + key + "' is not in the checkpoint (needed by " + ps.name + ")");
+          problem(PlanProblem::Kind::kMissing, key,
+                  "'" + key + "' is not in the checkpoint (needed by " + ps.name + ")");
           ok = false;
         }
       }
       if (ra && rb) {
         if (ra->source->nbytes != rb->source->nbytes || ra->source->dtype != rb->source->dtype) {
-          problem(PlanProblem::Kind::kShape, b, ps.name + ": '" + a + "' and '" + b + "' must be equal but differ in dtype or size");
+          problem(PlanProblem::Kind::kShape, b,
+                  ps.name + ": '" + a + "' and '" + b + "' must be equal but differ in dtype or size");
           ok = false;
         }
         pp.must_match.emplace_back(ra->source, rb->source);
@@ -442,7 +455,8 @@ std::string LoadPlan::json_text(bool with_id) const {
        ",\"architecture\":" + json_string(architecture_);
   o += ",\"layout\":" + layout_.to_json();
   o += ",\"ok\":" + std::string(ok() ? "true" : "false") + ",\"coverage\":" + json_string(coverage());
-  o += ",\"bytes_to_load\":" + std::to_string(bytes_to_load()) + ",\"bytes_to_read\":" + std::to_string(bytes_to_read());
+  o +=
+      ",\"bytes_to_load\":" + std::to_string(bytes_to_load()) + ",\"bytes_to_read\":" + std::to_string(bytes_to_read());
   o += ",\"problems\":[";
   for (size_t i = 0; i < problems_.size(); ++i) {
     o += (i ? ",\n" : "\n") + std::string("{\"kind\":\"") + std::string(problem_kind_name(problems_[i].kind)) +
@@ -464,7 +478,8 @@ std::string LoadPlan::json_text(bool with_id) const {
     if (!p.must_match.empty()) {
       o += ",\"must_match\":[";
       for (size_t j = 0; j < p.must_match.size(); ++j) {
-        o += (j ? ",[" : "[") + json_string(p.must_match[j].first->name) + "," + json_string(p.must_match[j].second->name) + "]";
+        o += (j ? ",[" : "[") + json_string(p.must_match[j].first->name) + "," +
+             json_string(p.must_match[j].second->name) + "]";
       }
       o += "]";
       if (p.must_match_close) o += ",\"must_match_close\":true";
@@ -479,7 +494,8 @@ std::string LoadPlan::json_text(bool with_id) const {
       }
       o += "{\"source\":" + json_string(q.source) + ",\"key\":" + json_string(q.record->name) +
            ",\"shard\":" + std::to_string(q.record->shard) + ",\"span\":[" + std::to_string(q.span_begin) + "," +
-           std::to_string(q.span_end) + "],\"bytes\":" + std::to_string(q.out_bytes) + ",\"view\":" + dims(q.view) + ",\"box\":[";
+           std::to_string(q.span_end) + "],\"bytes\":" + std::to_string(q.out_bytes) + ",\"view\":" + dims(q.view) +
+           ",\"box\":[";
       for (size_t d = 0; d < q.box.size(); ++d) {
         o += (d ? ",[" : "[") + std::to_string(q.box[d].begin) + "," + std::to_string(q.box[d].end) + "]";
       }
@@ -501,9 +517,10 @@ std::string LoadPlan::json_text(bool with_id) const {
 // how, and which byte ranges it releases after each unit. Segments are counted, not listed:
 // they follow from the pieces and chunk_bytes.
 std::string LoadPlan::schedule_json() const {
-  std::string o = "{\"chunk_bytes\":" + std::to_string(schedule_.chunk_bytes()) +
-                  ",\"unit_fields\":[\"kind\",\"shard\",\"begin\",\"end\",\"segments\",\"param\",\"piece\",\"releases\"]"
-                  ",\"units\":[";
+  std::string o =
+      "{\"chunk_bytes\":" + std::to_string(schedule_.chunk_bytes()) +
+      ",\"unit_fields\":[\"kind\",\"shard\",\"begin\",\"end\",\"segments\",\"param\",\"piece\",\"releases\"]"
+      ",\"units\":[";
   const auto& units = schedule_.units();
   for (size_t i = 0; i < units.size(); ++i) {
     const ReadUnit& u = units[i];
@@ -514,7 +531,8 @@ std::string LoadPlan::schedule_json() const {
       o += std::to_string(u.shard) + "," + std::to_string(u.begin) + "," + std::to_string(u.end) + "," +
            std::to_string(u.segments) + ",";
     }
-    o += u.kind == ReadUnit::Kind::kRead ? "null,null,[" : std::to_string(u.param) + "," + std::to_string(u.piece) + ",[";
+    o += u.kind == ReadUnit::Kind::kRead ? "null,null,["
+                                         : std::to_string(u.param) + "," + std::to_string(u.piece) + ",[";
     bool first = true;
     for (const ByteRange& r : schedule_.releases(u)) {
       o += (first ? "" : ",") + std::to_string(r.begin) + "," + std::to_string(r.end);

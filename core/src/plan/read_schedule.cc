@@ -42,20 +42,28 @@ ReadSchedule ReadSchedule::build(const std::vector<PlannedParam>& params, uint64
       const PlannedPiece& piece = p.pieces[j];
       const auto pj = static_cast<uint32_t>(j);
       if (!piece.record) {
-        if (piece.out_bytes) s.units_.push_back({.kind = ReadUnit::Kind::kZero, .param = pi, .piece = pj, .dst_off = at});
+        if (piece.out_bytes)
+          s.units_.push_back({.kind = ReadUnit::Kind::kZero, .param = pi, .piece = pj, .dst_off = at});
       } else if (piece.out_bytes > 0 && reads_in_runs(piece)) {
         s.slices_.push_back({pi, pj, at, 0, 0});  // grouped into units by group_runs()
       } else if (piece.out_bytes > 0) {
-        copies.push_back({.kind = ReadUnit::Kind::kCopy, .shard = piece.record->shard, .begin = piece.span_begin,
-                          .end = piece.span_end, .param = pi, .piece = pj, .dst_off = at, .wanted = piece.span_end - piece.span_begin});
+        copies.push_back({.kind = ReadUnit::Kind::kCopy,
+                          .shard = piece.record->shard,
+                          .begin = piece.span_begin,
+                          .end = piece.span_end,
+                          .param = pi,
+                          .piece = pj,
+                          .dst_off = at,
+                          .wanted = piece.span_end - piece.span_begin});
       }
       at += piece.out_bytes;
     }
   }
   s.group_runs(params, reads);
   reads.insert(reads.end(), copies.begin(), copies.end());
-  std::stable_sort(reads.begin(), reads.end(),
-                   [](const ReadUnit& a, const ReadUnit& b) { return a.shard != b.shard ? a.shard < b.shard : a.begin < b.begin; });
+  std::stable_sort(reads.begin(), reads.end(), [](const ReadUnit& a, const ReadUnit& b) {
+    return a.shard != b.shard ? a.shard < b.shard : a.begin < b.begin;
+  });
   s.units_.insert(s.units_.end(), reads.begin(), reads.end());
   s.assign_releases();
   return s;
@@ -80,10 +88,12 @@ void ReadSchedule::group_runs(const std::vector<PlannedParam>& params, std::vect
     open = false;
   };
   // Adds segments [first, first + count) of piece `sl`, spanning file bytes [begin, end).
-  auto add = [&](const UnitSlice& sl, uint32_t shard, uint64_t first, uint64_t count, uint64_t begin, uint64_t end, uint64_t wanted) {
+  auto add = [&](const UnitSlice& sl, uint32_t shard, uint64_t first, uint64_t count, uint64_t begin, uint64_t end,
+                 uint64_t wanted) {
     if (!open || shard != cur.shard || begin < cur.end || end - cur.begin > chunk) {
       close();
-      cur = {.kind = ReadUnit::Kind::kRead, .shard = shard, .begin = begin, .end = begin, .slice_begin = slices_.size()};
+      cur = {
+          .kind = ReadUnit::Kind::kRead, .shard = shard, .begin = begin, .end = begin, .slice_begin = slices_.size()};
       open = true;
     }
     if (slices_.size() > cur.slice_begin && slices_.back().param == sl.param && slices_.back().piece == sl.piece &&
@@ -115,7 +125,8 @@ void ReadSchedule::group_runs(const std::vector<PlannedParam>& params, std::vect
   close();
 }
 
-void ReadSchedule::segments(const ReadUnit& u, const std::vector<PlannedParam>& params, std::vector<UnitSegment>& out) const {
+void ReadSchedule::segments(const ReadUnit& u, const std::vector<PlannedParam>& params,
+                            std::vector<UnitSegment>& out) const {
   out.clear();
   for (const UnitSlice& sl : slices(u)) {
     const PlannedPiece& piece = params[sl.param].pieces[sl.piece];
@@ -135,7 +146,8 @@ void ReadSchedule::assign_releases() {
   // Spans by (shard, begin); a sweep gives each byte the largest unit index whose span covers it.
   std::vector<uint32_t> order;
   for (size_t i = 0; i < units_.size(); ++i) {
-    if (units_[i].kind != ReadUnit::Kind::kZero && units_[i].end > units_[i].begin) order.push_back(static_cast<uint32_t>(i));
+    if (units_[i].kind != ReadUnit::Kind::kZero && units_[i].end > units_[i].begin)
+      order.push_back(static_cast<uint32_t>(i));
   }
   std::stable_sort(order.begin(), order.end(), [this](uint32_t a, uint32_t b) {
     const ReadUnit &x = units_[a], &y = units_[b];

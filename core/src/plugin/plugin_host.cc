@@ -55,7 +55,8 @@ class StagingRegistrar final : public PluginRegistrar {
     if (name.empty()) throw Error(ErrorCode::kInvalidArgument, "add_transform: empty transform name");
     if (!fn) throw Error(ErrorCode::kInvalidArgument, "add_transform: empty function for transform '" + name + "'");
     for (const auto& t : transforms_) {
-      if (t.first == name) throw Error(ErrorCode::kInvalidArgument, "add_transform: transform '" + name + "' added twice");
+      if (t.first == name)
+        throw Error(ErrorCode::kInvalidArgument, "add_transform: transform '" + name + "' added twice");
     }
     transforms_.emplace_back(name, std::move(fn));
   }
@@ -101,8 +102,8 @@ void verify(Candidate& c) {
   const WmapPluginInfo& info = *c.info;
   auto& reasons = c.reasons;
   if (info.abi_version != WMAP_PLUGIN_ABI_VERSION) {
-    reasons.push_back("plugin ABI version " + std::to_string(info.abi_version) + " does not match the host's ABI version " +
-                      std::to_string(WMAP_PLUGIN_ABI_VERSION));
+    reasons.push_back("plugin ABI version " + std::to_string(info.abi_version) +
+                      " does not match the host's ABI version " + std::to_string(WMAP_PLUGIN_ABI_VERSION));
   }
   if (info.struct_size < sizeof(WmapPluginInfo)) {
     reasons.push_back("info struct_size " + std::to_string(info.struct_size) + " is smaller than the host's " +
@@ -115,7 +116,8 @@ void verify(Candidate& c) {
   } else {
     c.name = info.name;
   }
-  if (has_field<const char*>(info, offsetof(WmapPluginInfo, version)) && info.version != nullptr) c.version = info.version;
+  if (has_field<const char*>(info, offsetof(WmapPluginInfo, version)) && info.version != nullptr)
+    c.version = info.version;
   if (has_field<const char* const*>(info, offsetof(WmapPluginInfo, architectures))) {
     if (info.architectures == nullptr) {
       reasons.push_back("architectures is null");
@@ -145,7 +147,8 @@ void verify(Candidate& c) {
   }
   if (has_field<const char* const*>(info, offsetof(WmapPluginInfo, targets))) {
     if (info.targets == nullptr || info.targets[0] == nullptr) {
-      reasons.push_back("serves no target (targets is " + std::string(info.targets == nullptr ? "null" : "empty") + ")");
+      reasons.push_back("serves no target (targets is " + std::string(info.targets == nullptr ? "null" : "empty") +
+                        ")");
     } else {
       size_t i = 0;
       for (; i < kMaxArchitectures && info.targets[i] != nullptr; ++i) {
@@ -188,9 +191,9 @@ struct PluginHost::Impl {
   // std::function managers) living in these libraries. ~Impl also clears them explicitly first.
   std::vector<boost::dll::shared_library> libraries;
 
-  std::vector<std::unique_ptr<LoadedPlugin>> plugins;                        // load order
+  std::vector<std::unique_ptr<LoadedPlugin>> plugins;                       // load order
   std::map<std::string, const LoadedPlugin*, std::less<>> by_architecture;  // first claim wins
-  std::map<std::string, PluginTransform, std::less<>> plugin_transforms;     // first registration wins
+  std::map<std::string, PluginTransform, std::less<>> plugin_transforms;    // first registration wins
   std::map<std::string, TransformFn, std::less<>> builtin_transforms;
   std::vector<fs::path> folders;
   std::vector<std::string> notes;
@@ -235,7 +238,8 @@ void PluginHost::Impl::load_folder(const fs::path& folder) {
     Candidate c;
     c.file = file;
     try {
-      c.library.load(boost::dll::fs::path(file.string()), boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+      c.library.load(boost::dll::fs::path(file.string()),
+                     boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
     } catch (const std::exception& e) {
       refuse("", file, {"cannot be loaded: " + loader_message(e)});
       continue;
@@ -247,7 +251,8 @@ void PluginHost::Impl::load_folder(const fs::path& folder) {
     }
     WmapPluginInfoFn entry = c.library.get<const WmapPluginInfo*()>(kEntrySymbol);
     if (!defined_in(reinterpret_cast<const void*>(entry), file)) {
-      notes.push_back(file.string() + ": not a wmap plugin (" + kEntrySymbol + " comes from a library it depends on), skipped");
+      notes.push_back(file.string() + ": not a wmap plugin (" + kEntrySymbol +
+                      " comes from a library it depends on), skipped");
       log().info("{}", notes.back());
       continue;
     }
@@ -489,8 +494,8 @@ const std::vector<std::string>& PluginHost::notes() const { return impl_->notes;
 const std::vector<std::string>& PluginHost::refused() const { return impl_->refused; }
 
 std::vector<fs::path> plugin_search_path(const std::optional<fs::path>& cli_dir, const fs::path& default_dir) {
-  return search_path(cli_dir ? std::vector<fs::path>{*cli_dir} : std::vector<fs::path>{}, "plugin_dir", "WMAP_PLUGIN_PATH",
-                     {default_dir});
+  return search_path(cli_dir ? std::vector<fs::path>{*cli_dir} : std::vector<fs::path>{}, "plugin_dir",
+                     "WMAP_PLUGIN_PATH", {default_dir});
 }
 
 std::vector<fs::path> plugin_search_path(const std::optional<fs::path>& cli_dir) {

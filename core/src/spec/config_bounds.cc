@@ -78,8 +78,8 @@ uint64_t ConfigBounds::count(std::string_view key, uint64_t value, std::span<con
     config_.fail(key, has + ", but the checkpoint has no key " + first + "<N>.*");
   }
   if (value > *highest + 1) {
-    config_.fail(key, has + ", but the checkpoint's highest " + std::string(what) + " index is " + str(*highest) + " (" + where +
-                          "): each " + std::string(what) + " beyond it would have no tensors");
+    config_.fail(key, has + ", but the checkpoint's highest " + std::string(what) + " index is " + str(*highest) +
+                          " (" + where + "): each " + std::string(what) + " beyond it would have no tensors");
   }
   return value;
 }
@@ -89,7 +89,8 @@ uint64_t ConfigBounds::dim(std::string_view key) const { return dim(key, config_
 uint64_t ConfigBounds::dim(std::string_view what, uint64_t value) const {
   const TensorDim largest = checkpoint_.largest_dim();
   if (value > largest.size) {
-    config_.fail(what, str(value) + ", but the largest dimension of any tensor in the checkpoint is " + str(largest.size) +
+    config_.fail(what, str(value) + ", but the largest dimension of any tensor in the checkpoint is " +
+                           str(largest.size) +
                            (largest.tensor.empty() ? std::string(" (it has no tensor)") : " (" + largest.tensor + ")"));
   }
   return value;

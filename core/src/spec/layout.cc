@@ -43,7 +43,8 @@ std::vector<std::string> target_names() { return {"trtllm", "vllm"}; }
 std::optional<std::string> Split::slice_error(uint64_t width, std::string_view tensor) const {
   if (!exact || size == 0 || width % size == 0) return std::nullopt;
   return (tensor.empty() ? std::string("a dimension") : std::string(tensor)) + ": width " + str(width) +
-         " is not divisible by " + name + " " + str(size) + " (target vllm splits every tensor exactly, as vLLM asserts)";
+         " is not divisible by " + name + " " + str(size) +
+         " (target vllm splits every tensor exactly, as vLLM asserts)";
 }
 
 Range Split::slice(uint64_t width, std::string_view tensor) const {
@@ -71,7 +72,8 @@ constexpr uint32_t kMaxMtpLayers = 64;
 void Layout::validate() const {
   if (tp_size == 0) invalid("tp_size must be at least 1");
   if (tp_rank >= tp_size) invalid("tp_rank " + str(tp_rank) + " is not below tp_size " + str(tp_size));
-  if (ep_size == 0 || tp_size % ep_size != 0) invalid("ep_size " + str(ep_size) + " must divide tp_size " + str(tp_size));
+  if (ep_size == 0 || tp_size % ep_size != 0)
+    invalid("ep_size " + str(ep_size) + " must divide tp_size " + str(tp_size));
   if (gpus_per_node == 0) invalid("gpus_per_node must be at least 1");
   // Each MTP layer is a whole decoder layer (all its experts) in the spec: a typo must not build
   // millions of them. DeepSeek-V3/R1 declare one; shared-weight MTP stacks use a few.
@@ -88,7 +90,8 @@ void Layout::validate() const {
     }
     if (attention_dp) invalid("attention_dp is a TensorRT-LLM layout (target trtllm); target vllm has none");
     if (mtp_layers && *mtp_layers > 0) {
-      invalid("mtp_layers " + str(*mtp_layers) + ": target vllm loads no MTP layers (vLLM loads them in a separate draft model)");
+      invalid("mtp_layers " + str(*mtp_layers) +
+              ": target vllm loads no MTP layers (vLLM loads them in a separate draft model)");
     }
   }
 }
@@ -124,8 +127,8 @@ VocabShard Layout::vocab_shard(uint64_t vocab, const Split& s) const {
   if (target == Target::kVllm) {
     const uint64_t padded = ceil_div(vocab, kVllmVocabPadding) * kVllmVocabPadding;
     if (padded % s.size != 0) {
-      invalid("vocab_size " + str(vocab) + " padded to " + str(padded) + " (a multiple of 64, as vLLM pads) cannot be split over " +
-              s.name + " " + str(s.size));
+      invalid("vocab_size " + str(vocab) + " padded to " + str(padded) +
+              " (a multiple of 64, as vLLM pads) cannot be split over " + s.name + " " + str(s.size));
     }
     const uint64_t rows = padded / s.size;
     return {rows, {std::min(vocab, s.rank * rows), std::min(vocab, (s.rank + 1) * rows)}};
@@ -139,7 +142,9 @@ std::optional<std::string> Layout::experts_error(uint64_t experts) const {
   return str(experts) + " experts cannot be split over ep_size " + str(ep_size);
 }
 
-std::optional<std::string> Layout::heads_error(uint64_t heads) const { return attention().count_error(heads, "attention heads"); }
+std::optional<std::string> Layout::heads_error(uint64_t heads) const {
+  return attention().count_error(heads, "attention heads");
+}
 
 std::optional<std::string> Layout::kv_heads_error(uint64_t kv_heads) const {
   if (tp_size != 0 && kv_heads != 0 && (kv_heads >= tp_size ? kv_heads % tp_size == 0 : tp_size % kv_heads == 0)) {
@@ -180,7 +185,8 @@ std::string Layout::to_json() const {
 }
 
 const std::vector<std::string>& LayoutOptions::names() {
-  static const std::vector<std::string> n = {"tp_size", "tp_rank", "ep_size", "mtp_layers", "target", "attention_dp", "gpus_per_node"};
+  static const std::vector<std::string> n = {"tp_size", "tp_rank",      "ep_size",      "mtp_layers",
+                                             "target",  "attention_dp", "gpus_per_node"};
   return n;
 }
 

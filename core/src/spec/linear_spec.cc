@@ -64,8 +64,9 @@ ParamSpec concat_param(const std::string& name, std::vector<Piece> pieces, uint6
 void require_whole_blocks(const LinearSlice& s, const BlockScales& b, bool last_part) {
   auto fail = [&](const char* what, Range r, uint64_t block) {
     throw Error(ErrorCode::kInvalidArgument,
-                s.linear + ".weight: this rank's " + what + " [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
-                    ") are not whole " + std::to_string(block) + "-wide FP8 blocks (target vllm refuses such a partition, as vLLM does)");
+                s.linear + ".weight: this rank's " + what + " [" + std::to_string(r.begin) + ", " +
+                    std::to_string(r.end) + ") are not whole " + std::to_string(block) +
+                    "-wide FP8 blocks (target vllm refuses such a partition, as vLLM does)");
   };
   const bool rows_split = s.rows.size() != s.shape[0], cols_split = s.cols.size() != s.shape[1];
   if ((rows_split || !last_part) && s.rows.size() % b.rows != 0) fail("rows", s.rows, b.rows);
@@ -75,7 +76,8 @@ void require_whole_blocks(const LinearSlice& s, const BlockScales& b, bool last_
 }  // namespace
 
 void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const std::string& sep,
-                const std::vector<LinearSlice>& slices, const LinearQuant& quant, const std::vector<uint64_t>& leading) {
+                const std::vector<LinearSlice>& slices, const LinearQuant& quant,
+                const std::vector<uint64_t>& leading) {
   using Kind = LinearQuant::Kind;
   const uint64_t cols = slices.empty() ? 0 : slices[0].cols.size();
   std::vector<Piece> weight;
@@ -92,7 +94,8 @@ void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const st
     for (size_t i = 0; i < slices.size(); ++i) {
       const LinearSlice& s = slices[i];
       if (quant.whole_blocks) require_whole_blocks(s, quant.blocks, i + 1 == slices.size());
-      const std::vector<uint64_t> sshape{ceil_div(s.shape[0], quant.blocks.rows), ceil_div(s.shape[1], quant.blocks.cols)};
+      const std::vector<uint64_t> sshape{ceil_div(s.shape[0], quant.blocks.rows),
+                                         ceil_div(s.shape[1], quant.blocks.cols)};
       const Range br = block_range(s.rows, quant.blocks.rows), bc = block_range(s.cols, quant.blocks.cols);
       Piece p = box_piece(s.linear + ".weight_scale_inv", sshape, br, bc);
       p.source_dtype = DType::kF32;
@@ -145,8 +148,9 @@ void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const st
   }
 }
 
-std::vector<ParamSpec> moe_experts(const std::string& dst, const std::string& src, uint64_t experts, uint64_t intermediate,
-                                   uint64_t hidden, const Layout& l, const LinearQuant& quant, const ExpertNames& names) {
+std::vector<ParamSpec> moe_experts(const std::string& dst, const std::string& src, uint64_t experts,
+                                   uint64_t intermediate, uint64_t hidden, const Layout& l, const LinearQuant& quant,
+                                   const ExpertNames& names) {
   const Range local = l.local_experts(experts);
   const uint64_t per = local.size();
   const Split moe = l.moe_tp();

@@ -91,7 +91,9 @@ int64_t ModelConfig::require_int(std::string_view path) const {
   return *v;
 }
 
-int64_t ModelConfig::get_int(std::string_view path, int64_t fallback) const { return find_int(path).value_or(fallback); }
+int64_t ModelConfig::get_int(std::string_view path, int64_t fallback) const {
+  return find_int(path).value_or(fallback);
+}
 
 uint64_t ModelConfig::require_positive(std::string_view path) const {
   const int64_t v = require_int(path);
@@ -154,7 +156,8 @@ std::vector<int64_t> ModelConfig::get_int_list(std::string_view path) const {
 
 std::string ModelConfig::architecture() const {
   simdjson::dom::element e;
-  if (!lookup(impl_->root, "architectures", e)) fail("architectures", "missing: cannot tell which plugin serves this model");
+  if (!lookup(impl_->root, "architectures", e))
+    fail("architectures", "missing: cannot tell which plugin serves this model");
   simdjson::dom::array arr;
   std::string_view s;
   if (e.get_array().get(arr) || arr.size() == 0 || arr.at(0).get_string().get(s)) {

@@ -66,10 +66,12 @@ ParamSpec row_parallel(std::string name, std::string source, std::vector<uint64_
   return s;
 }
 
-ParamSpec vocab_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l, const Split& sp) {
+ParamSpec vocab_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l,
+                         const Split& sp) {
   const VocabShard v = l.vocab_shard(shape.at(0), sp);
   uint64_t row_elements = 1;
-  for (size_t d = 1; d < shape.size(); ++d) row_elements = checked_mul(row_elements, shape[d], source + ": a row's elements");
+  for (size_t d = 1; d < shape.size(); ++d)
+    row_elements = checked_mul(row_elements, shape[d], source + ": a row's elements");
   const uint64_t padding = v.rows - v.source.size();
   const uint64_t padding_elements = padding ? checked_mul(padding, row_elements, source + ": padding elements") : 0;
   ParamSpec s;
@@ -85,7 +87,8 @@ ParamSpec vocab_parallel(std::string name, std::string source, std::vector<uint6
   return vocab_parallel(std::move(name), std::move(source), std::move(shape), l, l.tp());
 }
 
-ParamSpec fused_column_parallel(std::string name, const std::vector<std::pair<std::string, std::vector<uint64_t>>>& sources,
+ParamSpec fused_column_parallel(std::string name,
+                                const std::vector<std::pair<std::string, std::vector<uint64_t>>>& sources,
                                 const Split& sp) {
   ParamSpec s;
   s.name = std::move(name);
@@ -109,8 +112,8 @@ ParamSpec alias(std::string name, std::string of, std::vector<uint64_t> shape) {
   return s;
 }
 
-void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, uint64_t hidden, bool tie, const Layout& l,
-                 const Split& s) {
+void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, uint64_t hidden, bool tie,
+                 const Layout& l, const Split& s) {
   if (!tie) {
     m.modules.push_back({"lm_head", {vocab_parallel("lm_head.weight", "lm_head.weight", {vocab, hidden}, l, s)}, {}});
     return;
@@ -120,7 +123,8 @@ void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, u
   m.modules.push_back({"lm_head", {alias("lm_head.weight", embed_param, {l.vocab_shard(vocab, s).rows, hidden})}, {}});
 }
 
-void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, uint64_t hidden, bool tie, const Layout& l) {
+void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, uint64_t hidden, bool tie,
+                 const Layout& l) {
   add_lm_head(m, embed_param, vocab, hidden, tie, l, l.tp());
 }
 

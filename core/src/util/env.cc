@@ -23,8 +23,9 @@ std::optional<uint64_t> env_integer(const char* name, uint64_t min, uint64_t max
   if (v == nullptr) return std::nullopt;
   const auto n = parse_digits(v);
   if (!n || *n < min || *n > max) {
-    throw Error(ErrorCode::kInvalidArgument, std::string(name) + "='" + v + "': expected an integer " + std::to_string(min) +
-                                                 ".." + std::to_string(max) + " (" + std::string(what) + ")");
+    throw Error(ErrorCode::kInvalidArgument, std::string(name) + "='" + v + "': expected an integer " +
+                                                 std::to_string(min) + ".." + std::to_string(max) + " (" +
+                                                 std::string(what) + ")");
   }
   return n;
 }
@@ -43,9 +44,10 @@ std::optional<uint64_t> env_bytes(const char* name, std::string_view what) {
   }
   const auto n = parse_digits(s);
   if (!n || (shift && *n > (UINT64_MAX >> shift))) {
-    throw Error(ErrorCode::kInvalidArgument, std::string(name) + "='" + v +
-                                                 "': expected a byte count: digits, optionally followed by K, M, G or T (" +
-                                                 std::string(what) + ")");
+    throw Error(ErrorCode::kInvalidArgument,
+                std::string(name) + "='" + v +
+                    "': expected a byte count: digits, optionally followed by K, M, G or T (" + std::string(what) +
+                    ")");
   }
   return *n << shift;
 }

@@ -33,10 +33,8 @@ int exit_code_for(ErrorCode code) {
     case ErrorCode::kValidation:
     case ErrorCode::kUnsupported:
     case ErrorCode::kOutOfMemory:
-    case ErrorCode::kInternal:
-      return 1;
-    default:
-      return 2;
+    case ErrorCode::kInternal: return 1;
+    default: return 2;
   }
 }
 

@@ -43,7 +43,8 @@ std::vector<std::filesystem::path> search_path(const std::vector<std::filesystem
   for (const auto& dir : explicit_dirs) {
     if (dir.empty()) continue;
     if (!std::filesystem::is_directory(dir, ec)) {
-      throw Error(ErrorCode::kNotFound, dir.string() + ": " + std::string(option) + " folder does not exist or is not a directory");
+      throw Error(ErrorCode::kNotFound,
+                  dir.string() + ": " + std::string(option) + " folder does not exist or is not a directory");
     }
     add(dir);
   }

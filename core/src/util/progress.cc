@@ -17,8 +17,13 @@ void Progress::set_quiet(bool quiet) { g_quiet = quiet; }
 bool Progress::quiet() { return g_quiet; }
 
 Progress::Progress(std::string label, uint64_t total, bool enabled, std::string unit)
-    : label_(std::move(label)), unit_(std::move(unit)), total_(total), enabled_(enabled && !g_quiet),
-      tty_(isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()), last_(start_) {}
+    : label_(std::move(label)),
+      unit_(std::move(unit)),
+      total_(total),
+      enabled_(enabled && !g_quiet),
+      tty_(isatty(STDERR_FILENO) == 1),
+      start_(std::chrono::steady_clock::now()),
+      last_(start_) {}
 
 Progress::~Progress() { finish(); }
 
@@ -44,14 +49,15 @@ void Progress::print(uint64_t done, bool final) {
   if (unit_ == kBytes) {
     const double rate = secs > 0 ? static_cast<double>(done) / secs : 0;
     char eta[32] = "";
-    if (!final && rate > 0 && done < total_) std::snprintf(eta, sizeof eta, ", ETA %.1fs", static_cast<double>(total_ - done) / rate);
+    if (!final && rate > 0 && done < total_)
+      std::snprintf(eta, sizeof eta, ", ETA %.1fs", static_cast<double>(total_ - done) / rate);
     std::fprintf(stderr, "%swmap: %s %.2f/%.2f GB (%.0f%%) %.2f GB/s, %.1fs%s%s", tty_ ? "\r" : "", label_.c_str(),
                  static_cast<double>(done) / 1e9, static_cast<double>(total_) / 1e9, pct, rate / 1e9, secs, eta,
                  (final || !tty_) ? "\n" : (tty_ ? "   " : ""));
   } else {
     std::fprintf(stderr, "%swmap: %s %llu/%llu%s (%.0f%%, %.1fs)%s", tty_ ? "\r" : "", label_.c_str(),
-                 static_cast<unsigned long long>(done), static_cast<unsigned long long>(total_), unit_.c_str(), pct, secs,
-                 (final || !tty_) ? "\n" : "");
+                 static_cast<unsigned long long>(done), static_cast<unsigned long long>(total_), unit_.c_str(), pct,
+                 secs, (final || !tty_) ? "\n" : "");
   }
   std::fflush(stderr);
 }

@@ -89,24 +89,28 @@ class PluginRegistrar {
 // Defines `wmap_plugin_info` for a plugin whose registration is `void fn(wmap::PluginRegistrar&)`;
 // TARGETS is a parenthesised list of the targets it serves, then the architectures.
 // Usage: WMAP_DEFINE_PLUGIN("llama", "1.0", register_llama, ("trtllm", "vllm"), "LlamaForCausalLM", "Qwen3ForCausalLM")
-#define WMAP_DEFINE_PLUGIN(NAME, VERSION, REGISTER_FN, TARGETS, ...)                               \
-  extern "C" __attribute__((visibility("default"))) const WmapPluginInfo* wmap_plugin_info(void) {  \
-    static const char* const kArchitectures[] = {__VA_ARGS__, nullptr};                             \
-    static const char* const kTargets[] = {WMAP_PLUGIN_EXPAND_ TARGETS, nullptr};                   \
-    static const WmapPluginInfo kInfo = {                                                           \
-        WMAP_PLUGIN_ABI_VERSION, sizeof(WmapPluginInfo), NAME, VERSION, kArchitectures, WMAP_BUILD_ID, \
-        [](void* registrar, char* error, size_t error_size) -> int {                                \
-          try {                                                                                     \
-            REGISTER_FN(*static_cast<wmap::PluginRegistrar*>(registrar));                           \
-            return 0;                                                                               \
-          } catch (const std::exception& e) {                                                       \
-            std::snprintf(error, error_size, "%s", e.what());                                       \
-          } catch (...) {                                                                           \
-            std::snprintf(error, error_size, "unknown exception");                                  \
-          }                                                                                         \
-          return 1;                                                                                 \
-        },                                                                                          \
-        kTargets};                                                                                  \
-    return &kInfo;                                                                                  \
+#define WMAP_DEFINE_PLUGIN(NAME, VERSION, REGISTER_FN, TARGETS, ...)                                       \
+  extern "C" __attribute__((visibility("default"))) const WmapPluginInfo* wmap_plugin_info(void) {         \
+    static const char* const kArchitectures[] = {__VA_ARGS__, nullptr};                                    \
+    static const char* const kTargets[] = {WMAP_PLUGIN_EXPAND_ TARGETS, nullptr};                          \
+    static const WmapPluginInfo kInfo = {WMAP_PLUGIN_ABI_VERSION,                                          \
+                                         sizeof(WmapPluginInfo),                                           \
+                                         NAME,                                                             \
+                                         VERSION,                                                          \
+                                         kArchitectures,                                                   \
+                                         WMAP_BUILD_ID,                                                    \
+                                         [](void* registrar, char* error, size_t error_size) -> int {      \
+                                           try {                                                           \
+                                             REGISTER_FN(*static_cast<wmap::PluginRegistrar*>(registrar)); \
+                                             return 0;                                                     \
+                                           } catch (const std::exception& e) {                             \
+                                             std::snprintf(error, error_size, "%s", e.what());             \
+                                           } catch (...) {                                                 \
+                                             std::snprintf(error, error_size, "unknown exception");        \
+                                           }                                                               \
+                                           return 1;                                                       \
+                                         },                                                                \
+                                         kTargets};                                                        \
+    return &kInfo;                                                                                         \
   }
 WMAP_PUBLIC_END

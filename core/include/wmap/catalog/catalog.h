@@ -35,8 +35,8 @@ struct ShardRecord {
 };
 
 struct CatalogBuildOptions {
-  const FileSystem* fs = nullptr;           // default: FileSystem::posix()
-  unsigned threads = 0;                     // 0: min(hardware threads, 8)
+  const FileSystem* fs = nullptr;                           // default: FileSystem::posix()
+  unsigned threads = 0;                                     // 0: min(hardware threads, 8)
   std::function<void(size_t done, size_t total)> progress;  // called from the caller's thread
 };
 

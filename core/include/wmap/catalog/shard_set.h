@@ -48,10 +48,10 @@ enum class ShardFormat : uint8_t {
 };
 
 struct ShardSet {
-  std::filesystem::path root;          // directory holding the shards
-  std::vector<std::string> files;      // shard file names relative to root, in catalog order
-  std::optional<ShardIndex> index;     // present when an index.json was used
-  std::vector<std::string> warnings;   // ignored files and the like
+  std::filesystem::path root;                      // directory holding the shards
+  std::vector<std::string> files;                  // shard file names relative to root, in catalog order
+  std::optional<ShardIndex> index;                 // present when an index.json was used
+  std::vector<std::string> warnings;               // ignored files and the like
   ShardFormat format = ShardFormat::kSafetensors;  // every file of a set has the same format
 
   std::filesystem::path path_of(uint32_t shard) const { return root / files[shard]; }
@@ -61,8 +61,7 @@ ShardSet discover_shards(const std::filesystem::path& path, const ShardSetOption
 
 // Parses an index.json text (exposed for tests and fuzzing; the text is copied). `shard_names` receives the distinct
 // shard file names in order of first appearance. Throws kMalformedInput naming `file`.
-ShardIndex parse_shard_index(std::string_view json, const std::string& file,
-                             std::vector<std::string>& shard_names);
+ShardIndex parse_shard_index(std::string_view json, const std::string& file, std::vector<std::string>& shard_names);
 
 }  // namespace wmap
 WMAP_PUBLIC_END

@@ -14,8 +14,8 @@ namespace wmap {
 struct DeviceSpec {
   enum class Kind : uint8_t { kHost, kCuda };
   Kind kind = Kind::kHost;
-  int index = 0;               // the CUDA ordinal
-  bool index_given = false;    // "cuda:N" rather than "cuda" (a launcher may then pick the node-local GPU)
+  int index = 0;             // the CUDA ordinal
+  bool index_given = false;  // "cuda:N" rather than "cuda" (a launcher may then pick the node-local GPU)
 
   static DeviceSpec host() { return {}; }
   static DeviceSpec cuda(int index) { return {Kind::kCuda, index, true}; }

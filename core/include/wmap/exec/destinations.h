@@ -21,17 +21,17 @@ namespace wmap {
 
 // One caller-owned buffer.
 struct Destination {
-  std::string name;                // the engine's parameter name
-  void* data = nullptr;            // host memory, or a CUDA device pointer
-  uint64_t bytes = 0;              // size of the memory at `data`
+  std::string name;      // the engine's parameter name
+  void* data = nullptr;  // host memory, or a CUDA device pointer
+  uint64_t bytes = 0;    // size of the memory at `data`
   std::vector<uint64_t> shape;
-  uint32_t element_bytes = 0;      // the caller's element size
+  uint32_t element_bytes = 0;  // the caller's element size
   // The caller's dtype when it maps to one of ours: a floating dtype must be the plan's (a float16
   // tensor does not take BF16 bits); an integer one of the element size is a bit container (numpy
   // uint16 for BF16, uint8 for float8). Unset: only the element size is checked.
   std::optional<DType> dtype;
-  std::string device = "host";     // "host" or "cuda:N"
-  bool contiguous = true;          // dense row-major (a transposed view is not)
+  std::string device = "host";  // "host" or "cuda:N"
+  bool contiguous = true;       // dense row-major (a transposed view is not)
 };
 
 struct DestinationOptions {
@@ -42,13 +42,13 @@ struct DestinationOptions {
 
 // The verdict on a destination table, before anything is read.
 struct DestinationCheck {
-  std::vector<PlanProblem> problems;         // sorted by key; empty: the load may run
-  std::vector<std::string> engine_owned;     // destinations left to the engine (target patterns)
-  std::vector<std::string> ignored;          // destinations the caller's `ignore` patterns leave untouched
+  std::vector<PlanProblem> problems;      // sorted by key; empty: the load may run
+  std::vector<std::string> engine_owned;  // destinations left to the engine (target patterns)
+  std::vector<std::string> ignored;       // destinations the caller's `ignore` patterns leave untouched
   // Destinations of planned parameters that will not be written, with why: absent from the
   // checkpoint (optional parameters) or broken (a partial load).
   std::vector<std::string> unfilled;
-  std::string device = "host";               // the device every destination is on
+  std::string device = "host";  // the device every destination is on
   bool ok() const { return problems.empty(); }
   // "destination problems: N" and one line per problem, as the plan's problem lines.
   std::string message() const;
@@ -67,19 +67,18 @@ DestinationCheck check_destinations(const LoadPlan& plan, const std::vector<Dest
 // What a load into destinations did.
 struct LoadIntoReport {
   LoadStats stats;
-  uint64_t params = 0;                     // destinations written
-  std::vector<std::string> engine_owned;   // left untouched
+  uint64_t params = 0;                    // destinations written
+  std::vector<std::string> engine_owned;  // left untouched
   std::vector<std::string> ignored;
-  std::vector<std::string> unfilled;       // "name: why"
+  std::vector<std::string> unfilled;  // "name: why"
   std::string device;
 };
 
 // Checks the table (throws kValidation with DestinationCheck::message() when it fails: nothing is
 // read or written), then runs the plan on `device` (which must be the destinations' device),
 // each parameter written into its destination.
-LoadIntoReport execute_into(const LoadPlan& plan, Device& device,
-                            const std::vector<Destination>& destinations, const ExecOptions& options,
-                            const DestinationOptions& dest_options = {});
+LoadIntoReport execute_into(const LoadPlan& plan, Device& device, const std::vector<Destination>& destinations,
+                            const ExecOptions& options, const DestinationOptions& dest_options = {});
 
 }  // namespace wmap
 WMAP_PUBLIC_END

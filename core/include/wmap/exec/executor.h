@@ -28,21 +28,21 @@ struct LoadedParam {
 };
 
 struct LoadStats {
-  double seconds = 0;          // wall time of execute_plan
-  uint64_t bytes_loaded = 0;   // parameter bytes written
-  uint64_t bytes_read = 0;     // file bytes read (wanted bytes plus gaps read through to save calls)
-  uint64_t bytes_needed = 0;   // source bytes the plan's pieces need
-  uint64_t reads = 0;          // read calls (pread/preadv batches) or populated mmap windows
-  unsigned load_workers = 1;   // load (copy/transform) workers, effective
+  double seconds = 0;                   // wall time of execute_plan
+  uint64_t bytes_loaded = 0;            // parameter bytes written
+  uint64_t bytes_read = 0;              // file bytes read (wanted bytes plus gaps read through to save calls)
+  uint64_t bytes_needed = 0;            // source bytes the plan's pieces need
+  uint64_t reads = 0;                   // read calls (pread/preadv batches) or populated mmap windows
+  unsigned load_workers = 1;            // load (copy/transform) workers, effective
   unsigned load_workers_requested = 0;  // 0: default
-  unsigned read_workers = 1;   // reads in flight, effective
+  unsigned read_workers = 1;            // reads in flight, effective
   unsigned read_workers_requested = 0;
-  std::string io_path;         // "mmap" or "pread": the path used
-  std::string io_requested;    // "auto", "mmap" or "pread"
-  std::string io_reason;       // why auto chose io_path
-  bool prefetch = false;       // asynchronous readahead ahead of the readers
-  bool prefault = false;       // destination pages faulted in before the copy
-  double setup_seconds = 0;    // within `seconds`: deciding and reserving device memory (Device::reserve)
+  std::string io_path;       // "mmap" or "pread": the path used
+  std::string io_requested;  // "auto", "mmap" or "pread"
+  std::string io_reason;     // why auto chose io_path
+  bool prefetch = false;     // asynchronous readahead ahead of the readers
+  bool prefault = false;     // destination pages faulted in before the copy
+  double setup_seconds = 0;  // within `seconds`: deciding and reserving device memory (Device::reserve)
   // The weight cache (LoaderSession::load's `cached`): "off"; "miss" (loaded and kept) or "hit"
   // (answered from it): the buffers are shared with the cache; "too-large" (loaded, not kept:
   // over WMAP_WEIGHT_CACHE_MAX_BYTES).
@@ -52,11 +52,11 @@ struct LoadStats {
 };
 
 struct ExecOptions {
-  IoMode io = IoMode::kAuto;         // kAuto: choose_io_mode()
-  unsigned load_workers = 0;         // load pool: pieces copied/transformed at once; 0: default_load_workers()
-  unsigned read_workers = 0;         // read pool: byte ranges in flight; 0: default_(staged_)read_workers()
-  const FileSystem* fs = nullptr;    // default FileSystem::posix()
-  bool allow_partial = false;        // run a plan with problems, skipping its broken parameters
+  IoMode io = IoMode::kAuto;       // kAuto: choose_io_mode()
+  unsigned load_workers = 0;       // load pool: pieces copied/transformed at once; 0: default_load_workers()
+  unsigned read_workers = 0;       // read pool: byte ranges in flight; 0: default_(staged_)read_workers()
+  const FileSystem* fs = nullptr;  // default FileSystem::posix()
+  bool allow_partial = false;      // run a plan with problems, skipping its broken parameters
   std::function<const TransformFn*(std::string_view)> transforms;  // looks up named transforms
   std::function<void(uint64_t done, uint64_t total)> progress;     // bytes; called from workers, serialised
   // Destination pages faulted in ahead of the read (MADV_POPULATE_WRITE, by the read worker that

@@ -11,8 +11,26 @@ WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 enum class DType : uint8_t {
-  kBOOL, kF4, kF6_E2M3, kF6_E3M2, kU8, kI8, kF8_E5M2, kF8_E4M3, kF8_E8M0,
-  kI16, kU16, kF16, kBF16, kI32, kU32, kF32, kC64, kF64, kI64, kU64,
+  kBOOL,
+  kF4,
+  kF6_E2M3,
+  kF6_E3M2,
+  kU8,
+  kI8,
+  kF8_E5M2,
+  kF8_E4M3,
+  kF8_E8M0,
+  kI16,
+  kU16,
+  kF16,
+  kBF16,
+  kI32,
+  kU32,
+  kF32,
+  kC64,
+  kF64,
+  kI64,
+  kU64,
 };
 inline constexpr int kDTypeCount = 20;
 

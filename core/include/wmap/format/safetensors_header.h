@@ -32,22 +32,20 @@ struct HeaderTensor {
 struct SafetensorsHeader {
   uint64_t header_bytes = 0;  // N, the JSON length (the data starts at 8 + N)
   uint64_t data_start() const { return 8 + header_bytes; }
-  std::vector<HeaderTensor> tensors;  // sorted by name
+  std::vector<HeaderTensor> tensors;                          // sorted by name
   std::vector<std::pair<std::string, std::string>> metadata;  // `__metadata__`, sorted by key
 };
 
 // Parses and validates the JSON `json` (exactly N bytes) of a file of `file_size` bytes.
 // `file` only labels error messages. Throws wmap::Error.
-SafetensorsHeader parse_safetensors_header(std::string_view json, uint64_t file_size,
-                                           const std::string& file);
+SafetensorsHeader parse_safetensors_header(std::string_view json, uint64_t file_size, const std::string& file);
 
 // Reads the length prefix and the header of `file` (never allocating more than the validated
 // header length) and parses it.
 SafetensorsHeader read_safetensors_header(const RandomAccessFile& file);
 
 // Checked element count of a shape; throws kOverflow naming `file` and `tensor`.
-uint64_t checked_numel(const std::vector<uint64_t>& shape, const std::string& file,
-                       const std::string& tensor);
+uint64_t checked_numel(const std::vector<uint64_t>& shape, const std::string& file, const std::string& tensor);
 
 }  // namespace wmap
 WMAP_PUBLIC_END

@@ -11,8 +11,8 @@
 WMAP_PUBLIC_BEGIN
 namespace wmap {
 
-void copy_2d_strided(const std::byte* src, uint64_t rows, uint64_t cols, uint64_t row_step, uint64_t col_step, uint64_t elem,
-                     std::byte* out);
+void copy_2d_strided(const std::byte* src, uint64_t rows, uint64_t cols, uint64_t row_step, uint64_t col_step,
+                     uint64_t elem, std::byte* out);
 
 }  // namespace wmap
 WMAP_PUBLIC_END

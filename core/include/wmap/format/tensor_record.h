@@ -17,11 +17,11 @@ namespace wmap {
 
 struct TensorRecord {
   std::string name;
-  uint32_t shard = 0;        // index into Catalog::shards()
+  uint32_t shard = 0;  // index into Catalog::shards()
   DType dtype = DType::kU8;
   std::vector<uint64_t> shape;
-  uint64_t offset = 0;       // absolute byte offset of the data in the shard file
-  uint64_t nbytes = 0;       // bytes of the tensor's elements (dtype x shape)
+  uint64_t offset = 0;  // absolute byte offset of the data in the shard file
+  uint64_t nbytes = 0;  // bytes of the tensor's elements (dtype x shape)
   // Element strides of a non-contiguous view (PyTorch checkpoints); empty when the data is
   // row-major contiguous, which is always the case for safetensors. A strided record's bytes
   // are [offset, offset + span_bytes()) and are gathered into row-major order when read.

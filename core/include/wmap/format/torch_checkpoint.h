@@ -38,8 +38,8 @@ namespace wmap {
 
 struct ZipEntry {
   std::string name;
-  uint16_t method = 0;            // 0: stored; anything else is compressed
-  uint16_t flags = 0;             // general purpose bit flags (bit 0: encrypted)
+  uint16_t method = 0;  // 0: stored; anything else is compressed
+  uint16_t flags = 0;   // general purpose bit flags (bit 0: encrypted)
   uint64_t compressed_size = 0;
   uint64_t uncompressed_size = 0;
   uint64_t local_header_offset = 0;
@@ -67,7 +67,7 @@ class ZipArchive {
 // A tensor as the pickle describes it: a view into a storage.
 struct TorchTensorRef {
   std::string name;
-  DType dtype = DType::kU8;      // the storage's element type
+  DType dtype = DType::kU8;     // the storage's element type
   std::string storage_key;      // `archive/data/<key>`
   uint64_t storage_numel = 0;   // elements the pickle claims the storage holds
   uint64_t storage_offset = 0;  // in elements
@@ -86,8 +86,8 @@ struct TorchCatalogTensor {
   std::string name;
   DType dtype = DType::kU8;
   std::vector<uint64_t> shape;
-  uint64_t offset = 0;  // absolute byte offset in the checkpoint file (of element 0)
-  uint64_t nbytes = 0;  // dtype x shape
+  uint64_t offset = 0;            // absolute byte offset in the checkpoint file (of element 0)
+  uint64_t nbytes = 0;            // dtype x shape
   std::vector<uint64_t> strides;  // element strides of a non-contiguous view; empty when contiguous
 };
 

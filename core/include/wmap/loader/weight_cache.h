@@ -54,7 +54,7 @@ class WeightCache {
 
   struct Info {
     size_t entries = 0, hits = 0, misses = 0, healed = 0, evicted = 0;
-    uint64_t bytes = 0;  // parameter bytes held
+    uint64_t bytes = 0;                    // parameter bytes held
     std::vector<std::string> last_healed;  // the parameters the last heal found changed
   };
   Info info() const;

@@ -27,7 +27,8 @@ class MappingRegistry {
   MappingRegistry() = default;  // no mapping files
 
   // Mapping files are read through `fs` (fault injection reaches them).
-  static MappingRegistry load(const std::vector<std::filesystem::path>& folders, const FileSystem& fs = FileSystem::posix());
+  static MappingRegistry load(const std::vector<std::filesystem::path>& folders,
+                              const FileSystem& fs = FileSystem::posix());
 
   // The file serving `architecture` (config.json architectures[0]); null when none does.
   const MappingFile* find(std::string_view architecture) const;

@@ -27,7 +27,7 @@ namespace wmap {
 // One piece resolved against the catalog, with its geometry in addressable elements (sub-byte
 // dtypes are viewed as bytes along the last dim).
 struct PlannedPiece {
-  std::string source;                   // canonical key; empty for zeros
+  std::string source;                    // canonical key; empty for zeros
   const TensorRecord* record = nullptr;  // the checkpoint tensor (null for zeros)
   std::vector<uint64_t> view;
   std::vector<Range> box;

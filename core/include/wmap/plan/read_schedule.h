@@ -51,10 +51,10 @@ struct UnitSlice {
 struct ReadUnit {
   enum class Kind : uint8_t { kRead, kCopy, kZero };
   Kind kind = Kind::kRead;
-  uint32_t shard = 0;              // kRead, kCopy
-  uint64_t begin = 0, end = 0;     // file span (kRead: first segment's start to last one's end)
-  uint32_t param = 0, piece = 0;   // kCopy, kZero: the piece filled
-  uint64_t dst_off = 0;            // kCopy, kZero: where the piece starts in its parameter
+  uint32_t shard = 0;                           // kRead, kCopy
+  uint64_t begin = 0, end = 0;                  // file span (kRead: first segment's start to last one's end)
+  uint32_t param = 0, piece = 0;                // kCopy, kZero: the piece filled
+  uint64_t dst_off = 0;                         // kCopy, kZero: where the piece starts in its parameter
   uint64_t slice_begin = 0, slice_end = 0;      // kRead: ReadSchedule::slices()
   uint64_t segments = 0;                        // kRead: how many segments the slices hold
   uint64_t wanted = 0;                          // bytes the unit needs (its span minus gaps)

@@ -54,7 +54,8 @@ TensorDim largest_dim(const RenamedCatalog& catalog);
 
 class ConfigBounds {
  public:
-  ConfigBounds(const ModelConfig& config, const CheckpointExtent& checkpoint) : config_(config), checkpoint_(checkpoint) {}
+  ConfigBounds(const ModelConfig& config, const CheckpointExtent& checkpoint)
+      : config_(config), checkpoint_(checkpoint) {}
 
   // A positive count the spec loops over (require_positive(key)), at most the checkpoint's
   // highest index under `prefix` + 1: "num_hidden_layers: 200000000 layers, but the checkpoint's
@@ -63,7 +64,8 @@ class ConfigBounds {
   // `value` of `key` checked as count() does, against the highest index under any of `prefixes`
   // (e.g. each MoE layer's "model.layers.<i>.mlp.experts."); the message names the first prefix
   // when none holds an index.
-  uint64_t count(std::string_view key, uint64_t value, std::span<const std::string> prefixes, std::string_view what) const;
+  uint64_t count(std::string_view key, uint64_t value, std::span<const std::string> prefixes,
+                 std::string_view what) const;
   // A positive size (require_positive(key)) that is a dimension of a tensor the spec reads: at
   // most the largest dimension of any checkpoint tensor.
   uint64_t dim(std::string_view key) const;

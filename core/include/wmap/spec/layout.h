@@ -53,7 +53,8 @@ struct Split {
   std::optional<std::string> slice_error(uint64_t width, std::string_view tensor) const;
   // `count` whole items (heads), count/size each: throws kInvalidArgument with count_error().
   Range items(uint64_t count, std::string_view what) const;
-  std::optional<std::string> count_error(uint64_t count, std::string_view what) const;  // "6 attention heads cannot be split over tp_size 4"
+  std::optional<std::string> count_error(
+      uint64_t count, std::string_view what) const;  // "6 attention heads cannot be split over tp_size 4"
   bool replicated() const { return size == 1; }
 };
 
@@ -125,9 +126,10 @@ struct Layout {
 
   // The same rules as messages, for a caller that reports them against its own context (a
   // plugin names the config.json field): nullopt when the split is possible.
-  std::optional<std::string> experts_error(uint64_t experts) const;   // "3 experts cannot be split over ep_size 2"
-  std::optional<std::string> heads_error(uint64_t heads) const;       // "6 attention heads cannot be split over tp_size 4"
-  std::optional<std::string> kv_heads_error(uint64_t kv_heads) const; // "3 KV heads cannot be split or replicated over tp_size 2"
+  std::optional<std::string> experts_error(uint64_t experts) const;  // "3 experts cannot be split over ep_size 2"
+  std::optional<std::string> heads_error(uint64_t heads) const;  // "6 attention heads cannot be split over tp_size 4"
+  std::optional<std::string> kv_heads_error(
+      uint64_t kv_heads) const;  // "3 KV heads cannot be split or replicated over tp_size 2"
 };
 
 // What a front end asks for: the CLI binds its options to these fields, the Python module its

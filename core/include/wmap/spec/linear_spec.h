@@ -89,8 +89,9 @@ struct ExpertNames {
 // (`<fused>_<quant.scale_name>`, ...). Sources are `src.j.{gate,up,down}_proj`. Throws
 // kInvalidArgument when the layout cannot split the experts (Layout::local_experts) or, under
 // exact splits, the intermediate size.
-std::vector<ParamSpec> moe_experts(const std::string& dst, const std::string& src, uint64_t experts, uint64_t intermediate,
-                                   uint64_t hidden, const Layout& l, const LinearQuant& quant, const ExpertNames& names = {});
+std::vector<ParamSpec> moe_experts(const std::string& dst, const std::string& src, uint64_t experts,
+                                   uint64_t intermediate, uint64_t hidden, const Layout& l, const LinearQuant& quant,
+                                   const ExpertNames& names = {});
 
 }  // namespace wmap::spec
 WMAP_PUBLIC_END

@@ -39,8 +39,8 @@ struct ParamSpec {
   std::vector<uint64_t> shape;  // per rank
   std::optional<DType> dtype;   // unset: the dtype of the first source
   std::vector<Piece> pieces;
-  std::string alias_of;         // shares that parameter's data (tied embeddings); no pieces
-  bool optional = false;        // when its sources are absent the parameter is not loaded
+  std::string alias_of;   // shares that parameter's data (tied embeddings); no pieces
+  bool optional = false;  // when its sources are absent the parameter is not loaded
   // Pairs of source keys whose bytes must be equal (e.g. the global scales of fused NVFP4
   // sources); checked when the data is read, a difference is an error naming both keys.
   std::vector<std::pair<std::string, std::string>> must_match;
@@ -63,10 +63,9 @@ struct ModelSpec {
   // The layout the spec was built for, recorded by the plugin host (PluginHost::build_spec);
   // the plan takes it from here, never from a second copy.
   Layout layout;
-  std::vector<ModuleSpec> modules;           // pre-order
-  std::vector<std::string> skipped_prefixes; // checkpoint subtrees declared not loaded ("x" covers "x.*")
-  std::vector<std::string> skipped_keys;     // single checkpoint keys declared not loaded
-
+  std::vector<ModuleSpec> modules;            // pre-order
+  std::vector<std::string> skipped_prefixes;  // checkpoint subtrees declared not loaded ("x" covers "x.*")
+  std::vector<std::string> skipped_keys;      // single checkpoint keys declared not loaded
 };
 
 // Builders for the common pieces and parameters, so plugins state semantics, not arithmetic.
@@ -84,10 +83,13 @@ ParamSpec column_parallel(std::string name, std::string source, std::vector<uint
 ParamSpec row_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Split& s);
 // Vocabulary-parallel: dim 0 split by `s` with the target's padding (Layout::vocab_shard): the
 // rank's checkpoint rows, then zero rows up to the padded size.
-ParamSpec vocab_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l, const Split& s);
-ParamSpec vocab_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l);  // split by l.tp()
+ParamSpec vocab_parallel(std::string name, std::string source, std::vector<uint64_t> shape, const Layout& l,
+                         const Split& s);
+ParamSpec vocab_parallel(std::string name, std::string source, std::vector<uint64_t> shape,
+                         const Layout& l);  // split by l.tp()
 // Concatenation (along dim 0) of the column-parallel slices of several sources.
-ParamSpec fused_column_parallel(std::string name, const std::vector<std::pair<std::string, std::vector<uint64_t>>>& sources,
+ParamSpec fused_column_parallel(std::string name,
+                                const std::vector<std::pair<std::string, std::vector<uint64_t>>>& sources,
                                 const Split& s);
 ParamSpec alias(std::string name, std::string of, std::vector<uint64_t> shape);
 
@@ -96,9 +98,10 @@ ParamSpec alias(std::string name, std::string of, std::vector<uint64_t> shape);
 // parameter) or (vllm: LlamaForCausalLM ties lm_head to embed_tokens, so load_weights fills
 // embed_tokens only) no lm_head parameter at all. Tied, a stray checkpoint `lm_head.weight` is
 // declared skipped.
-void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, uint64_t hidden, bool tie, const Layout& l,
-                 const Split& s);
-void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, uint64_t hidden, bool tie, const Layout& l);  // over l.tp()
+void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, uint64_t hidden, bool tie,
+                 const Layout& l, const Split& s);
+void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, uint64_t hidden, bool tie,
+                 const Layout& l);  // over l.tp()
 
 // KV-head duplication: the rows (of a [kv_heads * unit_rows, ...] tensor) of this rank's KV
 // heads (Layout::local_kv_heads, which throws kInvalidArgument when neither of kv_heads and

@@ -16,17 +16,17 @@ enum class ErrorCode {
   kNotFound,         // missing file, directory, tensor
   kIo,               // open/read/write/mmap failed
   // Malformed input (safetensors format, index.json, config.json, YAML, catalog JSON).
-  kHeaderTooSmall,         // file shorter than the 8-byte length prefix
-  kHeaderTooLarge,         // header length over the format's limit
-  kInvalidHeaderLength,    // header length runs past the end of the file
-  kInvalidHeaderUtf8,      // header is not UTF-8
-  kInvalidHeaderJson,      // header is not a JSON object of the expected shape
-  kInvalidTensorInfo,      // unknown dtype, bad shape, byte length != elements x dtype size
-  kInvalidOffset,          // offsets not contiguous from 0, overlapping, or reversed
-  kOverflow,               // a shape product or an offset overflows 64 bits
-  kDataSizeMismatch,       // the data does not end exactly at the end of the file
-  kDuplicateTensor,        // one name twice in a header or in two shards
-  kMalformedInput,         // any other malformed input (index.json, config.json, catalog, YAML)
+  kHeaderTooSmall,       // file shorter than the 8-byte length prefix
+  kHeaderTooLarge,       // header length over the format's limit
+  kInvalidHeaderLength,  // header length runs past the end of the file
+  kInvalidHeaderUtf8,    // header is not UTF-8
+  kInvalidHeaderJson,    // header is not a JSON object of the expected shape
+  kInvalidTensorInfo,    // unknown dtype, bad shape, byte length != elements x dtype size
+  kInvalidOffset,        // offsets not contiguous from 0, overlapping, or reversed
+  kOverflow,             // a shape product or an offset overflows 64 bits
+  kDataSizeMismatch,     // the data does not end exactly at the end of the file
+  kDuplicateTensor,      // one name twice in a header or in two shards
+  kMalformedInput,       // any other malformed input (index.json, config.json, catalog, YAML)
   // Semantic failures of a well-formed input.
   kValidation,   // plan validation / load failed
   kUnsupported,  // well-formed but not supported

@@ -9,5 +9,5 @@ WMAP_PUBLIC_BEGIN
 namespace wmap {
 void append_json_string(std::string& out, std::string_view s);
 std::string json_string(std::string_view s);
-}
+}  // namespace wmap
 WMAP_PUBLIC_END

@@ -24,13 +24,13 @@
 namespace wmap::mpi {
 
 struct ExchangeStats {
-  uint64_t storage_bytes = 0;   // read from the shard files by this rank (its chunks)
-  uint64_t received_bytes = 0;  // sent to this rank by the others
-  uint64_t sent_bytes = 0;      // sent by this rank to the others
+  uint64_t storage_bytes = 0;            // read from the shard files by this rank (its chunks)
+  uint64_t received_bytes = 0;           // sent to this rank by the others
+  uint64_t sent_bytes = 0;               // sent by this rank to the others
   uint64_t received_off_node_bytes = 0;  // of received_bytes: from ranks on other nodes
   uint64_t sent_off_node_bytes = 0;      // of sent_bytes: to ranks on other nodes (the network)
   uint64_t chunks_owned = 0;
-  uint64_t union_bytes = 0;     // read from storage by all ranks together
+  uint64_t union_bytes = 0;  // read from storage by all ranks together
   double seconds = 0;
 };
 
@@ -50,7 +50,8 @@ uint64_t exchange_chunk_bytes(uint64_t union_bytes, int ranks);
 // failed to read: such an owner sends empty messages (error markers) for the rest of its chunks
 // and then throws its read error, which the caller's agree() reports on every rank. The shards
 // are read through `fs` (the load's FileSystem, so fault injection reaches the exchange too).
-ExchangeStats exchange_extents(const MpiWorld& world, const Catalog& catalog, const std::vector<std::vector<FileExtent>>& needed,
-                               ExtentStoreFileSystem& store, const FileSystem& fs);
+ExchangeStats exchange_extents(const MpiWorld& world, const Catalog& catalog,
+                               const std::vector<std::vector<FileExtent>>& needed, ExtentStoreFileSystem& store,
+                               const FileSystem& fs);
 
 }  // namespace wmap::mpi

@@ -24,9 +24,11 @@ struct FileExtent {
   uint64_t begin = 0, row_bytes = 0, stride = 0, count = 0;
 
   static FileExtent make(uint32_t shard, uint64_t begin, uint64_t row_bytes, uint64_t stride, uint64_t count);
-  static FileExtent span(uint32_t shard, uint64_t begin, uint64_t end) { return make(shard, begin, end - begin, end - begin, 1); }
+  static FileExtent span(uint32_t shard, uint64_t begin, uint64_t end) {
+    return make(shard, begin, end - begin, end - begin, 1);
+  }
   uint64_t end() const { return count == 0 ? begin : begin + (count - 1) * stride + row_bytes; }  // of the span
-  uint64_t size() const { return row_bytes * count; }                                            // bytes held
+  uint64_t size() const { return row_bytes * count; }                                             // bytes held
   bool contiguous() const { return count <= 1; }
   bool operator==(const FileExtent&) const = default;
 };

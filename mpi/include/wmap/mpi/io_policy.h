@@ -26,7 +26,8 @@ inline IoPolicy parse_io_policy(std::string_view name) {
   for (IoPolicy p : {IoPolicy::kNative, IoPolicy::kRankStriped, IoPolicy::kExchange}) {
     if (io_policy_name(p) == name) return p;
   }
-  throw Error(ErrorCode::kInvalidArgument, "--io-policy '" + std::string(name) + "': expected native, rank-striped or exchange");
+  throw Error(ErrorCode::kInvalidArgument,
+              "--io-policy '" + std::string(name) + "': expected native, rank-striped or exchange");
 }
 
 // What a rank's I/O policy step did (RankIo::report()); a single process keeps the defaults.
@@ -41,7 +42,7 @@ struct RankIoReport {
   uint64_t sent_bytes = 0;
   uint64_t received_off_node_bytes = 0;  // exchange: of received_bytes, from other nodes
   uint64_t sent_off_node_bytes = 0;      // exchange: of sent_bytes, to other nodes
-  double seconds = 0;           // warm-up or exchange
+  double seconds = 0;                    // warm-up or exchange
 };
 
 }  // namespace wmap::mpi

@@ -15,15 +15,15 @@
 namespace wmap::mpi {
 
 struct RankFacts {
-  std::string policy;             // requested
+  std::string policy;  // requested
   std::string host;
-  uint64_t exchange_bytes = 0;    // host memory the exchange takes on this rank: the bytes it holds,
-                                  // its transfer buffers and, on a host device, its parameters
-  bool params_on_host = true;     // false with --device cuda:N
-  uint64_t available = 0;         // host memory this rank may use (0: unknown)
-  uint64_t extents_bytes = 0;     // its encoded needed-extent list, which an allgather carries
-  bool threads_ok = true;         // MPI granted at least MPI_THREAD_FUNNELED (the exchange runs a reader thread)
-  std::string thread_level;       // the level granted, by name
+  uint64_t exchange_bytes = 0;      // host memory the exchange takes on this rank: the bytes it holds,
+                                    // its transfer buffers and, on a host device, its parameters
+  bool params_on_host = true;       // false with --device cuda:N
+  uint64_t available = 0;           // host memory this rank may use (0: unknown)
+  uint64_t extents_bytes = 0;       // its encoded needed-extent list, which an allgather carries
+  bool threads_ok = true;           // MPI granted at least MPI_THREAD_FUNNELED (the exchange runs a reader thread)
+  std::string thread_level;         // the level granted, by name
   std::vector<std::string> shards;  // "file size N mtime_ns M"
 
   // One field per line (shards last), so decode(encode()) is the identity.

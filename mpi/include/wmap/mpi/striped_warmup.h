@@ -16,14 +16,14 @@
 namespace wmap::mpi {
 
 struct WarmupStats {
-  uint64_t storage_bytes = 0;  // read from the shard files by this rank
+  uint64_t storage_bytes = 0;     // read from the shard files by this rank
   uint64_t node_union_bytes = 0;  // read_ranges of the node's needs
   double seconds = 0;
 };
 
 // `node_needed[i]`: the extents of the node's rank i (identical on the node's ranks).
 // The shards are read through `fs` (the load's FileSystem).
-WarmupStats striped_warmup(const MpiWorld& world, const Catalog& catalog, const std::vector<std::vector<FileExtent>>& node_needed,
-                           const FileSystem& fs);
+WarmupStats striped_warmup(const MpiWorld& world, const Catalog& catalog,
+                           const std::vector<std::vector<FileExtent>>& node_needed, const FileSystem& fs);
 
 }  // namespace wmap::mpi
