@@ -3,6 +3,7 @@
 // units in the schedule's order; the schedule is in the plan's JSON and its id.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -250,6 +251,98 @@ TEST_F(PlanSchedule, ExecutorReadsInThePlansOrderAndReleasesASharedSourceOnceAft
       std::vector<std::byte> z(lz->buffer->size(), std::byte{1});
       device->copy_to_host(*lz->buffer, z);
       EXPECT_EQ(z, std::vector<std::byte>(40, std::byte{0}));
+    }
+  }
+}
+
+// Copy units are cut at chunk_bytes (review F12): a per-expert transpose ([E, R, C] -> [E, C, R],
+// perm {0, 2, 1}) of a slab larger than one chunk is read and staged in bands of whole experts,
+// each span within one chunk and each band's output a contiguous range of the parameter; a
+// transpose of the outer dim (PlanSchedule's `t`) stays one unit. Loads give the same bytes as
+// an unbanded plan, and as the transpose computed here.
+TEST(PlanScheduleCopyBands, APerExpertTransposeIsCutIntoBandsOfRowsAndLoadsTheSameBytes) {
+  TempDir dir;
+  write_safetensors(dir / "model.safetensors", {f32_tensor("slab", {8, 64, 48}, 5)});  // 96 KiB, 12 KiB per expert
+  const auto catalog = std::make_shared<const Catalog>(Catalog::build(discover_shards(dir.path())));
+  ModelSpec spec;
+  spec.plugin = "test";
+  spec.architecture = "Test";
+  Piece all = spec::whole("slab", {8, 64, 48});
+  all.perm = {0, 2, 1};
+  Piece part = all;
+  part.box = {{2, 8}, {0, 64}, {0, 48}};  // experts 2..7, as an EP rank would hold them
+  ParamSpec a, b;
+  a.name = "p_all";
+  a.shape = {8, 48, 64};
+  a.pieces = {all};
+  b.name = "p_part";
+  b.shape = {6, 48, 64};
+  b.pieces = {part};
+  spec.modules.push_back({"m", {a, b}, {}});
+  auto plan_at = [&](uint64_t chunk) {
+    PlanOptions o;
+    o.chunk_bytes = chunk;
+    return LoadPlan::build(spec, catalog, RenameTable(), o);
+  };
+  const LoadPlan banded = plan_at(1 << 16), unbanded = plan_at(16 << 20);
+  ASSERT_TRUE(banded.ok()) << banded.problems().front().message;
+  ASSERT_TRUE(unbanded.ok());
+  auto copies = [](const LoadPlan& p) {
+    std::vector<ReadUnit> out;
+    for (const ReadUnit& u : p.schedule().units()) {
+      if (u.kind == ReadUnit::Kind::kCopy) out.push_back(u);
+    }
+    return out;
+  };
+  const uint64_t row_out = 48 * 64 * 4;  // one expert's output bytes
+  const std::vector<ReadUnit> bands = copies(banded);
+  ASSERT_EQ(bands.size(), 4u);  // 5 experts fit in 64 KiB: p_all [0,5) [5,8); p_part [0,5) [5,6)
+  const std::vector<std::pair<uint64_t, uint64_t>> want_rows = {{0, 5}, {5, 8}, {0, 5}, {5, 6}};
+  std::vector<std::pair<uint64_t, uint64_t>> rows;
+  for (const ReadUnit& u : bands) {
+    rows.emplace_back(u.rows_begin, u.rows_end);
+    EXPECT_LE(u.end - u.begin, banded.schedule().chunk_bytes());
+    EXPECT_EQ(u.dst_off, u.rows_begin * row_out);
+    EXPECT_EQ(u.end - u.begin, (u.rows_end - u.rows_begin) * row_out);  // whole experts, nothing else
+  }
+  std::sort(rows.begin(), rows.end());
+  std::vector<std::pair<uint64_t, uint64_t>> sorted_want = want_rows;
+  std::sort(sorted_want.begin(), sorted_want.end());
+  EXPECT_EQ(rows, sorted_want);
+  for (const ReadUnit& u : copies(unbanded)) EXPECT_EQ(u.rows_end, 0u);
+  EXPECT_EQ(copies(unbanded).size(), 2u);
+
+  std::vector<std::byte> file(fs::file_size(dir / "model.safetensors"));
+  FileSystem::posix().open(dir / "model.safetensors", IoMode::kPread)->read(0, file);
+  const uint64_t src = catalog->find("slab")->offset;
+  auto device = make_device("host");
+  for (const LoadPlan* p : {&banded, &unbanded}) {
+    for (IoMode io : {IoMode::kPread, IoMode::kMmap}) {
+      for (unsigned workers : {1u, 3u}) {
+        SCOPED_TRACE(std::string(p == &banded ? "banded " : "whole ") + std::string(io_mode_name(io)) + " workers " +
+                     std::to_string(workers));
+        ExecOptions exec;
+        exec.io = io;
+        exec.read_workers = workers;
+        exec.load_workers = workers;
+        const LoadedModel m = execute_plan(*p, *device, exec);
+        for (const auto& [name, first] : {std::pair<const char*, uint64_t>{"p_all", 0}, {"p_part", 2}}) {
+          const LoadedParam* lp = m.find(name);
+          ASSERT_NE(lp, nullptr);
+          std::vector<std::byte> got(lp->buffer->size());
+          device->copy_to_host(*lp->buffer, got);
+          for (uint64_t e = 0; e < got.size() / row_out; ++e) {
+            for (uint64_t c = 0; c < 48; ++c) {
+              for (uint64_t r = 0; r < 64; ++r) {
+                ASSERT_EQ(std::memcmp(got.data() + ((e * 48 + c) * 64 + r) * 4,
+                                      file.data() + src + (((first + e) * 64 + r) * 48 + c) * 4, 4),
+                          0)
+                    << name << " expert " << e << " [" << c << ", " << r << "]";
+              }
+            }
+          }
+        }
+      }
     }
   }
 }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 
 #include "wmap/format/strided_copy.h"
@@ -30,7 +31,9 @@ struct CopyGeometry {
   uint64_t origin = 0;  // byte offset of the box origin from the tensor start
 };
 
-inline CopyGeometry copy_geometry(const PlannedPiece& p) {
+// `outer`: a band of the box's outermost dim to copy instead of the whole box (a banded copy
+// unit, ReadUnit::rows_begin/rows_end, in view coordinates).
+inline CopyGeometry copy_geometry(const PlannedPiece& p, std::optional<Range> outer = std::nullopt) {
   CopyGeometry g;
   const size_t n = p.view.size();
   if (n == 0) {
@@ -40,11 +43,12 @@ inline CopyGeometry copy_geometry(const PlannedPiece& p) {
   if (n > kMaxDims)
     throw Error(ErrorCode::kInternal, p.source + ": " + std::to_string(n) + "-d views are not supported");
   const std::vector<uint64_t> view_stride = p.source_strides();
-  for (size_t d = 0; d < n; ++d) g.origin += p.box[d].begin * view_stride[d];
+  auto box = [&](size_t d) { return d == 0 && outer ? *outer : p.box[d]; };
+  for (size_t d = 0; d < n; ++d) g.origin += box(d).begin * view_stride[d];
   // Output dim k walks view dim perm[k].
   uint64_t extent[kMaxDims], stride[kMaxDims];
   for (size_t k = 0; k < n; ++k) {
-    extent[k] = p.box[p.perm[k]].size();
+    extent[k] = box(p.perm[k]).size();
     stride[k] = view_stride[p.perm[k]];
   }
   // Merge trailing output dims that are contiguous in the source into one memcpy run.

@@ -285,11 +285,17 @@ void PlanRunner::copy_piece_unit(Job& job, Scratch& scratch) {
   const PlannedPiece& piece = params_[u.param].pieces[u.piece];
   std::vector<std::byte>& gathered = scratch.gathered;
   const auto t0 = Clock::now();
-  const CopyGeometry g = copy_geometry(piece);
-  // A rearranged piece is staged as a whole (bounded by the piece, not its parameter).
-  open_region(u.param, u.dst_off, piece.out_bytes, scratch);
-  std::byte* dst = target(u.param, u.dst_off, piece.out_bytes, scratch);
-  const uint64_t before = piece.span_begin - piece.record->offset;  // geometry is tensor-relative
+  // A band of rows of the outer dim (ReadSchedule: its output is a contiguous range), or the
+  // whole piece; the region staged is the unit's output, bounded as its read is.
+  const bool band = u.rows_end > 0;
+  const uint64_t rows0 = piece.box.empty() ? 0 : piece.box.front().begin;
+  const CopyGeometry g =
+      band ? copy_geometry(piece, Range{rows0 + u.rows_begin, rows0 + u.rows_end}) : copy_geometry(piece);
+  const uint64_t out_bytes =
+      band ? (u.rows_end - u.rows_begin) * (piece.out_bytes / piece.box.front().size()) : piece.out_bytes;
+  open_region(u.param, u.dst_off, out_bytes, scratch);
+  std::byte* dst = target(u.param, u.dst_off, out_bytes, scratch);
+  const uint64_t before = u.begin - piece.record->offset;  // geometry is tensor-relative
   // A strided source (non-contiguous PyTorch view) seen in its own shape is copied with its
   // strides (the geometry has them); reshaped by the spec, its whole span was read and is
   // gathered into row-major order here before the piece is cut from it.
@@ -306,7 +312,7 @@ void PlanRunner::copy_piece_unit(Job& job, Scratch& scratch) {
   }
   close_regions(scratch);
   copy_ns_ += ns_since(t0);
-  add_done(piece.out_bytes);
+  add_done(out_bytes);
   unit_consumed(job.unit);
   piece_done(u.param, 1, true);
 }

@@ -25,6 +25,46 @@ std::pair<uint64_t, uint64_t> part_of(uint64_t k, uint64_t per_run, uint64_t run
   return {at, std::min(chunk, run - at)};
 }
 
+// A copy piece can be cut into bands of rows of its outermost dim when that dim stays outermost
+// in the output (each band's output is then contiguous) and the source is row-major over the
+// view (so a band's rows are neighbours in the file).
+bool bandable(const PlannedPiece& piece) {
+  return !piece.view.empty() && piece.perm.front() == 0 && !piece.record->strided() && piece.box.front().size() > 1;
+}
+
+// The copy units of a rearranged piece: one over its span, or bands of rows whose spans fit in
+// `chunk` (one row at least).
+void add_copy_units(const PlannedPiece& piece, uint32_t pi, uint32_t pj, uint64_t dst, uint64_t chunk,
+                    std::vector<ReadUnit>& out) {
+  const ReadUnit whole{.kind = ReadUnit::Kind::kCopy,
+                       .shard = piece.record->shard,
+                       .begin = piece.span_begin,
+                       .end = piece.span_end,
+                       .param = pi,
+                       .piece = pj,
+                       .dst_off = dst,
+                       .wanted = piece.span_end - piece.span_begin};
+  if (piece.span_end - piece.span_begin <= chunk || !bandable(piece)) {
+    out.push_back(whole);
+    return;
+  }
+  const std::vector<uint64_t> stride = piece.source_strides();
+  const uint64_t rows = piece.box.front().size(), out_row = piece.out_bytes / rows;
+  const uint64_t per_band = std::max<uint64_t>(1, chunk / stride.front());
+  for (uint64_t r0 = 0; r0 < rows; r0 += per_band) {
+    const uint64_t r1 = std::min(rows, r0 + per_band);
+    ReadUnit u = whole;
+    // The band's first and last elements: the piece's, moved by whole rows of the outer dim.
+    u.begin = piece.span_begin + r0 * stride.front();
+    u.end = piece.span_end - (rows - r1) * stride.front();
+    u.rows_begin = r0;
+    u.rows_end = r1;
+    u.dst_off = dst + r0 * out_row;
+    u.wanted = u.end - u.begin;
+    out.push_back(u);
+  }
+}
+
 }  // namespace
 
 ReadSchedule ReadSchedule::build(const std::vector<PlannedParam>& params, uint64_t chunk_bytes) {
@@ -47,14 +87,7 @@ ReadSchedule ReadSchedule::build(const std::vector<PlannedParam>& params, uint64
       } else if (piece.out_bytes > 0 && reads_in_runs(piece)) {
         s.slices_.push_back({pi, pj, at, 0, 0});  // grouped into units by group_runs()
       } else if (piece.out_bytes > 0) {
-        copies.push_back({.kind = ReadUnit::Kind::kCopy,
-                          .shard = piece.record->shard,
-                          .begin = piece.span_begin,
-                          .end = piece.span_end,
-                          .param = pi,
-                          .piece = pj,
-                          .dst_off = at,
-                          .wanted = piece.span_end - piece.span_begin});
+        add_copy_units(piece, pi, pj, at, s.chunk_bytes_, copies);
       }
       at += piece.out_bytes;
     }

@@ -73,11 +73,11 @@ std::string_view problem_kind_name(PlanProblem::Kind kind);
 struct PlanOptions {
   // Unconsumed checkpoint tensors are problems (default) or only warnings.
   bool unconsumed_is_error = true;
-  // Largest single read of an identity piece (and its staging buffer): big pieces are read in
-  // chunks of this size, and neighbouring runs share a read unit while its span fits in one (at
-  // least 64 KiB). A piece that must be rearranged (a transpose, a gathered strided source) is one
-  // copy unit over its whole source span, staged whole: its staging is bounded by the largest
-  // such piece, not by chunk_bytes (`wmap plan --json` lists each copy unit's span).
+  // Largest single read (and staging buffer): big identity pieces are read in chunks of this
+  // size, neighbouring runs share a read unit while its span fits in one (at least 64 KiB), and a
+  // per-row transpose (outer dim kept outermost) is copied in bands of rows that fit in one. A
+  // transpose of the outer dim and a gathered strided source are one unit over the whole piece
+  // (ReadSchedule; `wmap plan --json` lists each unit's span).
   uint64_t chunk_bytes = uint64_t{16} << 20;
 };
 

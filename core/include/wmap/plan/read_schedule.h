@@ -7,8 +7,12 @@
 //     and their segments share a read unit while its span fits in one chunk; a piece whose span
 //     fits in one chunk is never split across units. A unit lists slices of its pieces' segments
 //     (not the segments: a row-parallel slice has thousands), segments() expands them.
-//   - Pieces that must be rearranged (transposes, gathered strided sources) are one copy unit
-//     over their whole span; zero pieces are zero units.
+//   - Pieces that must be rearranged (transposes) are copy units over their span, cut into bands
+//     of rows of the view's outermost dim when that dim stays outermost in the output (perm[0] ==
+//     0: a per-expert or per-head transpose), so a band's span fits in one chunk (or is one row):
+//     its output is then a contiguous range of the parameter. A full transpose of the outer dim,
+//     and a strided source gathered into row-major order, are one copy unit over the whole span.
+//     Zero pieces are zero units.
 //   - Order: zero units first, then read and copy units by (shard, span begin).
 //   - Releases: every byte any unit's span covers is released once, by the last unit in that
 //     order whose span covers it (a source shared by several parameters: after its last reader).
@@ -54,7 +58,8 @@ struct ReadUnit {
   uint32_t shard = 0;                           // kRead, kCopy
   uint64_t begin = 0, end = 0;                  // file span (kRead: first segment's start to last one's end)
   uint32_t param = 0, piece = 0;                // kCopy, kZero: the piece filled
-  uint64_t dst_off = 0;                         // kCopy, kZero: where the piece starts in its parameter
+  uint64_t dst_off = 0;                         // kCopy, kZero: where the unit's output starts in its parameter
+  uint64_t rows_begin = 0, rows_end = 0;        // kCopy band: rows of the box's outer dim (rows_end 0: whole)
   uint64_t slice_begin = 0, slice_end = 0;      // kRead: ReadSchedule::slices()
   uint64_t segments = 0;                        // kRead: how many segments the slices hold
   uint64_t wanted = 0;                          // bytes the unit needs (its span minus gaps)
