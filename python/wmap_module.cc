@@ -437,6 +437,8 @@ Request parse_request(Entry e, const py::kwargs& kw) {
       r.layout.attention_dp = v.cast<bool>();
     else if (key == "gpus_per_node")
       r.layout.gpus_per_node = optional_count_arg(key, v);
+    else if (key == "moe_backend")
+      r.layout.moe_backend = v.is_none() ? std::string() : v.cast<std::string>();
     else if (key == "catalog")
       r.catalog = optional_path_arg(v);
     else if (key == "config")
@@ -825,7 +827,8 @@ PYBIND11_MODULE(_wmap, m) {
 
   const std::string common_doc =
       "Keywords (every entry): tp_size=1, tp_rank=0, ep_size=1, mtp_layers=None, target='trtllm' (or 'vllm'),\n"
-      "attention_dp=False, gpus_per_node=8; catalog=None, config=None (plan offline from a saved catalog),\n"
+      "attention_dp=False, gpus_per_node=8, moe_backend=None; catalog=None, config=None (plan offline from a saved "
+      "catalog),\n"
       "plugin_dir=None, mappings=None, quiet=False. `source` is a checkpoint path, or a wmap.Plan (which fixes\n"
       "the checkpoint and the layout: it is loaded exactly as planned).";
   m.def("load", &load,

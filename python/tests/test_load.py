@@ -244,7 +244,7 @@ def test_plan_is_loadable_and_entries_share_arguments():
         ck = synth(os.path.join(d, "llama"), "llama")
         p = wmap.plan(ck, tp_size=4, tp_rank=3, mtp_layers=None, quiet=True)
         eq(p.layout, {"tp_size": 4, "tp_rank": 3, "ep_size": 1, "mtp_layers": None, "target": "trtllm",
-                      "attention_dp": False, "gpus_per_node": 8}, "Plan.layout is the one JSON form")
+                      "attention_dp": False, "gpus_per_node": 8, "moe_backend": None}, "Plan.layout is the one JSON form")
         eq(p.layout, json.loads(p.to_json())["layout"], "Plan.layout as plan --json")
         params = wmap.load(p, quiet=True)
         compare_numpy(params, ref.expected_summary(ck, 4, 3), "wmap.load(plan)")

@@ -62,7 +62,7 @@ uint64_t per_run_bytes(const LoadPlan& plan) {
     if (p.absent || p.broken || !p.alias_of.empty()) continue;
     EXPECT_TRUE(p.must_match.empty()) << "not counted here: " << p.name;
     for (const PlannedPiece& piece : p.pieces) {
-      if (piece.record && piece.out_bytes > 0) readers[piece.record].push_back(&piece);
+      if (piece.reads_source()) readers[piece.record].push_back(&piece);
     }
   }
   uint64_t n = 0;
@@ -177,7 +177,7 @@ class R1Metadata : public ::testing::Test {
       uint64_t runs = 0;
       for (const PlannedParam& p : prepared->plan->params()) {
         for (const PlannedPiece& piece : p.pieces) {
-          if (piece.record && piece.out_bytes > 0) runs += reads_in_runs(piece) ? RunCursor(piece).count() : 1;
+          if (piece.reads_source()) runs += reads_in_runs(piece) ? RunCursor(piece).count() : 1;
         }
       }
       const uint64_t run_bytes = per_run_bytes(*prepared->plan);

@@ -28,10 +28,10 @@ const std::string kCatalogCanonical =
     "\n";
 const std::string kCatalogId = "14a8fd23af26df1930b0d02843baa9b0719c7968848d077bb17bc440773f474a";
 const std::string kPlanJson =
-    R"({"format":"wmap-plan","version":3,"plan_id":"bc1d59accc50892457d0c2076220320664bf3ab32f86bc5dab71be1)"
-    R"(1d2e4ff75","catalog_id":"14a8fd23af26df1930b0d02843baa9b0719c7968848d077bb17bc440773f474a","plugin":)"
+    R"({"format":"wmap-plan","version":4,"plan_id":"635dad96af6efc94cb75f0333f739c3aefbd81b2d5b958e2436b459)"
+    R"(462f4d346","catalog_id":"14a8fd23af26df1930b0d02843baa9b0719c7968848d077bb17bc440773f474a","plugin":)"
     R"("pin","architecture":"PinForCausalLM","layout":{"tp_size":1,"tp_rank":0,"ep_size":1,"mtp_layers":null,"target":"trtllm")"
-    R"(,"attention_dp":false,"gpus_per_node":8},"ok":true,"cove)"
+    R"(,"attention_dp":false,"gpus_per_node":8,"moe_backend":null},"ok":true,"cove)"
     R"(rage":"complete: 2 parameters (24 bytes) from 2 of 2 checkpoint tensors","bytes_to_load":24,"bytes_t)"
     R"(o_read":24,"problems":[],"params":[)"
     "\n"
@@ -46,7 +46,7 @@ const std::string kPlanJson =
     "\n"
     R"(["read",0,88,112,2,null,null,[88,112]]]}})"
     "\n";
-const std::string kPlanId = "bc1d59accc50892457d0c2076220320664bf3ab32f86bc5dab71be11d2e4ff75";
+const std::string kPlanId = "635dad96af6efc94cb75f0333f739c3aefbd81b2d5b958e2436b459462f4d346";
 
 Catalog tiny_catalog() {
   ShardRecord shard;

@@ -127,10 +127,10 @@ TEST(PluginHost, GoodPluginTransformWorks) {
   const TransformFn* fn = host.find_transform("fixture_invert_bytes");
   ASSERT_NE(fn, nullptr);
   std::vector<std::byte> data = {std::byte{0x00}, std::byte{0x0f}, std::byte{0xff}};
-  (*fn)(data, DType::kU8, "model.embed.weight");
+  (*fn)(data, DType::kU8, "model.embed.weight", {});
   EXPECT_EQ(data, (std::vector<std::byte>{std::byte{0xff}, std::byte{0xf0}, std::byte{0x00}}));
   // A transform's own wmap::Error comes through with its key.
-  auto err = capture([&] { (*fn)({}, DType::kU8, "some.key"); });
+  auto err = capture([&] { (*fn)({}, DType::kU8, "some.key", {}); });
   ASSERT_TRUE(err);
   EXPECT_HAS(err->what(), "some.key");
   EXPECT_EQ(host.find_transform("no_such_transform"), nullptr);
@@ -325,23 +325,28 @@ TEST(PluginHost, ArchitectureAndTransformClaimsAcrossFoldersGoToTheEarlierPlugin
 TEST(PluginHost, BuiltinTransformsWinOverPluginTransforms) {
   PluginHost host = PluginHost::load({fixture_dir("good")});
   int calls = 0;
-  host.add_builtin_transform("fixture_invert_bytes", [&](std::span<std::byte>, DType, const std::string&) { ++calls; });
-  host.add_builtin_transform("invert_scale", [&](std::span<std::byte>, DType, const std::string&) { calls += 10; });
+  host.add_builtin_transform("fixture_invert_bytes", [&](std::span<std::byte>, DType, const std::string&,
+                                                         std::span<const uint64_t>) { ++calls; });
+  host.add_builtin_transform(
+      "invert_scale", [&](std::span<std::byte>, DType, const std::string&, std::span<const uint64_t>) { calls += 10; });
   EXPECT_HAS(line_with(host.notes(), "fixture_invert_bytes"), "shadowed by the built-in");
   std::vector<std::byte> data(2);
-  (*host.find_transform("fixture_invert_bytes"))(data, DType::kU8, "k");
-  (*host.find_transform("invert_scale"))(data, DType::kU8, "k");
+  (*host.find_transform("fixture_invert_bytes"))(data, DType::kU8, "k", {});
+  (*host.find_transform("invert_scale"))(data, DType::kU8, "k", {});
   EXPECT_EQ(calls, 11);
   EXPECT_EQ(data, std::vector<std::byte>(2));
 
-  auto err = capture(
-      [&] { host.add_builtin_transform("invert_scale", [](std::span<std::byte>, DType, const std::string&) {}); });
+  auto err = capture([&] {
+    host.add_builtin_transform("invert_scale",
+                               [](std::span<std::byte>, DType, const std::string&, std::span<const uint64_t>) {});
+  });
   ASSERT_TRUE(err);
   EXPECT_EQ(err->code(), ErrorCode::kInternal);
 
   // An empty host (no plugins at all) takes built-ins too.
   PluginHost empty;
-  empty.add_builtin_transform("invert_scale", [](std::span<std::byte>, DType, const std::string&) {});
+  empty.add_builtin_transform("invert_scale",
+                              [](std::span<std::byte>, DType, const std::string&, std::span<const uint64_t>) {});
   EXPECT_NE(empty.find_transform("invert_scale"), nullptr);
   EXPECT_TRUE(empty.plugins().empty());
   auto missing = capture([&] { empty.require_by_name("llama"); });

@@ -246,7 +246,7 @@ class Layout:
     """
 
     def __init__(self, tp_size, tp_rank, ep_size=1, mtp_layers=None, target="trtllm",
-                 attention_dp=False, gpus_per_node=8):
+                 attention_dp=False, gpus_per_node=8, moe_backend=None):
         if tp_size < 1 or not 0 <= tp_rank < tp_size:
             raise BadInput("bad layout: tp_size=%d tp_rank=%d" % (tp_size, tp_rank))
         if ep_size < 1 or tp_size % ep_size:
@@ -267,6 +267,9 @@ class Layout:
                 raise BadInput("bad layout: --target vllm loads no MTP layer (--mtp-layers %d)" % mtp_layers)
         self.T, self.r, self.P, self.mtp = tp_size, tp_rank, ep_size, mtp_layers
         self.target, self.adp, self.G = target, bool(attention_dp), gpus_per_node
+        # The engine's MoE backend whose layout a family produces (None: the family's default
+        # for the target; a family with one layout ignores it).
+        self.moe_backend = moe_backend
         self.vllm = target == "vllm"
         self.moe_tp = tp_size // ep_size
         self.moe_tp_rank = tp_rank // ep_size
@@ -1080,6 +1083,22 @@ FAMILIES = {
     "DeepseekV3ForCausalLM": DeepseekV3Builder,
 }
 
+# Families whose reference is written from docs/families/ alone, each in its own module
+# (imported when first needed: the modules import this one).
+DOC_FAMILIES = {
+    "GptOssForCausalLM": ("gpt_oss_reference", "GptOssBuilder"),
+}
+
+
+def family_builder(arch):
+    if arch in FAMILIES:
+        return FAMILIES[arch]
+    if arch in DOC_FAMILIES:
+        import importlib
+        module, name = DOC_FAMILIES[arch]
+        return getattr(importlib.import_module(module), name)
+    return None
+
 
 def load_config(ckpt_dir):
     path = os.path.join(ckpt_dir, "config.json")
@@ -1097,16 +1116,16 @@ def load_config(ckpt_dir):
 
 
 def expected_params(ckpt_dir, tp_size, tp_rank, ep_size=1, mtp_layers=None, ck=None,
-                    target="trtllm", attention_dp=False, gpus_per_node=8):
+                    target="trtllm", attention_dp=False, gpus_per_node=8, moe_backend=None):
     """Return OrderedDict {param_name: Tensor} for one rank of the given target."""
     if ck is None:
         ck = Checkpoint(ckpt_dir)
     cfg = load_config(ck.dir if os.path.isfile(ckpt_dir) else ckpt_dir)
     arch = cfg["architectures"][0]
-    cls = FAMILIES.get(arch)
+    cls = family_builder(arch)
     if cls is None:
         raise BadInput("config.json: unsupported architecture %s" % arch)
-    lay = Layout(tp_size, tp_rank, ep_size, mtp_layers, target, attention_dp, gpus_per_node)
+    lay = Layout(tp_size, tp_rank, ep_size, mtp_layers, target, attention_dp, gpus_per_node, moe_backend)
     b = cls(ck, cfg, lay)
     b.arch = arch
     params = b.build()
@@ -1183,6 +1202,7 @@ def main(argv=None):
         p.add_argument("--target", choices=TARGETS, default="trtllm")
         p.add_argument("--attention-dp", action="store_true")
         p.add_argument("--gpus-per-node", type=int, default=8)
+        p.add_argument("--moe-backend", default=None)
 
     pe = sub.add_parser("expect", help="write the expected parameters as safetensors")
     pe.add_argument("ckpt")
@@ -1206,7 +1226,7 @@ def main(argv=None):
         ck = Checkpoint(args.ckpt)
         exp = expected_params(args.ckpt, args.tp_size, args.tp_rank, args.ep_size, args.mtp_layers,
                               ck=ck, target=args.target, attention_dp=args.attention_dp,
-                              gpus_per_node=args.gpus_per_node)
+                              gpus_per_node=args.gpus_per_node, moe_backend=args.moe_backend)
         unused = unused_keys(ck)
         if unused:
             # Informational: a rank legitimately skips other ranks' experts and MTP layers

@@ -44,6 +44,9 @@ void add_common_load_options(CLI::App& sub, CommonLoadOptions& o) {
                  "GPUs per node G; caps TensorRT-LLM's gcd split of DeepSeek's dense MLP (default " +
                      std::to_string(defaults.gpus_per_node) + "; under mpirun the node's rank count)")
       ->check(count_value());
+  sub.add_option("--moe-backend", l.moe_backend,
+                 "The engine MoE backend whose expert layout to produce (gpt-oss: vllm triton, trtllm cutlass; "
+                 "default: the family's for the target)");
   sub.add_option("--catalog", o.catalog, "A catalog saved by `wmap inspect --save-catalog`");
   sub.add_option("--config", o.config, "config.json (default: the checkpoint's)");
   sub.add_option("--plugin-dir", o.plugin_dir, "Folder searched first for plugins");

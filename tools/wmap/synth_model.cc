@@ -31,15 +31,16 @@ constexpr Family kFamilies[] = {
     {"qwen3_moe", "Qwen3MoeForCausalLM", "qwen3_moe", false, true, false, true},
     {"mixtral", "MixtralForCausalLM", "mixtral", false, false, false, true},
     {"deepseek_v3", "DeepseekV3ForCausalLM", "deepseek_v3", false, false, false, true},
+    {"gpt_oss", "GptOssForCausalLM", "gpt_oss", true, false, false, true},
 };
 
 const Family& family_of(const std::string& name) {
   for (const auto& f : kFamilies) {
     if (name == f.name) return f;
   }
-  throw Error(
-      ErrorCode::kInvalidArgument,
-      "synth: unknown family '" + name + "' (known: llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v3)");
+  throw Error(ErrorCode::kInvalidArgument,
+              "synth: unknown family '" + name +
+                  "' (known: llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v3, gpt_oss)");
 }
 
 constexpr const char* kPresets[] = {"tiny", "small", "1g", "4g"};
@@ -78,6 +79,22 @@ uint64_t nbytes_of(const SynthTensor& t) {
 }  // namespace
 
 void apply_synth_preset(const std::string& preset, SynthConfig& c) {
+  if (c.family == "gpt_oss") {
+    // Sizes that make the engines' uneven MXFP4 splits and padding appear: tiny I = 96 is 3
+    // groups of 32 (a rank of 4 holds none under vLLM; TensorRT-LLM pads it to 256 at T = 2),
+    // H = 64 pads to 128 under TensorRT-LLM. `small` is 15 groups over 8 experts.
+    if (preset == "tiny") {
+      c.hidden = 64, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.head_dim = 16, c.intermediate = 96, c.vocab = 100,
+      c.experts = 4, c.shards = 2;
+    } else if (preset == "small") {
+      c.hidden = 512, c.layers = 4, c.heads = 8, c.kv_heads = 4, c.head_dim = 64, c.intermediate = 480, c.vocab = 1003,
+      c.experts = 8, c.shards = 3;
+    } else {
+      throw Error(ErrorCode::kInvalidArgument, "synth: gpt_oss has the tiny and small presets");
+    }
+    c.moe_intermediate = c.intermediate;
+    return;
+  }
   if (c.family == "deepseek_v3") {
     if (preset != "tiny") throw Error(ErrorCode::kInvalidArgument, "synth: deepseek_v3 has only the tiny preset");
     // 128-multiples so FP8 128x128 blocks line up as in the real model.
@@ -157,6 +174,43 @@ std::vector<SynthTensor> deepseek_tensors(const SynthConfig& c) {
   return out;
 }
 
+// gpt-oss as the Hugging Face MXFP4 checkpoints ship it (docs/families/gpt-oss.md section 1):
+// stacked experts with U8 blocks [E, rows, cols/32, 16] and E8M0 scales [E, rows, cols/32],
+// gate/up rows interleaved; everything else BF16.
+std::vector<SynthTensor> gpt_oss_tensors(const SynthConfig& c) {
+  const DType d = DType::kBF16, u8 = DType::kU8;
+  const uint64_t h = c.hidden, i = c.intermediate, e = c.experts, q = c.heads * c.head_dim,
+                 kv = c.kv_heads * c.head_dim;
+  std::vector<SynthTensor> out;
+  out.push_back({"model.embed_tokens.weight", {c.vocab, h}, d});
+  for (uint64_t l = 0; l < c.layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const std::string a = p + "self_attn.", x = p + "mlp.experts.";
+    out.push_back({p + "input_layernorm.weight", {h}, d});
+    out.push_back({a + "q_proj.weight", {q, h}, d});
+    out.push_back({a + "q_proj.bias", {q}, d});
+    out.push_back({a + "k_proj.weight", {kv, h}, d});
+    out.push_back({a + "k_proj.bias", {kv}, d});
+    out.push_back({a + "v_proj.weight", {kv, h}, d});
+    out.push_back({a + "v_proj.bias", {kv}, d});
+    out.push_back({a + "o_proj.weight", {h, q}, d});
+    out.push_back({a + "o_proj.bias", {h}, d});
+    out.push_back({a + "sinks", {c.heads}, d});
+    out.push_back({p + "post_attention_layernorm.weight", {h}, d});
+    out.push_back({p + "mlp.router.weight", {e, h}, d});
+    out.push_back({p + "mlp.router.bias", {e}, d});
+    out.push_back({x + "gate_up_proj_blocks", {e, 2 * i, h / 32, 16}, u8});
+    out.push_back({x + "gate_up_proj_scales", {e, 2 * i, h / 32}, u8});
+    out.push_back({x + "gate_up_proj_bias", {e, 2 * i}, d});
+    out.push_back({x + "down_proj_blocks", {e, h, i / 32, 16}, u8});
+    out.push_back({x + "down_proj_scales", {e, h, i / 32}, u8});
+    out.push_back({x + "down_proj_bias", {e, h}, d});
+  }
+  out.push_back({"model.norm.weight", {h}, d});
+  out.push_back({"lm_head.weight", {c.vocab, h}, d});
+  return out;
+}
+
 }  // namespace
 
 // One linear [rows, cols]: a plain weight, or NVFP4 (compressed-tensors) with global scale `g`
@@ -184,6 +238,7 @@ std::vector<std::string> synth_preset_names() { return {std::begin(kPresets), st
 std::vector<SynthTensor> synth_tensors(const SynthConfig& c) {
   const Family& f = family_of(c.family);
   if (c.family == "deepseek_v3") return deepseek_tensors(c);
+  if (c.family == "gpt_oss") return gpt_oss_tensors(c);
   const uint64_t q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim, h = c.hidden;
   const DType d = c.dtype;
   std::vector<SynthTensor> out;
@@ -253,6 +308,13 @@ std::string synth_config_json(const SynthConfig& c) {
   } else if (c.family == "mixtral") {
     j["num_local_experts"] = c.experts;
     j["num_experts_per_tok"] = 2;
+  } else if (c.family == "gpt_oss") {
+    j["num_local_experts"] = c.experts;
+    j["experts_per_token"] = 2;
+    j["quantization_config"] = {{"quant_method", "mxfp4"},
+                                {"modules_to_not_convert",
+                                 nlohmann::ordered_json::array({"model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                                                "model.embed_tokens", "lm_head"})}};
   }
   if (c.nvfp4) {
     j["quantization_config"] = {{"quant_method", "compressed-tensors"},

@@ -26,9 +26,11 @@ constexpr size_t kMaxDims = 15;
 struct CopyGeometry {
   size_t dims = 0;  // output dims walked (innermost run excluded)
   uint64_t extent[kMaxDims + 1];
-  uint64_t stride[kMaxDims + 1];
-  uint64_t run = 0;     // bytes copied by one memcpy
-  uint64_t origin = 0;  // byte offset of the box origin from the tensor start
+  uint64_t stride[kMaxDims + 1];      // source bytes between neighbours along a walked dim
+  uint64_t dst_stride[kMaxDims + 1];  // destination bytes likewise (wider than the cut when padded)
+  uint64_t run = 0;                   // bytes copied by one memcpy
+  uint64_t origin = 0;                // byte offset of the box origin from the tensor start
+  uint64_t zero_bytes = 0;            // a padded piece: output bytes zeroed before the copy
 };
 
 // `outer`: a band of the box's outermost dim to copy instead of the whole box (a banded copy
@@ -46,15 +48,22 @@ inline CopyGeometry copy_geometry(const PlannedPiece& p, std::optional<Range> ou
   auto box = [&](size_t d) { return d == 0 && outer ? *outer : p.box[d]; };
   for (size_t d = 0; d < n; ++d) g.origin += box(d).begin * view_stride[d];
   // Output dim k walks view dim perm[k].
-  uint64_t extent[kMaxDims], stride[kMaxDims];
+  uint64_t extent[kMaxDims], stride[kMaxDims], dst_stride[kMaxDims];
   for (size_t k = 0; k < n; ++k) {
     extent[k] = box(p.perm[k]).size();
     stride[k] = view_stride[p.perm[k]];
   }
-  // Merge trailing output dims that are contiguous in the source into one memcpy run.
+  // The destination is row-major over the padded extents (a band keeps the outer dim unpadded:
+  // ReadSchedule bands only such pieces).
+  auto padded = [&](size_t k) { return p.padded() && !(k == 0 && outer) ? p.pad[k] : extent[k]; };
+  dst_stride[n - 1] = p.elem_bytes;
+  for (size_t k = n - 1; k-- > 0;) dst_stride[k] = dst_stride[k + 1] * padded(k + 1);
+  if (p.padded()) g.zero_bytes = dst_stride[0] * padded(0);
+  // Merge trailing output dims that are contiguous in both the source and the destination into
+  // one memcpy run.
   uint64_t run = p.elem_bytes;
   size_t run_dims = 0;
-  while (run_dims < n && stride[n - 1 - run_dims] == run) {
+  while (run_dims < n && stride[n - 1 - run_dims] == run && dst_stride[n - 1 - run_dims] == run) {
     run *= extent[n - 1 - run_dims];
     ++run_dims;
   }
@@ -63,28 +72,28 @@ inline CopyGeometry copy_geometry(const PlannedPiece& p, std::optional<Range> ou
   for (size_t k = 0; k < g.dims; ++k) {
     g.extent[k] = extent[k];
     g.stride[k] = stride[k];
+    g.dst_stride[k] = dst_stride[k];
   }
   return g;
 }
 
-inline void copy_dims(const std::byte* src, const CopyGeometry& g, size_t k, std::byte*& dst) {
-  if (k + 2 == g.dims && g.run <= 64) {
-    // The last two walked dims of a transpose (short runs): a tiled copy, not one run at a time.
+inline void copy_dims(const std::byte* src, const CopyGeometry& g, size_t k, std::byte* dst) {
+  if (k + 2 == g.dims && g.run <= 64 && g.dst_stride[k + 1] == g.run && g.dst_stride[k] == g.extent[k + 1] * g.run) {
+    // The last two walked dims of a transpose (short runs) into an unpadded block: a tiled
+    // copy, not one run at a time.
     copy_2d_strided(src, g.extent[k], g.extent[k + 1], g.stride[k], g.stride[k + 1], g.run, dst);
-    dst += g.extent[k] * g.extent[k + 1] * g.run;
     return;
   }
   if (k == g.dims) {
     std::memcpy(dst, src, g.run);
-    dst += g.run;
     return;
   }
-  for (uint64_t i = 0; i < g.extent[k]; ++i) copy_dims(src + i * g.stride[k], g, k + 1, dst);
+  for (uint64_t i = 0; i < g.extent[k]; ++i) copy_dims(src + i * g.stride[k], g, k + 1, dst + i * g.dst_stride[k]);
 }
 
 inline void run_copy(const std::byte* tensor, const CopyGeometry& g, std::byte* dst) {
-  std::byte* out = dst;
-  copy_dims(tensor + g.origin, g, 0, out);
+  if (g.zero_bytes) std::memset(dst, 0, g.zero_bytes);  // the padding; the cut overwrites its corner
+  copy_dims(tensor + g.origin, g, 0, dst);
 }
 
 // Segments whose gaps hold no whole page share one populate/readahead call.

@@ -358,7 +358,7 @@ void PlanRunner::finish(uint32_t i) {
       const std::string& key = piece.record ? piece.record->name : p.name;
       // A GPU device may run it as a kernel after its copy (device.h).
       if (!device_.defer_transform(*state_[i].buffer, piece.transform, at, piece.out_bytes, p.dtype, key)) {
-        (*fn)(std::span(dst.data() + at, piece.out_bytes), p.dtype, key);
+        (*fn)(std::span(dst.data() + at, piece.out_bytes), p.dtype, key, piece.out_shape());
       }
     }
     at += piece.out_bytes;

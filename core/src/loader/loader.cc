@@ -4,6 +4,7 @@
 #include <chrono>
 #include <set>
 
+#include "wmap/format/layout_transforms.h"
 #include "wmap/util/error.h"
 #include "wmap/util/install_paths.h"
 #include "logger.h"
@@ -39,8 +40,12 @@ class RenamedProbe final : public KeyProbe {
 }  // namespace
 
 void register_builtin_transforms(PluginHost& host) {
-  host.add_builtin_transform("invert_scale", invert_scale_lenient);
-  host.add_builtin_transform("invert_scale_strict", invert_scale_strict);
+  host.add_builtin_transform("invert_scale", [](std::span<std::byte> d, DType t, const std::string& k,
+                                                std::span<const uint64_t>) { invert_scale_lenient(d, t, k); });
+  host.add_builtin_transform("invert_scale_strict", [](std::span<std::byte> d, DType t, const std::string& k,
+                                                       std::span<const uint64_t>) { invert_scale_strict(d, t, k); });
+  host.add_builtin_transform("bf16_to_f32", widen_bf16_to_f32);
+  host.add_builtin_transform("block_scale_interleave_128x4", block_scale_interleave_128x4);
 }
 
 std::optional<Error> as_load_failure(const Error& e) {

@@ -27,6 +27,37 @@ std::string_view problem_kind_name(PlanProblem::Kind kind) {
 
 namespace {
 
+// A piece's zero padding, in addressable units: each output dim's extent at least the box's
+// (padding only grows a piece), sub-byte last dims in whole bytes. An unpadded extent list is
+// dropped so such a piece is scheduled like any other. Returns an error text.
+std::string resolve_pad(const Piece& p, unsigned bits, PlannedPiece& out) {
+  const size_t n = out.view.size();
+  if (p.pad.size() != n)
+    return "pad " + shape_text(p.pad) + " has " + std::to_string(p.pad.size()) + " extents for a view of rank " +
+           std::to_string(n);
+  out.pad = p.pad;
+  if (bits < 8) {
+    if ((out.pad.back() * bits) % 8) return "pad of a " + std::to_string(bits) + "-bit dtype must end on a whole byte";
+    out.pad.back() = out.pad.back() * bits / 8;
+  }
+  bool grows = false;
+  for (size_t k = 0; k < n; ++k) {
+    const uint64_t have = out.box[out.perm[k]].size();
+    if (out.pad[k] < have)
+      return "pad " + shape_text(p.pad) + " is smaller than the cut along output dim " + std::to_string(k) + " (" +
+             std::to_string(have) + ")";
+    grows = grows || out.pad[k] > have;
+  }
+  const auto padded = checked_numel(out.pad);
+  if (!padded || *padded > UINT64_MAX / out.elem_bytes) return "pad " + shape_text(p.pad) + " overflows 2^64 bytes";
+  if (!grows) {
+    out.pad.clear();
+    return "";
+  }
+  out.out_bytes = *padded * out.elem_bytes;
+  return "";
+}
+
 // Fills a PlannedPiece's geometry. Returns an error text for a spec that does not fit.
 std::string resolve_geometry(const Piece& p, DType dtype, PlannedPiece& out) {
   out.view = p.view.empty() ? p.source_shape : p.view;
@@ -78,12 +109,12 @@ std::string resolve_geometry(const Piece& p, DType dtype, PlannedPiece& out) {
   uint64_t elems = 1;
   for (const auto& r : out.box) elems *= r.size();
   out.out_bytes = elems * out.elem_bytes;
-  return "";
+  return p.pad.empty() ? "" : resolve_pad(p, bits, out);
 }
 
 // The absolute file bytes a piece touches: from its first to its last element.
 void resolve_span(PlannedPiece& p) {
-  if (p.out_bytes == 0) {
+  if (p.box_bytes() == 0) {
     p.span_begin = p.span_end = p.record->offset;
     return;
   }
@@ -411,7 +442,7 @@ uint64_t LoadPlan::bytes_to_read() const {
   uint64_t n = 0;
   for (const auto& p : params_) {
     for (const auto& piece : p.pieces) {
-      if (piece.record) n += piece.out_bytes;
+      if (piece.record) n += piece.box_bytes();
     }
   }
   return n;
@@ -449,7 +480,7 @@ std::string LoadPlan::plan_id() const {
 std::string LoadPlan::to_json() const { return json_text(true); }
 
 std::string LoadPlan::json_text(bool with_id) const {
-  std::string o = "{\"format\":\"wmap-plan\",\"version\":3";
+  std::string o = "{\"format\":\"wmap-plan\",\"version\":4";
   if (with_id) o += ",\"plan_id\":\"" + plan_id() + "\"";
   o += ",\"catalog_id\":\"" + catalog_id() + "\",\"plugin\":" + json_string(plugin_) +
        ",\"architecture\":" + json_string(architecture_);
@@ -502,6 +533,7 @@ std::string LoadPlan::json_text(bool with_id) const {
       o += "],\"perm\":[";
       for (size_t d = 0; d < q.perm.size(); ++d) o += (d ? "," : "") + std::to_string(q.perm[d]);
       o += "]";
+      if (q.padded()) o += ",\"pad\":" + dims(q.pad);
       if (!q.transform.empty()) o += ",\"transform\":" + json_string(q.transform);
       o += "}";
     }
@@ -541,6 +573,21 @@ std::string LoadPlan::schedule_json() const {
     o += "]]";
   }
   return o + "]}";
+}
+
+std::vector<uint64_t> PlannedPiece::out_shape() const {
+  if (!record) return {out_bytes};
+  if (padded()) return pad;
+  std::vector<uint64_t> s;
+  for (const uint32_t d : perm) s.push_back(box[d].size());
+  return s;
+}
+
+uint64_t PlannedPiece::box_bytes() const {
+  if (!padded()) return out_bytes;
+  uint64_t n = elem_bytes;
+  for (const Range& r : box) n *= r.size();
+  return n;
 }
 
 bool PlannedPiece::gathers_source() const { return record && record->strided() && view != record->shape; }

@@ -19,6 +19,8 @@ std::string_view unit_kind_name(ReadUnit::Kind kind) {
 
 namespace {
 
+constexpr uint64_t kMaxBandGap = uint64_t{64} << 10;
+
 // Segment k of a piece with `per_run` segments per run of `run` bytes: (offset in the run, length).
 std::pair<uint64_t, uint64_t> part_of(uint64_t k, uint64_t per_run, uint64_t run, uint64_t chunk) {
   const uint64_t at = (k % per_run) * chunk;
@@ -26,10 +28,11 @@ std::pair<uint64_t, uint64_t> part_of(uint64_t k, uint64_t per_run, uint64_t run
 }
 
 // A copy piece can be cut into bands of rows of its outermost dim when that dim stays outermost
-// in the output (each band's output is then contiguous) and the source is row-major over the
-// view (so a band's rows are neighbours in the file).
+// in the output and is not padded (each band's output is then a contiguous, equal slice) and
+// the source is row-major over the view (so a band's rows are neighbours in the file).
 bool bandable(const PlannedPiece& piece) {
-  return !piece.view.empty() && piece.perm.front() == 0 && !piece.record->strided() && piece.box.front().size() > 1;
+  return !piece.view.empty() && piece.perm.front() == 0 && !piece.record->strided() && piece.box.front().size() > 1 &&
+         (!piece.padded() || piece.pad.front() == piece.box.front().size());
 }
 
 // The copy units of a rearranged piece: one over its span, or bands of rows whose spans fit in
@@ -44,13 +47,23 @@ void add_copy_units(const PlannedPiece& piece, uint32_t pi, uint32_t pj, uint64_
                        .piece = pj,
                        .dst_off = dst,
                        .wanted = piece.span_end - piece.span_begin};
-  if (piece.span_end - piece.span_begin <= chunk || !bandable(piece)) {
+  if (!bandable(piece)) {
     out.push_back(whole);
     return;
   }
   const std::vector<uint64_t> stride = piece.source_strides();
   const uint64_t rows = piece.box.front().size(), out_row = piece.out_bytes / rows;
-  const uint64_t per_band = std::max<uint64_t>(1, chunk / stride.front());
+  // Bytes between one outer row's last element and the next row's first: another rank's part
+  // of a stacked tensor (its experts' other rows). Bands read through gaps up to kMaxBandGap
+  // (one read beats two below that); past it every row is its own band, so a rank reads its own
+  // rows only.
+  const uint64_t row_span = (piece.span_end - piece.span_begin) - (rows - 1) * stride.front();
+  const uint64_t gap = stride.front() > row_span ? stride.front() - row_span : 0;
+  if (gap <= kMaxBandGap && piece.span_end - piece.span_begin <= chunk) {
+    out.push_back(whole);
+    return;
+  }
+  const uint64_t per_band = gap > kMaxBandGap ? 1 : std::max<uint64_t>(1, chunk / stride.front());
   for (uint64_t r0 = 0; r0 < rows; r0 += per_band) {
     const uint64_t r1 = std::min(rows, r0 + per_band);
     ReadUnit u = whole;
@@ -81,7 +94,7 @@ ReadSchedule ReadSchedule::build(const std::vector<PlannedParam>& params, uint64
     for (size_t j = 0; j < p.pieces.size(); ++j) {
       const PlannedPiece& piece = p.pieces[j];
       const auto pj = static_cast<uint32_t>(j);
-      if (!piece.record) {
+      if (!piece.reads_source()) {  // a zero piece, or a padded cut of nothing
         if (piece.out_bytes)
           s.units_.push_back({.kind = ReadUnit::Kind::kZero, .param = pi, .piece = pj, .dst_off = at});
       } else if (piece.out_bytes > 0 && reads_in_runs(piece)) {

@@ -462,7 +462,16 @@ ModelSpec PluginHost::build_spec(const LoadedPlugin& plugin, const ModelConfig& 
     throw Error(ErrorCode::kInternal, prefix + "unknown exception");
   }
   if (spec.plugin.empty()) spec.plugin = plugin.name;
+  // The MoE backend the plugin built for (Layout::moe_backend): the one layout field it sets.
+  std::string built_for = std::move(spec.layout.moe_backend);
+  if (!layout.moe_backend.empty() && built_for != layout.moe_backend) {
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        prefix + "does not serve moe_backend '" + layout.moe_backend + "' for " + config.architecture() +
+            (built_for.empty() ? std::string(": it has no MoE backend choice") : ": it built for '" + built_for + "'"));
+  }
   spec.layout = layout;  // recorded once, by the host: the plan reads it from the spec
+  spec.layout.moe_backend = std::move(built_for);
   return spec;
 }
 

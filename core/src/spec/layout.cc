@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "wmap/util/error.h"
+#include "wmap/util/json_text.h"
 
 namespace wmap {
 
@@ -181,12 +182,13 @@ std::string Layout::to_json() const {
   return "{\"tp_size\":" + str(tp_size) + ",\"tp_rank\":" + str(tp_rank) + ",\"ep_size\":" + str(ep_size) +
          ",\"mtp_layers\":" + (mtp_layers ? str(*mtp_layers) : std::string("null")) + ",\"target\":\"" +
          std::string(target_name(target)) + "\",\"attention_dp\":" + (attention_dp ? "true" : "false") +
-         ",\"gpus_per_node\":" + str(gpus_per_node) + "}";
+         ",\"gpus_per_node\":" + str(gpus_per_node) +
+         ",\"moe_backend\":" + (moe_backend.empty() ? std::string("null") : json_string(moe_backend)) + "}";
 }
 
 const std::vector<std::string>& LayoutOptions::names() {
-  static const std::vector<std::string> n = {"tp_size", "tp_rank",      "ep_size",      "mtp_layers",
-                                             "target",  "attention_dp", "gpus_per_node"};
+  static const std::vector<std::string> n = {"tp_size", "tp_rank",      "ep_size",       "mtp_layers",
+                                             "target",  "attention_dp", "gpus_per_node", "moe_backend"};
   return n;
 }
 
@@ -205,6 +207,7 @@ Layout layout_from_options(const LayoutOptions& o) {
   l.target = *target;
   l.attention_dp = o.attention_dp;
   l.gpus_per_node = o.gpus_per_node.value_or(l.gpus_per_node);
+  l.moe_backend = o.moe_backend;
   l.validate();
   return l;
 }

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 
+#include "wmap/format/tensor_record.h"
 #include "wmap/spec/config_bounds.h"
+#include "wmap/util/error.h"
 
 namespace wmap {
 
@@ -110,6 +112,74 @@ ParamSpec alias(std::string name, std::string of, std::vector<uint64_t> shape) {
   s.alias_of = std::move(of);
   s.shape = std::move(shape);
   return s;
+}
+
+Piece padded(Piece p, std::vector<uint64_t> extents) {
+  p.pad = std::move(extents);
+  return p;
+}
+
+PaddedPart padded_split(uint64_t width, uint64_t padded_width, const Split& s) {
+  const Range part = shard_range(padded_width, s.size, s.rank);
+  return {{std::min(part.begin, width), std::min(part.end, width)}, ceil_div(padded_width, s.size)};
+}
+
+Piece interleaved(std::string source, std::vector<uint64_t> shape, size_t dim, uint64_t ways, uint64_t phase,
+                  Range rows, std::vector<Range> box) {
+  if (dim >= shape.size() || ways == 0 || phase >= ways || shape[dim] % ways != 0)
+    throw Error(ErrorCode::kInvalidArgument, source + ": cannot take stream " + std::to_string(phase) + " of " +
+                                                 std::to_string(ways) + " along dim " + std::to_string(dim) +
+                                                 " of shape " + shape_text(shape));
+  Piece p;
+  p.source = std::move(source);
+  p.source_shape = shape;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    p.view.push_back(d == dim ? shape[d] / ways : shape[d]);
+    p.box.push_back(d == dim ? rows : box.empty() ? Range{0, shape[d]} : box.at(d));
+    if (d == dim) {
+      p.view.push_back(ways);
+      p.box.push_back({phase, phase + 1});
+    }
+  }
+  return p;
+}
+
+Piece pairs_to_halves(std::string source, std::vector<uint64_t> shape, uint64_t head_rows, Range heads) {
+  if (shape.empty() || head_rows == 0 || head_rows % 2 != 0 || shape[0] % head_rows != 0)
+    throw Error(ErrorCode::kInvalidArgument, source + ": rows " + shape_text(shape) + " are not whole heads of " +
+                                                 std::to_string(head_rows) + " (an even count) rows");
+  Piece p;
+  p.source = std::move(source);
+  p.source_shape = shape;
+  p.view = {shape[0] / head_rows, head_rows / 2, 2};
+  p.box = {heads, {0, head_rows / 2}, {0, 2}};
+  p.perm = {0, 2, 1};
+  for (size_t d = 1; d < shape.size(); ++d) {
+    p.view.push_back(shape[d]);
+    p.box.push_back({0, shape[d]});
+    p.perm.push_back(static_cast<uint32_t>(d + 2));
+  }
+  return p;
+}
+
+Range whole_groups(Range r, uint64_t group, uint64_t width, std::string_view tensor) {
+  if (group == 0 || r.begin % group != 0 || (r.end % group != 0 && r.end != width)) {
+    throw Error(ErrorCode::kInvalidArgument, std::string(tensor) + ": elements [" + std::to_string(r.begin) + ", " +
+                                                 std::to_string(r.end) + ") of " + std::to_string(width) +
+                                                 " do not start and end on a group of " + std::to_string(group) +
+                                                 " (each group shares one scale; a split must not cut one)");
+  }
+  return {r.begin / group, ceil_div(r.end, group)};
+}
+
+ParamSpec zero_unless(bool keep, ParamSpec p) {
+  if (!p.dtype) throw Error(ErrorCode::kInvalidArgument, p.name + ": zero_unless needs the parameter's dtype");
+  if (keep) return p;
+  uint64_t n = 1;
+  for (uint64_t d : p.shape) n *= d;
+  p.pieces = {zeros(n)};
+  p.must_match.clear();
+  return p;
 }
 
 void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, uint64_t hidden, bool tie,

@@ -32,7 +32,8 @@
 // 2: ModelSpec records its Layout (ModelSpec::layout).
 // 3: engine targets (WmapPluginInfo::targets, Layout::target and its splits, ParamSpec::must_match_close).
 // 4: KeyProbe is a CheckpointExtent (highest_index, largest_dim) for ConfigBounds.
-#define WMAP_PLUGIN_ABI_VERSION 4u
+// 5: Piece::pad (zero padding), Layout::moe_backend.
+#define WMAP_PLUGIN_ABI_VERSION 5u
 
 WMAP_PUBLIC_BEGIN
 extern "C" {

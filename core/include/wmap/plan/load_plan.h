@@ -33,11 +33,21 @@ struct PlannedPiece {
   std::vector<Range> box;
   std::vector<uint32_t> perm;
   uint64_t elem_bytes = 1;
-  uint64_t out_bytes = 0;   // bytes this piece appends to the parameter
-  uint64_t span_begin = 0;  // absolute file bytes [span_begin, span_end) covering what it reads
+  std::vector<uint64_t> pad;  // output extents with zero padding (addressable units); empty: none
+  uint64_t out_bytes = 0;     // bytes this piece appends to the parameter (padding included)
+  uint64_t span_begin = 0;    // absolute file bytes [span_begin, span_end) covering what it reads
   uint64_t span_end = 0;
   std::string transform;
 
+  bool padded() const { return !pad.empty(); }
+  // The output's extents (addressable units): `pad`, else the box's sizes in output order; a
+  // zero piece is one dim of out_bytes.
+  std::vector<uint64_t> out_shape() const;
+  // Bytes the box takes from the source (out_bytes without the padding).
+  uint64_t box_bytes() const;
+  // True when the piece reads source bytes: a source record and a non-empty box (a padded
+  // piece whose box is empty is all zeros and is scheduled as a zero unit).
+  bool reads_source() const { return record && box_bytes() > 0; }
   // True for a strided (PyTorch view) source the spec reshapes: it is read whole and gathered
   // into row-major order before the piece is cut from it.
   bool gathers_source() const;

@@ -22,8 +22,11 @@ inline bool is_identity(const PlannedPiece& p) {
 
 // True when the executor reads a piece as its contiguous runs (for_each_run) straight into the
 // destination; otherwise it reads [span_begin, span_end) whole and cuts the piece from it (a
-// transpose, or a strided source that is gathered first).
-inline bool reads_in_runs(const PlannedPiece& p) { return p.record && !p.record->strided() && is_identity(p); }
+// transpose, a padded piece, or a strided source that is gathered first).
+// A padded piece is a copy (its output rows are not contiguous in the destination).
+inline bool reads_in_runs(const PlannedPiece& p) {
+  return p.record && !p.record->strided() && !p.padded() && is_identity(p);
+}
 
 // Calls fn(offset from the tensor start, length) for each contiguous source run of an
 // identity-permuted piece's box, in source order (which is then also output order).

@@ -12,7 +12,8 @@
 //     0: a per-expert or per-head transpose), so a band's span fits in one chunk (or is one row):
 //     its output is then a contiguous range of the parameter. A full transpose of the outer dim,
 //     and a strided source gathered into row-major order, are one copy unit over the whole span.
-//     Zero pieces are zero units.
+//     A padded piece is a copy unit whose output includes its zeros (banded only when its outer
+//     dim is not padded). Zero pieces, and padded pieces whose cut is empty, are zero units.
 //   - Order: zero units first, then read and copy units by (shard, span begin).
 //   - Releases: every byte any unit's span covers is released once, by the last unit in that
 //     order whose span covers it (a source shared by several parameters: after its last reader).

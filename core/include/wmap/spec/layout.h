@@ -73,6 +73,13 @@ struct Layout {
   Target target = Target::kTrtllm;
   bool attention_dp = false;   // TensorRT-LLM's enable_attention_dp: attention (and more) replicated
   uint32_t gpus_per_node = 8;  // caps TensorRT-LLM's gcd split of DeepSeek's dense MLP
+  // The engine MoE backend whose parameter layout a family produces (gpt-oss: "triton" under
+  // vllm, "cutlass" under trtllm). Empty: the family's default for the target. A plugin
+  // records the backend it built for in its spec's `layout.moe_backend` (the one field of
+  // ModelSpec::layout a plugin sets; the host keeps it), so the plan's layout, its JSON and its
+  // id name the effective backend; a family with no choice leaves it empty and any name asked
+  // for is refused.
+  std::string moe_backend;
 
   uint32_t moe_tp_size() const { return tp_size / ep_size; }
   uint32_t moe_tp_rank() const { return tp_rank / ep_size; }
@@ -86,8 +93,8 @@ struct Layout {
   std::string to_string() const;  // "tp 2/4, ep 2, target trtllm" style, for messages
   // The one JSON form of a layout, every field always present (mtp_layers null when unset):
   // {"tp_size":4,"tp_rank":1,"ep_size":2,"mtp_layers":null,"target":"trtllm","attention_dp":false,
-  // "gpus_per_node":8}. `wmap plan --json`, `wmap load --json`, the Python reports and the plan
-  // id all use it.
+  // "gpus_per_node":8,"moe_backend":null} (moe_backend null when unset). `wmap plan --json`, `wmap load --json`, the
+  // Python reports and the plan id all use it.
   std::string to_json() const;
 
   // --- Splits -------------------------------------------------------------------------------
@@ -144,6 +151,7 @@ struct LayoutOptions {
   std::string target = std::string(target_name(Layout{}.target));
   bool attention_dp = Layout{}.attention_dp;
   std::optional<uint32_t> gpus_per_node;
+  std::string moe_backend;
 
   // The option names, in the order Layout::to_json writes them (front ends list them in errors).
   static const std::vector<std::string>& names();

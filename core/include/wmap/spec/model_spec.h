@@ -7,7 +7,9 @@
 // (by canonical key, i.e. after YAML renames), views it with `view` (a reshape), cuts the box
 // (one range per view dim), permutes the dims (`perm`, output dim k = view dim perm[k]) and
 // appends the result in row-major order; or it appends `zero_elements` zeros (vocabulary
-// padding). An optional named transform then runs in place over the piece's bytes.
+// padding). With `pad`, the cut lands at the leading corner of a larger zero block (an
+// engine's padded parameter, or a source padded before its split: docs/plugins.md "Building
+// blocks"). An optional named transform then runs in place over the piece's bytes.
 
 #include <cstdint>
 #include <optional>
@@ -29,7 +31,11 @@ struct Piece {
   std::vector<Range> box;              // empty: the whole view
   std::vector<uint32_t> perm;          // empty: identity
   uint64_t zero_elements = 0;          // for a zero piece
-  std::string transform;               // "" or a registered in-place transform
+  // Zero padding: the output's extent along each output dim (after perm), each at least the
+  // box's size along it; the cut fills the leading corner, zeros the rest. Empty: no padding.
+  // A box that is empty along a dim (a rank past the end of a padded source) gives all zeros.
+  std::vector<uint64_t> pad;
+  std::string transform;  // "" or a registered in-place transform
 
   bool is_zero() const { return source.empty(); }
 };
@@ -92,6 +98,38 @@ ParamSpec fused_column_parallel(std::string name,
                                 const std::vector<std::pair<std::string, std::vector<uint64_t>>>& sources,
                                 const Split& s);
 ParamSpec alias(std::string name, std::string of, std::vector<uint64_t> shape);
+
+// --- Building blocks for source layouts beyond Llama's (docs/plugins.md "Building blocks") ---
+// Zero padding: `p` with its output padded to `extents` (Piece::pad, one per output dim).
+Piece padded(Piece p, std::vector<uint64_t> extents);
+// A split of a dimension padded before the split (TensorRT-LLM pads MXFP4 experts to an
+// alignment, then ceil-splits): part s.rank of `padded_width` split by `s`, as the source range
+// it covers (clipped to `width`, possibly empty) and the part's size (rows past `width` are zeros).
+struct PaddedPart {
+  Range source;
+  uint64_t size = 0;
+};
+PaddedPart padded_split(uint64_t width, uint64_t padded_width, const Split& s);
+// Row interleave: stream `phase` of `ways` streams interleaved along dim `dim` of `shape` (row
+// i*ways + phase is row i of the stream; gpt-oss gate/up rows 2j, 2j+1). The piece's view
+// splits that dim into [shape[dim]/ways, ways]; `rows` are stream rows, `box` gives the other
+// dims of `shape` (empty: whole; else one range per dim of shape, the one at `dim` ignored).
+// The output keeps the split (a dim of 1 after `dim`): pad it with rank + 1 extents.
+Piece interleaved(std::string source, std::vector<uint64_t> shape, size_t dim, uint64_t ways, uint64_t phase,
+                  Range rows, std::vector<Range> box = {});
+// A permutation within heads: rows of a [heads * head_rows, cols...] tensor viewed as
+// [heads, head_rows / pairs..., ...]: the rows of `heads`, each head's rows reordered from
+// interleaved pairs (2i, 2i+1) to halves (even rows, then odd: vLLM's Llama 4 q/k rotary order,
+// permute_qk_weight_for_rotary).
+Piece pairs_to_halves(std::string source, std::vector<uint64_t> shape, uint64_t head_rows, Range heads);
+// Packed groups (MXFP4: one E8M0 scale per 32 elements): the groups covering elements `r` of a
+// dimension of `width`. Throws kInvalidArgument naming `tensor` unless r starts on a group
+// boundary and ends on one or at `width`.
+Range whole_groups(Range r, uint64_t group, uint64_t width, std::string_view tensor);
+// A rank-dependent zero: `p` as it is when `keep`, else all zeros of its shape (vLLM's gpt-oss
+// w2_bias on tensor-parallel ranks other than 0). `p.dtype` must be set (zeros have no source
+// to take it from); hand the sources to the module as a subtree so they still count as consumed.
+ParamSpec zero_unless(bool keep, ParamSpec p);
 
 // Appends the `lm_head` module, vocabulary-parallel over `s`: `lm_head.weight` from the
 // checkpoint, or, when tied, (trtllm) an alias of `embed_param` (read once and still listed as a

@@ -111,7 +111,7 @@ void for_each_read(const LoadPlan& plan, Fn&& fn) {
   for (const PlannedParam& p : plan.params()) {
     if (p.absent || p.broken || !p.alias_of.empty()) continue;
     for (const PlannedPiece& piece : p.pieces) {
-      if (!piece.record || piece.out_bytes == 0) continue;
+      if (!piece.reads_source()) continue;
       const uint32_t shard = piece.record->shard;
       const uint64_t base = piece.record->offset;
       if (reads_in_runs(piece)) {

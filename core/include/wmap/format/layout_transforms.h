@@ -1,0 +1,31 @@
+#pragma once
+// Built-in in-place transforms that change a piece's layout rather than its values, registered
+// under the names plugins put in Piece::transform (docs/plugins.md "Building blocks"):
+//   "bf16_to_f32"                   exact widening of BF16 values into the F32 parameter room the
+//                                   piece reserves with Piece::pad (its first half holds the BF16s)
+//   "block_scale_interleave_128x4"  TensorRT-LLM's block-scale swizzle of a [rows, cols] byte matrix
+//                                   (thop/fp4Op.cpp BlockScaleInterleave), done inside its MoE load
+// Each throws kValidation naming `key` when the piece's geometry does not fit. Thread-safe.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "wmap/format/dtype.h"
+#include "wmap/util/export.h"
+
+WMAP_PUBLIC_BEGIN
+namespace wmap {
+
+// data: 4n bytes whose first 2n hold n BF16 values; afterwards n F32 values (bits << 16).
+void widen_bf16_to_f32(std::span<std::byte> data, DType dtype, const std::string& key, std::span<const uint64_t> shape);
+
+// data: a row-major [rows, cols] byte matrix, cols = shape.back(), rows a multiple of 128 and
+// cols of 4; byte (m, k) moves to k%4 + (k/4)*512 + (m%32)*16 + ((m%128)/32)*4 + (m/128)*128*cols.
+void block_scale_interleave_128x4(std::span<std::byte> data, DType dtype, const std::string& key,
+                                  std::span<const uint64_t> shape);
+// The destination of byte (m, k) of a [rows, cols] matrix under that swizzle.
+uint64_t block_scale_interleave_index(uint64_t m, uint64_t k, uint64_t cols);
+
+}  // namespace wmap
+WMAP_PUBLIC_END

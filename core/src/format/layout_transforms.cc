@@ -1,0 +1,45 @@
+#include "wmap/format/layout_transforms.h"
+
+#include <cstring>
+#include <vector>
+
+#include "wmap/util/error.h"
+
+namespace wmap {
+
+void widen_bf16_to_f32(std::span<std::byte> data, DType dtype, const std::string& key, std::span<const uint64_t>) {
+  if (dtype != DType::kF32 || data.size() % 4 != 0)
+    throw Error(ErrorCode::kValidation, key + ": bf16_to_f32 needs an F32 parameter piece of whole elements (got " +
+                                            std::string(dtype_name(dtype)) + ", " + std::to_string(data.size()) +
+                                            " bytes)");
+  // Backwards: F32 element i overwrites BF16 elements 2i and 2i+1, both already widened (i > 0)
+  // or read first (i = 0).
+  const uint64_t n = data.size() / 4;
+  for (uint64_t i = n; i-- > 0;) {
+    uint16_t h;
+    std::memcpy(&h, data.data() + 2 * i, 2);
+    const uint32_t f = uint32_t{h} << 16;
+    std::memcpy(data.data() + 4 * i, &f, 4);
+  }
+}
+
+uint64_t block_scale_interleave_index(uint64_t m, uint64_t k, uint64_t cols) {
+  return k % 4 + (k / 4) * 512 + (m % 32) * 16 + ((m % 128) / 32) * 4 + (m / 128) * 128 * cols;
+}
+
+void block_scale_interleave_128x4(std::span<std::byte> data, DType, const std::string& key,
+                                  std::span<const uint64_t> shape) {
+  const uint64_t cols = shape.empty() ? 0 : shape.back();
+  if (cols == 0 || cols % 4 != 0 || data.size() % cols != 0 || (data.size() / cols) % 128 != 0)
+    throw Error(ErrorCode::kValidation, key + ": block_scale_interleave_128x4 needs a [rows, cols] byte matrix with "
+                                              "rows a multiple of 128 and cols of 4 (got " +
+                                              std::to_string(data.size()) + " bytes, cols " + std::to_string(cols) +
+                                              ")");
+  const uint64_t rows = data.size() / cols;
+  const std::vector<std::byte> in(data.begin(), data.end());
+  for (uint64_t m = 0; m < rows; ++m) {
+    for (uint64_t k = 0; k < cols; ++k) data[block_scale_interleave_index(m, k, cols)] = in[m * cols + k];
+  }
+}
+
+}  // namespace wmap

@@ -1,0 +1,274 @@
+// The core's building blocks for source layouts beyond Llama's (docs/plugins.md "Building
+// blocks"), each on its own: zero padding (Piece::pad) planned, validated, scheduled and
+// executed (host, pread and mmap, 1 and 3 workers, banded and whole), against expectations
+// computed here element by element; a stacked 3-D expert tensor whose EP and TP parts are one
+// byte range per expert; row interleave; the within-head pair permutation; MXFP4 group
+// boundaries; padding before the split; the rank-dependent zero; the BF16 -> F32 widening and
+// the 128x4 block-scale interleave.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+
+#include "test_util.h"
+#include "wmap/catalog/shard_set.h"
+#include "wmap/exec/executor.h"
+#include "wmap/format/layout_transforms.h"
+#include "wmap/format/safetensors_writer.h"
+#include "wmap/plan/load_plan.h"
+#include "wmap/util/error.h"
+
+namespace wmap::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+TensorToWrite u8_tensor(std::string name, std::vector<uint64_t> shape) {
+  uint64_t n = 1;
+  for (auto d : shape) n *= d;
+  return {std::move(name), DType::kU8, std::move(shape), n, [](std::span<std::byte> dst) {
+            for (size_t i = 0; i < dst.size(); ++i) dst[i] = static_cast<std::byte>((i * 13 + 1) & 0xff);
+          }};
+}
+uint8_t src_byte(uint64_t i) { return static_cast<uint8_t>((i * 13 + 1) & 0xff); }
+
+struct Built {
+  std::shared_ptr<const Catalog> catalog;
+  LoadPlan plan;
+};
+
+Built plan_of(const fs::path& dir, std::vector<ParamSpec> params, uint64_t chunk = 16 << 20) {
+  auto catalog = std::make_shared<const Catalog>(Catalog::build(discover_shards(dir)));
+  ModelSpec spec;
+  spec.plugin = "test";
+  spec.architecture = "Test";
+  spec.modules.push_back({"m", std::move(params), {}});
+  PlanOptions o;
+  o.chunk_bytes = chunk;
+  LoadPlan plan = LoadPlan::build(spec, catalog, RenameTable(), o);
+  return {catalog, std::move(plan)};
+}
+
+// Loads `plan` every way the executor can and hands each parameter's bytes to `check`.
+void for_each_load(const LoadPlan& plan, const std::function<void(const std::string&, const std::vector<uint8_t>&)>& check) {
+  auto device = make_device("host");
+  for (IoMode io : {IoMode::kPread, IoMode::kMmap}) {
+    for (unsigned workers : {1u, 3u}) {
+      SCOPED_TRACE(std::string(io_mode_name(io)) + " workers " + std::to_string(workers));
+      ExecOptions exec;
+      exec.io = io;
+      exec.read_workers = workers;
+      exec.load_workers = workers;
+      const LoadedModel m = execute_plan(plan, *device, exec);
+      for (const PlannedParam& p : plan.params()) {
+        const LoadedParam* lp = m.find(p.name);
+        ASSERT_NE(lp, nullptr) << p.name;
+        std::vector<uint8_t> got(lp->buffer->size());
+        device->copy_to_host(*lp->buffer, std::as_writable_bytes(std::span(got)));
+        check(p.name, got);
+      }
+    }
+  }
+}
+
+ParamSpec u8_param(std::string name, std::vector<uint64_t> shape, std::vector<Piece> pieces) {
+  ParamSpec p;
+  p.name = std::move(name);
+  p.shape = std::move(shape);
+  p.dtype = DType::kU8;
+  p.pieces = std::move(pieces);
+  return p;
+}
+
+// A stacked [E, R, C] expert tensor: experts [1, 3), rows [2, 5) of each, padded to 4 rows and
+// 7 columns (the corner holds the cut, the rest is zero); and a transposed, padded cut.
+TEST(BuildingBlocks, PaddedCutsOfAStackedExpertTensorLoadAsComputedHere) {
+  TempDir dir;
+  const uint64_t E = 4, R = 6, C = 5;
+  write_safetensors(dir / "model.safetensors", {u8_tensor("experts", {E, R, C})});
+  Piece cut;
+  cut.source = "experts";
+  cut.source_shape = {E, R, C};
+  cut.box = {{1, 3}, {2, 5}, {0, C}};
+  Piece transposed = cut;
+  transposed.perm = {0, 2, 1};
+  const auto built = plan_of(dir.path(), {u8_param("padded", {2, 4, 7}, {spec::padded(cut, {2, 4, 7})}),
+                                          u8_param("padded_t", {2, 6, 3}, {spec::padded(transposed, {2, 6, 3})})});
+  ASSERT_TRUE(built.plan.ok()) << built.plan.problems().front().message;
+  EXPECT_EQ(built.plan.bytes_to_read(), 2u * 2 * 3 * C) << "padding is written, never read";
+  for_each_load(built.plan, [&](const std::string& name, const std::vector<uint8_t>& got) {
+    const bool t = name == "padded_t";
+    const uint64_t d1 = t ? 6 : 4, d2 = t ? 3 : 7;
+    ASSERT_EQ(got.size(), 2 * d1 * d2) << name;
+    for (uint64_t e = 0; e < 2; ++e) {
+      for (uint64_t i = 0; i < d1; ++i) {
+        for (uint64_t j = 0; j < d2; ++j) {
+          // Source coordinates of output (e, i, j), or none (padding).
+          const uint64_t r = t ? j : i, c = t ? i : j;
+          const bool inside = r < 3 && c < C;
+          const uint8_t want = inside ? src_byte(((1 + e) * R + 2 + r) * C + c) : 0;
+          ASSERT_EQ(got[(e * d1 + i) * d2 + j], want) << name << " [" << e << "," << i << "," << j << "]";
+        }
+      }
+    }
+  });
+}
+
+// A padded cut whose outer dim is not padded is banded like any per-expert copy (each band's
+// output contiguous); a rank's rows far apart in a stacked tensor are read one expert at a
+// time, not through the other ranks' rows.
+TEST(BuildingBlocks, APaddedStackedCutReadsOnlyItsOwnRowsOneExpertABand) {
+  TempDir dir;
+  const uint64_t E = 8, R = 512, C = 256;  // 128 KiB an expert
+  write_safetensors(dir / "model.safetensors", {u8_tensor("experts", {E, R, C})});
+  Piece cut;
+  cut.source = "experts";
+  cut.source_shape = {E, R, C};
+  cut.box = {{0, E}, {128, 256}, {0, C}};  // rank 1 of 4: 32 KiB an expert, 96 KiB gaps
+  const auto built = plan_of(dir.path(), {u8_param("w", {E, 160, C}, {spec::padded(cut, {E, 160, C})})}, 1 << 20);
+  ASSERT_TRUE(built.plan.ok()) << built.plan.problems().front().message;
+  uint64_t read = 0, copies = 0;
+  for (const ReadUnit& u : built.plan.schedule().units()) {
+    if (u.kind != ReadUnit::Kind::kCopy) continue;
+    ++copies;
+    read += u.end - u.begin;
+    EXPECT_EQ(u.rows_end - u.rows_begin, 1u);
+    EXPECT_EQ(u.dst_off, u.rows_begin * 160 * C);
+  }
+  EXPECT_EQ(copies, E);
+  EXPECT_EQ(read, E * 128 * C) << "bytes read = bytes the rank keeps";
+  for_each_load(built.plan, [&](const std::string&, const std::vector<uint8_t>& got) {
+    for (uint64_t e = 0; e < E; ++e) {
+      for (uint64_t i = 0; i < 160; ++i) {
+        for (uint64_t j = 0; j < C; j += 37) {
+          const uint8_t want = i < 128 ? src_byte((e * R + 128 + i) * C + j) : 0;
+          ASSERT_EQ(got[(e * 160 + i) * C + j], want) << e << "," << i << "," << j;
+        }
+      }
+    }
+  });
+}
+
+// Row interleave undone (gpt-oss gate/up rows 2j, 2j+1 under TensorRT-LLM) and kept; the
+// within-head pair permutation (vLLM's Llama 4 q/k).
+TEST(BuildingBlocks, InterleaveAndPairPermutationLoadAsComputedHere) {
+  TempDir dir;
+  write_safetensors(dir / "model.safetensors", {u8_tensor("gate_up", {2, 8, 3}), u8_tensor("q", {12, 2})});
+  // Expert 1, stream rows [1, 3) of phase 1 (up) then phase 0 (gate): rows 3, 5 then 2, 4.
+  const Range one{1, 2};
+  const Piece up = spec::interleaved("gate_up", {2, 8, 3}, 1, 2, 1, {1, 3}, {one, {}, {0, 3}});
+  const Piece gate = spec::interleaved("gate_up", {2, 8, 3}, 1, 2, 0, {1, 3}, {one, {}, {0, 3}});
+  // q: 3 heads of 4 rows; heads [1, 3), each head's rows 0,2 then 1,3.
+  const Piece q = spec::pairs_to_halves("q", {12, 2}, 4, {1, 3});
+  const auto built = plan_of(dir.path(), {u8_param("up_gate", {4, 3}, {up, gate}), u8_param("q_perm", {8, 2}, {q})});
+  ASSERT_TRUE(built.plan.ok()) << built.plan.problems().front().message;
+  for_each_load(built.plan, [&](const std::string& name, const std::vector<uint8_t>& got) {
+    if (name == "up_gate") {
+      const uint64_t rows[] = {3, 5, 2, 4};
+      for (uint64_t i = 0; i < 4; ++i) {
+        for (uint64_t c = 0; c < 3; ++c) ASSERT_EQ(got[i * 3 + c], src_byte((8 + rows[i]) * 3 + c)) << i << "," << c;
+      }
+    } else {
+      const uint64_t rows[] = {4, 6, 5, 7, 8, 10, 9, 11};
+      for (uint64_t i = 0; i < 8; ++i) {
+        for (uint64_t c = 0; c < 2; ++c) ASSERT_EQ(got[i * 2 + c], src_byte(rows[i] * 2 + c)) << i << "," << c;
+      }
+    }
+  });
+  EXPECT_THROW(spec::interleaved("x", {2, 7, 3}, 1, 2, 0, {0, 1}), Error);  // 7 rows are not pairs
+  EXPECT_THROW(spec::pairs_to_halves("x", {12, 2}, 3, {0, 1}), Error);      // odd head rows
+}
+
+TEST(BuildingBlocks, PaddedSplitGroupsAndRankZero) {
+  // TensorRT-LLM pads I = 96 to 256 over 2 ranks: rank 0 holds [0, 96) and 32 zero rows, rank 1 only zeros.
+  EXPECT_EQ(spec::padded_split(96, 256, {2, 0}).source, (Range{0, 96}));
+  EXPECT_EQ(spec::padded_split(96, 256, {2, 0}).size, 128u);
+  EXPECT_EQ(spec::padded_split(96, 256, {2, 1}).source, (Range{96, 96}));
+  EXPECT_EQ(spec::padded_split(2880, 3072, {4, 3}).source, (Range{2304, 2880}));
+  EXPECT_EQ(spec::whole_groups({64, 96}, 32, 96, "t"), (Range{2, 3}));
+  EXPECT_EQ(spec::whole_groups({64, 90}, 32, 90, "t"), (Range{2, 3})) << "a part may end at the width";
+  try {
+    spec::whole_groups({48, 96}, 32, 96, "layers.0.mlp.experts.down_proj_blocks");
+    FAIL() << "a split inside a group must be refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("layers.0.mlp.experts.down_proj_blocks: elements [48, 96) of 96 do not "
+                                         "start and end on a group of 32"),
+              std::string::npos)
+        << e.what();
+  }
+  ParamSpec bias = spec::replicated("b", "bias", {4});
+  EXPECT_THROW(spec::zero_unless(false, bias), Error) << "zeros need the dtype";
+  bias.dtype = DType::kBF16;
+  EXPECT_EQ(spec::zero_unless(true, bias).pieces.front().source, "bias");
+  const ParamSpec zero = spec::zero_unless(false, bias);
+  ASSERT_EQ(zero.pieces.size(), 1u);
+  EXPECT_TRUE(zero.pieces.front().is_zero());
+  EXPECT_EQ(zero.pieces.front().zero_elements, 4u);
+}
+
+// A rank past the end of a source padded before its split: its cut is empty, its parameter zeros.
+TEST(BuildingBlocks, AnEmptyPaddedCutIsAZeroUnitAndBadPadsAreSpecProblems) {
+  TempDir dir;
+  write_safetensors(dir / "model.safetensors", {u8_tensor("t", {4, 8})});
+  Piece empty;
+  empty.source = "t";
+  empty.source_shape = {4, 8};
+  empty.box = {{4, 4}, {0, 8}};
+  Piece small = empty, wrong_rank = empty;
+  small.box = {{0, 4}, {0, 8}};
+  const auto built = plan_of(dir.path(), {u8_param("z", {2, 8}, {spec::padded(empty, {2, 8})}),
+                                          u8_param("bad", {3, 8}, {spec::padded(small, {3, 8})}),
+                                          u8_param("bad_rank", {32}, {spec::padded(wrong_rank, {32})})});
+  ASSERT_EQ(built.plan.problems().size(), 2u);
+  EXPECT_NE(built.plan.problems()[0].message.find("pad [3, 8] is smaller than the cut along output dim 0 (4)"),
+            std::string::npos)
+      << built.plan.problems()[0].message;
+  EXPECT_NE(built.plan.problems()[1].message.find("pad [32] has 1 extents for a view of rank 2"), std::string::npos)
+      << built.plan.problems()[1].message;
+  const ReadUnit& z = built.plan.schedule().units().front();
+  EXPECT_EQ(z.kind, ReadUnit::Kind::kZero);
+}
+
+TEST(BuildingBlocks, Bf16WidensExactlyIntoTheRoomItsPaddingReserves) {
+  const uint16_t in[] = {0x3f80, 0xc000, 0x7f80, 0x0001};  // 1, -2, +inf, the smallest subnormal
+  std::vector<std::byte> data(16);
+  std::memcpy(data.data(), in, sizeof in);
+  widen_bf16_to_f32(data, DType::kF32, "sinks", {});
+  uint32_t out[4];
+  std::memcpy(out, data.data(), 16);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], uint32_t{in[i]} << 16) << i;
+  std::vector<std::byte> odd(6);
+  EXPECT_THROW(widen_bf16_to_f32(odd, DType::kF32, "sinks", {}), Error);
+  EXPECT_THROW(widen_bf16_to_f32(data, DType::kBF16, "sinks", {}), Error);
+}
+
+TEST(BuildingBlocks, BlockScaleInterleaveIsThe128x4SwizzleAndAPermutation) {
+  // Hand-checked from TensorRT-LLM's formula, 8 columns.
+  EXPECT_EQ(block_scale_interleave_index(1, 0, 8), 16u);
+  EXPECT_EQ(block_scale_interleave_index(32, 0, 8), 4u);
+  EXPECT_EQ(block_scale_interleave_index(0, 4, 8), 512u);
+  EXPECT_EQ(block_scale_interleave_index(128, 0, 8), 1024u);
+  EXPECT_EQ(block_scale_interleave_index(37, 5, 8), 1u + 512 + 5 * 16 + 4);
+  std::vector<std::byte> m(256 * 8);
+  for (size_t i = 0; i < m.size(); ++i) m[i] = static_cast<std::byte>(i * 7 & 0xff);
+  const std::vector<std::byte> before = m;
+  const uint64_t shape[] = {256, 8};
+  block_scale_interleave_128x4(m, DType::kI32, "scales", shape);
+  std::vector<bool> hit(m.size());
+  for (uint64_t r = 0; r < 256; ++r) {
+    for (uint64_t k = 0; k < 8; ++k) {
+      const uint64_t to = block_scale_interleave_index(r, k, 8);
+      ASSERT_LT(to, m.size());
+      EXPECT_FALSE(hit[to]);
+      hit[to] = true;
+      EXPECT_EQ(m[to], before[r * 8 + k]);
+    }
+  }
+  const uint64_t bad[] = {100, 8};
+  std::vector<std::byte> rows100(800);
+  EXPECT_THROW(block_scale_interleave_128x4(rows100, DType::kI32, "scales", bad), Error);
+}
+
+}  // namespace
+}  // namespace wmap::test
