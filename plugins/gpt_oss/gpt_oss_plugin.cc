@@ -33,14 +33,14 @@ uint64_t rup(uint64_t x, uint64_t m) { return wmap::ceil_div(x, m) * m; }
 
 // What differs between the engines for this family, in one place.
 struct TargetRules {
-  const char* layers;          // the decoder layer's runtime prefix
-  const char* attention;       // the attention module under it
-  const char* router;          // the router module under "mlp."
-  const char* experts;         // the routed experts' module under "mlp."
+  const char* layers;     // the decoder layer's runtime prefix
+  const char* attention;  // the attention module under it
+  const char* router;     // the router module under "mlp."
+  const char* experts;    // the routed experts' module under "mlp."
   const char* default_backend;
-  bool duplicates_kv_heads;    // vLLM QKVParallelLinear repeats KV heads when nkv < T
-  bool sinks_f32;              // TensorRT-LLM: attn.sinks .to(torch.float32)
-  bool norm_twice;             // TensorRT-LLM: input_layernorm and attn.norm, post_attention_layernorm and mlp.norm
+  bool duplicates_kv_heads;  // vLLM QKVParallelLinear repeats KV heads when nkv < T
+  bool sinks_f32;            // TensorRT-LLM: attn.sinks .to(torch.float32)
+  bool norm_twice;           // TensorRT-LLM: input_layernorm and attn.norm, post_attention_layernorm and mlp.norm
 };
 
 const TargetRules& rules_for(wmap::Target t) {
@@ -75,8 +75,7 @@ const TargetRules& rules_for(wmap::Target t) {
 // the served ones build, the rest are refused by name with what is missing.
 const char* unserved_backend_reason(wmap::Target t, const std::string& b) {
   if (t == wmap::Target::kVllm) {
-    if (b == "marlin" || b == "flashinfer_trtllm" || b == "flashinfer_cutlass" || b == "aiter" ||
-        b == "triton_unfused")
+    if (b == "marlin" || b == "flashinfer_trtllm" || b == "flashinfer_cutlass" || b == "aiter" || b == "triton_unfused")
       return "is a vLLM gpt-oss MoE backend whose padding is not served yet (served: triton)";
     return nullptr;
   }
@@ -113,8 +112,8 @@ GptOssShape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyPro
   if (s.inter % kGroup)
     c.fail("intermediate_size", std::to_string(s.inter) + " is not a multiple of the MXFP4 group 32");
   if (s.heads % s.kv_heads)
-    c.fail("num_key_value_heads", std::to_string(s.kv_heads) + " does not divide num_attention_heads " +
-                                      std::to_string(s.heads));
+    c.fail("num_key_value_heads",
+           std::to_string(s.kv_heads) + " does not divide num_attention_heads " + std::to_string(s.heads));
   if (auto e = l.heads_error(s.heads)) c.fail("num_attention_heads", *e);
   if (auto e = l.experts_error(s.experts)) c.fail("num_local_experts", *e);
   const TargetRules& rules = rules_for(l.target);
@@ -129,8 +128,8 @@ GptOssShape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyPro
                                       ": TensorRT-LLM does not duplicate gpt-oss KV heads (load_hf_weights)");
   }
   if (l.target == wmap::Target::kVllm && s.inter % l.tp_size) {
-    c.fail("intermediate_size", std::to_string(s.inter) + " is not divisible by tp_size " +
-                                    std::to_string(l.tp_size) + " (vLLM's gpt-oss MLPBlock asserts it)");
+    c.fail("intermediate_size", std::to_string(s.inter) + " is not divisible by tp_size " + std::to_string(l.tp_size) +
+                                    " (vLLM's gpt-oss MLPBlock asserts it)");
   }
   if (l.mtp_layers.value_or(0) > 0) c.fail("num_hidden_layers", "gpt-oss has no MTP layers");
   s.backend = l.moe_backend.empty() ? rules.default_backend : l.moe_backend;
@@ -192,9 +191,9 @@ std::vector<ParamSpec> vllm_experts(const std::string& dst, const std::string& s
                            {El, 2 * ip, H / kGroup})}));
   out.push_back(param(dst + ".w13_bias", {El, 2 * ip}, DType::kBF16,
                       {cut(src + ".gate_up_proj_bias", {E, 2 * I}, {ex, r2}, {El, 2 * ip})}));
-  out.push_back(param(dst + ".w2_weight", {El, H, ip / 2}, DType::kU8,
-                      {cut(src + ".down_proj_blocks", {E, H, I / kGroup, 16}, {ex, all_h, g, {0, 16}},
-                           {El, H, ip / kGroup, 16})}));
+  out.push_back(param(
+      dst + ".w2_weight", {El, H, ip / 2}, DType::kU8,
+      {cut(src + ".down_proj_blocks", {E, H, I / kGroup, 16}, {ex, all_h, g, {0, 16}}, {El, H, ip / kGroup, 16})}));
   out.push_back(param(dst + ".w2_weight_scale", {El, H, ip / kGroup}, DType::kU8,
                       {cut(src + ".down_proj_scales", {E, H, I / kGroup}, {ex, all_h, g}, {El, H, ip / kGroup})}));
   Piece bias;
@@ -247,9 +246,9 @@ std::vector<ParamSpec> trtllm_experts(const std::string& dst, const std::string&
           {1, ipad, 1, hpg});
       sc.transform = "block_scale_interleave_128x4";
       s13.push_back(std::move(sc));
-      b13.push_back(spec::padded(
-          spec::interleaved(src + ".gate_up_proj_bias", {E, 2 * I}, 1, 2, phase, part.source, {one, {}}),
-          {1, ipad, 1}));
+      b13.push_back(
+          spec::padded(spec::interleaved(src + ".gate_up_proj_bias", {E, 2 * I}, 1, 2, phase, part.source, {one, {}}),
+                       {1, ipad, 1}));
     }
   }
   std::vector<ParamSpec> out;
@@ -290,9 +289,9 @@ ModelSpec build_gpt_oss(const ModelConfig& c, const Layout& l, const wmap::KeyPr
   m.plugin = "gpt_oss";
   m.architecture = c.architecture();
   m.layout.moe_backend = s.backend;  // recorded by the host in the plan's layout
-  m.modules.push_back(module("model.embedding", {spec::vocab_parallel("model.embedding.weight",
-                                                                      "model.embed_tokens.weight", {s.vocab, H}, l,
-                                                                      attn)}));
+  m.modules.push_back(
+      module("model.embedding",
+             {spec::vocab_parallel("model.embedding.weight", "model.embed_tokens.weight", {s.vocab, H}, l, attn)}));
   const Range heads = attn.items(s.heads, "attention heads");
   const Range q{heads.begin * hd, heads.end * hd};
   const Range kv = rules.duplicates_kv_heads ? spec::kv_head_rows(s.kv_heads, hd, l)
@@ -302,13 +301,12 @@ ModelSpec build_gpt_oss(const ModelConfig& c, const Layout& l, const wmap::KeyPr
     const std::string dst = rules.layers + std::to_string(i) + ".";
     const std::string a = dst + rules.attention, sa = src + "self_attn.";
     std::vector<ParamSpec> norm1{spec::replicated(dst + "input_layernorm.weight", src + "input_layernorm.weight", {H})};
-    if (rules.norm_twice)
-      norm1.push_back(spec::replicated(a + "norm.weight", src + "input_layernorm.weight", {H}));
+    if (rules.norm_twice) norm1.push_back(spec::replicated(a + "norm.weight", src + "input_layernorm.weight", {H}));
     m.modules.push_back(module(dst + "input_layernorm", std::move(norm1)));
-    ParamSpec qkv_w = param(a + "qkv_proj.weight", {q.size() + 2 * kv.size(), H}, DType::kBF16,
-                            {spec::rows(sa + "q_proj.weight", {q_rows, H}, q),
-                             spec::rows(sa + "k_proj.weight", {kv_rows, H}, kv),
-                             spec::rows(sa + "v_proj.weight", {kv_rows, H}, kv)});
+    ParamSpec qkv_w =
+        param(a + "qkv_proj.weight", {q.size() + 2 * kv.size(), H}, DType::kBF16,
+              {spec::rows(sa + "q_proj.weight", {q_rows, H}, q), spec::rows(sa + "k_proj.weight", {kv_rows, H}, kv),
+               spec::rows(sa + "v_proj.weight", {kv_rows, H}, kv)});
     ParamSpec qkv_b = param(a + "qkv_proj.bias", {q.size() + 2 * kv.size()}, DType::kBF16,
                             {spec::rows(sa + "q_proj.bias", {q_rows}, q), spec::rows(sa + "k_proj.bias", {kv_rows}, kv),
                              spec::rows(sa + "v_proj.bias", {kv_rows}, kv)});
@@ -323,8 +321,8 @@ ModelSpec build_gpt_oss(const ModelConfig& c, const Layout& l, const wmap::KeyPr
       sinks = spec::padded(sinks, {2 * heads.size()});
       sinks.transform = "bf16_to_f32";
     }
-    m.modules.push_back(module(a + "sinks", {param(a + "sinks", {heads.size()}, rules.sinks_f32 ? DType::kF32 : DType::kBF16,
-                                                   {sinks})}));
+    m.modules.push_back(module(
+        a + "sinks", {param(a + "sinks", {heads.size()}, rules.sinks_f32 ? DType::kF32 : DType::kBF16, {sinks})}));
     std::vector<ParamSpec> norm2{
         spec::replicated(dst + "post_attention_layernorm.weight", src + "post_attention_layernorm.weight", {H})};
     if (rules.norm_twice)
@@ -334,10 +332,10 @@ ModelSpec build_gpt_oss(const ModelConfig& c, const Layout& l, const wmap::KeyPr
     m.modules.push_back(module(router, {spec::replicated(router + ".weight", src + "mlp.router.weight", {s.experts, H}),
                                         spec::replicated(router + ".bias", src + "mlp.router.bias", {s.experts})}));
     const std::string experts = dst + "mlp." + rules.experts, esrc = src + "mlp.experts";
-    m.modules.push_back(module(experts,
-                               l.target == wmap::Target::kVllm ? vllm_experts(experts, esrc, s, l)
-                                                               : trtllm_experts(experts, esrc, s, l, c),
-                               {esrc}));
+    m.modules.push_back(module(
+        experts,
+        l.target == wmap::Target::kVllm ? vllm_experts(experts, esrc, s, l) : trtllm_experts(experts, esrc, s, l, c),
+        {esrc}));
   }
   m.modules.push_back(module("model.norm", {spec::replicated("model.norm.weight", "model.norm.weight", {H})}));
   m.modules.push_back(

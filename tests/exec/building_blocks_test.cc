@@ -50,7 +50,8 @@ Built plan_of(const fs::path& dir, std::vector<ParamSpec> params, uint64_t chunk
 }
 
 // Loads `plan` every way the executor can and hands each parameter's bytes to `check`.
-void for_each_load(const LoadPlan& plan, const std::function<void(const std::string&, const std::vector<uint8_t>&)>& check) {
+void for_each_load(const LoadPlan& plan,
+                   const std::function<void(const std::string&, const std::vector<uint8_t>&)>& check) {
   auto device = make_device("host");
   for (IoMode io : {IoMode::kPread, IoMode::kMmap}) {
     for (unsigned workers : {1u, 3u}) {

@@ -2,6 +2,8 @@
 // headers, no data): they validate completely, or report exactly what is not supported.
 #include <gtest/gtest.h>
 
+#include <numeric>
+
 #include "test_util.h"
 
 namespace wmap::test {
@@ -43,6 +45,66 @@ TEST_F(RealLayoutPlan, DenseFamilies) {
     const auto dir = rebuild(layout);
     expect_complete(dir, "");
     expect_complete(dir, "--tp-size 2 --tp-rank 1");
+  }
+}
+
+// gpt-oss-120b (reconstructed: tests/data/layouts/gpt-oss-120b) and Llama-4-Maverick (derived from
+// TensorRT-LLM's test config, 48 layers) plan complete at TP8/EP8 and TP8/EP1 under both targets;
+// each rank's parameter count and bytes are computed here from docs/families/ rules, not read
+// from a plan.
+struct RankTotals {
+  uint64_t params, bytes;
+};
+uint64_t rup(uint64_t x, uint64_t m) { return (x + m - 1) / m * m; }
+
+RankTotals gpt_oss_120b(bool trt, uint64_t P) {
+  const uint64_t H = 2880, I = 2880, E = 128, nh = 64, nkv = 8, hd = 64, V = 201088, L = 36, T = 8;
+  const uint64_t El = E / P, tm = T / P;
+  const uint64_t vocab_rows = trt ? (V + T - 1) / T : rup(V, 64) / T;
+  const uint64_t qkv_rows = (nh / T + 2 * (nkv / T)) * hd;
+  uint64_t layer = (trt ? 4 : 2) * H * 2 + qkv_rows * H * 2 + qkv_rows * 2 + H * (nh / T * hd) * 2 + H * 2 +
+                   (nh / T) * (trt ? 4 : 2) + E * H * 2 + E * 2;
+  if (!trt) {  // Triton: Ip = rup(I / tm, 64), H unpadded
+    const uint64_t ip = rup(I / tm, 64);
+    layer +=
+        El * 2 * ip * H / 2 + El * 2 * ip * H / 32 + El * 2 * ip * 2 + El * H * ip / 2 + El * H * ip / 32 + El * H * 2;
+  } else {  // CUTLASS: I padded to _get_weight_alignment before the split, H to 128
+    const uint64_t a0 = std::lcm(std::lcm(uint64_t{128}, uint64_t{32}), tm), per = rup(I, a0) / tm;
+    const uint64_t a = per % 128 ? 128 * ((per + 127) / 128) * tm : a0, ipad = rup(I, a) / tm, hp = rup(H, 128);
+    layer += El * 2 * ipad * hp / 2 + El * 2 * ipad * 2 + El * 2 * ipad * hp / 32 + El * hp * ipad / 2 + El * hp * 2 +
+             El * hp * ipad / 32;
+  }
+  return {3 + L * (trt ? 17 : 15), 2 * vocab_rows * H * 2 + H * 2 + L * layer};
+}
+
+RankTotals maverick(uint64_t P) {
+  // Both targets hold the same sizes: vocab 202048 = 64 * 8 * 394.6..., rup(V, 64) / 8 = ceil(V / 8).
+  const uint64_t H = 5120, I = 8192, Im = 16384, E = 128, nh = 40, nkv = 8, hd = 128, V = 202048, L = 48, T = 8;
+  const uint64_t vocab_rows = rup(V, 64) / T, qkv_rows = (nh / T + 2 * (nkv / T)) * hd;
+  const uint64_t attention = 2 * H * 2 + qkv_rows * H * 2 + H * (nh / T * hd) * 2;
+  const uint64_t dense = 3 * (Im / T) * H * 2;
+  const uint64_t moe = E * H * 2 + (E / P) * 3 * (I / (T / P)) * H * 2 + 3 * (I / T) * H * 2;
+  return {3 + (L / 2) * (4 + 2) + (L / 2) * (4 + 1 + 2 + 2),
+          2 * vocab_rows * H * 2 + H * 2 + L * attention + (L / 2) * dense + (L / 2) * moe};
+}
+
+TEST_F(RealLayoutPlan, GptOss120bAndLlama4MaverickAtTp8Ep8AndTp8Ep1UnderBothTargets) {
+  const auto gpt = rebuild("gpt-oss-120b"), mav = rebuild("Llama-4-Maverick-17B-128E");
+  for (const char* target : {"trtllm", "vllm"}) {
+    for (uint64_t P : {8u, 1u}) {
+      const bool trt = std::string(target) == "trtllm";
+      for (const auto& [dir, want] : {std::pair{gpt, gpt_oss_120b(trt, P)}, std::pair{mav, maverick(P)}}) {
+        const std::string layout =
+            std::string("--target ") + target + " --tp-size 8 --tp-rank 3 --ep-size " + std::to_string(P);
+        auto r = run_wmap("plan " + shell_quote(dir.string()) + " " + layout);
+        EXPECT_EQ(r.exit_code, 0) << layout << "\n" << r.err;
+        EXPECT_NE(r.out.find("plan: complete: " + std::to_string(want.params) + " parameters (" +
+                             std::to_string(want.bytes) + " bytes)"),
+                  std::string::npos)
+            << dir.filename() << " " << layout << "\n"
+            << r.out;
+      }
+    }
   }
 }
 

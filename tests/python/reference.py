@@ -1087,6 +1087,8 @@ FAMILIES = {
 # (imported when first needed: the modules import this one).
 DOC_FAMILIES = {
     "GptOssForCausalLM": ("gpt_oss_reference", "GptOssBuilder"),
+    "Llama4ForConditionalGeneration": ("llama4_reference", "Llama4Builder"),
+    "Llama4ForCausalLM": ("llama4_reference", "Llama4Builder"),
 }
 
 

@@ -4,8 +4,10 @@
     sparse_layout.py LAYOUT_DIR OUT_DIR
 
 LAYOUT_DIR is one folder of tests/data/layouts: a real checkpoint's config.json and
-either its model.safetensors.index.json (names and shard assignment) or, for deepseek-r1,
-shard_sizes.tsv (the tensor list is then generated from config.json, DeepSeek-V3 style).
+either its model.safetensors.index.json (names and shard assignment), or tensors.json (every
+tensor as [name, shape, dtype, ...], reconstructed or derived where no index is public: gpt-oss,
+Llama 4; shards of at most 4.8e9 bytes named as the family's converter names them), or, for
+deepseek-r1, shard_sizes.tsv (the tensor list is then generated from config.json, DeepSeek-V3 style).
 
 Every shard gets a real header (dtype, shape, contiguous data_offsets) and its data section as a
 hole (truncate), so a 689 GB checkpoint costs a few MB of disk. Shapes and dtypes are derived
@@ -326,6 +328,32 @@ def write_sparse_shard(path, tensors, metadata=None):
     return size, offset
 
 
+def shards_from_list(path, cfg, max_bytes=4_800_000_000):
+    """Shards of a tensors.json list, in list order, each at most `max_bytes` of data (a tensor
+    larger than that gets a shard of its own). gpt-oss names them as its converter's
+    save_sharded_model (model-{k:05d}-of-{N-1:05d}), others as transformers (model-{k:05d}-of-{N:05d})."""
+    with open(path) as f:
+        listed = json.load(f)["tensors"]
+    groups, size = [[]], 0
+    for entry in listed:
+        name, shape, dtype = entry[0], list(entry[1]), entry[2]
+        if dtype not in DTYPE_BYTES:
+            raise LayoutError(f"{path}: {name}: unknown dtype {dtype}")
+        nbytes = DTYPE_BYTES[dtype] * math.prod(shape)
+        if groups[-1] and size + nbytes > max_bytes:
+            groups.append([])
+            size = 0
+        groups[-1].append((name, dtype, shape))
+        size += nbytes
+    n = len(groups)
+    arch = (cfg.get("architectures") or ["?"])[0]
+    if arch == "GptOssForCausalLM":
+        names = [f"model-{k:05d}-of-{n - 1:05d}.safetensors" for k in range(n)]
+    else:
+        names = [f"model-{k + 1:05d}-of-{n:05d}.safetensors" for k in range(n)]
+    return list(zip(names, groups))
+
+
 def build(layout_dir, out_dir):
     """Builds the sparse checkpoint; returns a summary dict."""
     with open(os.path.join(layout_dir, "config.json")) as f:
@@ -344,6 +372,14 @@ def build(layout_dir, out_dir):
         shutil.copyfile(index_path, os.path.join(out_dir, INDEX_NAME))
         expected_total = (index.get("metadata") or {}).get("total_size")
         approximate = rules.approximate
+    elif os.path.exists(os.path.join(layout_dir, "tensors.json")):
+        shards = shards_from_list(os.path.join(layout_dir, "tensors.json"), cfg)
+        weight_map = {name: file for file, ts in shards for name, _, _ in ts}
+        expected_total = sum(DTYPE_BYTES[d] * math.prod(s) for _, ts in shards for _, d, s in ts)
+        with open(os.path.join(out_dir, INDEX_NAME), "w") as f:
+            json.dump({"metadata": {"total_size": expected_total}, "weight_map": dict(sorted(weight_map.items()))}, f,
+                      indent=2)
+        approximate = None
     else:
         arch = (cfg.get("architectures") or ["?"])[0]
         if arch != "DeepseekV3ForCausalLM":

@@ -59,9 +59,11 @@ int run_synth(SynthOptions& o) {
 Runner add_synth(CLI::App& app) {
   auto o = std::make_shared<SynthOptions>();
   auto* sub = app.add_subcommand("synth", "Write a synthetic checkpoint (real key names and config, random data)");
-  sub->add_option("FAMILY", o->cfg.family,
-                  "llama (GQA), mistral, qwen2 (q/k/v biases), qwen3 (q/k norms, tied embeddings), qwen3_moe, mixtral, "
-                  "deepseek_v3, gpt_oss (MXFP4 stacked experts, BF16 elsewhere; presets tiny, small)")
+  sub->add_option(
+         "FAMILY", o->cfg.family,
+         "llama (GQA), mistral, qwen2 (q/k/v biases), qwen3 (q/k norms, tied embeddings), qwen3_moe, mixtral, "
+         "deepseek_v3, gpt_oss (MXFP4 stacked experts, BF16 elsewhere; presets tiny, small), llama4 "
+         "(Llama4ForConditionalGeneration: tiny Maverick-like, small Scout-like), llama4_text (Llama4ForCausalLM)")
       ->check(CLI::IsMember(synth_family_names()))
       ->required();
   sub->add_option("OUT_DIR", o->out, "Directory to write")->required();

@@ -32,15 +32,18 @@ constexpr Family kFamilies[] = {
     {"mixtral", "MixtralForCausalLM", "mixtral", false, false, false, true},
     {"deepseek_v3", "DeepseekV3ForCausalLM", "deepseek_v3", false, false, false, true},
     {"gpt_oss", "GptOssForCausalLM", "gpt_oss", true, false, false, true},
+    {"llama4", "Llama4ForConditionalGeneration", "llama4", false, true, false, true},
+    {"llama4_text", "Llama4ForCausalLM", "llama4_text", false, true, false, true},
 };
 
 const Family& family_of(const std::string& name) {
   for (const auto& f : kFamilies) {
     if (name == f.name) return f;
   }
-  throw Error(ErrorCode::kInvalidArgument,
-              "synth: unknown family '" + name +
-                  "' (known: llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v3, gpt_oss)");
+  throw Error(
+      ErrorCode::kInvalidArgument,
+      "synth: unknown family '" + name +
+          "' (known: llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v3, gpt_oss, llama4, llama4_text)");
 }
 
 constexpr const char* kPresets[] = {"tiny", "small", "1g", "4g"};
@@ -79,6 +82,20 @@ uint64_t nbytes_of(const SynthTensor& t) {
 }  // namespace
 
 void apply_synth_preset(const std::string& preset, SynthConfig& c) {
+  if (c.family == "llama4" || c.family == "llama4_text") {
+    // tiny: Maverick's shape (interleave_moe_layer_step 2: layer 0 dense, layer 1 MoE); small:
+    // Scout's (every layer MoE). 2 KV heads: duplicated at tp 4.
+    if (preset == "tiny") {
+      c.hidden = 64, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.head_dim = 16, c.intermediate = 48, c.vocab = 100,
+      c.experts = 4, c.moe_intermediate = 32, c.moe_step = 2, c.shards = 2;
+    } else if (preset == "small") {
+      c.hidden = 256, c.layers = 4, c.heads = 8, c.kv_heads = 2, c.head_dim = 32, c.intermediate = 512, c.vocab = 1003,
+      c.experts = 8, c.moe_intermediate = 128, c.moe_step = 1, c.shards = 3;
+    } else {
+      throw Error(ErrorCode::kInvalidArgument, "synth: " + c.family + " has the tiny and small presets");
+    }
+    return;
+  }
   if (c.family == "gpt_oss") {
     // Sizes that make the engines' uneven MXFP4 splits and padding appear: tiny I = 96 is 3
     // groups of 32 (a rank of 4 holds none under vLLM; TensorRT-LLM pads it to 256 at T = 2),
@@ -211,6 +228,45 @@ std::vector<SynthTensor> gpt_oss_tensors(const SynthConfig& c) {
   return out;
 }
 
+// Llama 4 text as transformers saves it (docs/families/llama4-qwen3next.md section 1.1): stacked
+// experts [E, H, 2I] / [E, I, H] without `.weight`, a shared expert, dense layers between MoE
+// layers; the multimodal variant under `language_model.` with a stub vision tower and projector.
+std::vector<SynthTensor> llama4_tensors(const SynthConfig& c) {
+  const DType d = DType::kBF16;
+  const std::string pre = c.family == "llama4" ? "language_model." : "";
+  const uint64_t h = c.hidden, q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim, i = c.moe_intermediate;
+  std::vector<SynthTensor> out;
+  out.push_back({pre + "model.embed_tokens.weight", {c.vocab, h}, d});
+  for (uint64_t l = 0; l < c.layers; ++l) {
+    const std::string p = pre + "model.layers." + std::to_string(l) + ".", f = p + "feed_forward.";
+    out.push_back({p + "input_layernorm.weight", {h}, d});
+    out.push_back({p + "self_attn.q_proj.weight", {q, h}, d});
+    out.push_back({p + "self_attn.k_proj.weight", {kv, h}, d});
+    out.push_back({p + "self_attn.v_proj.weight", {kv, h}, d});
+    out.push_back({p + "self_attn.o_proj.weight", {h, q}, d});
+    out.push_back({p + "post_attention_layernorm.weight", {h}, d});
+    const bool moe = c.moe_step > 0 && (l + 1) % c.moe_step == 0;
+    const uint64_t mi = moe ? i : c.intermediate;
+    const std::string mlp = moe ? f + "shared_expert." : f;
+    if (moe) {
+      out.push_back({f + "router.weight", {c.experts, h}, d});
+      out.push_back({f + "experts.gate_up_proj", {c.experts, h, 2 * i}, d});
+      out.push_back({f + "experts.down_proj", {c.experts, i, h}, d});
+    }
+    out.push_back({mlp + "gate_proj.weight", {mi, h}, d});
+    out.push_back({mlp + "up_proj.weight", {mi, h}, d});
+    out.push_back({mlp + "down_proj.weight", {h, mi}, d});
+  }
+  out.push_back({pre + "model.norm.weight", {h}, d});
+  out.push_back({pre + "lm_head.weight", {c.vocab, h}, d});
+  if (!pre.empty()) {
+    out.push_back({"vision_model.patch_embedding.linear.weight", {h, 48}, d});
+    out.push_back({"vision_model.model.layers.0.mlp.fc1.weight", {2 * h, h}, d});
+    out.push_back({"multi_modal_projector.linear_1.weight", {h, h}, d});
+  }
+  return out;
+}
+
 }  // namespace
 
 // One linear [rows, cols]: a plain weight, or NVFP4 (compressed-tensors) with global scale `g`
@@ -239,6 +295,7 @@ std::vector<SynthTensor> synth_tensors(const SynthConfig& c) {
   const Family& f = family_of(c.family);
   if (c.family == "deepseek_v3") return deepseek_tensors(c);
   if (c.family == "gpt_oss") return gpt_oss_tensors(c);
+  if (c.family == "llama4" || c.family == "llama4_text") return llama4_tensors(c);
   const uint64_t q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim, h = c.hidden;
   const DType d = c.dtype;
   std::vector<SynthTensor> out;
@@ -284,8 +341,44 @@ std::vector<SynthTensor> synth_tensors(const SynthConfig& c) {
   return out;
 }
 
+// Llama 4's text settings (the multimodal config nests them under text_config).
+nlohmann::ordered_json llama4_text_config(const SynthConfig& c, const Family& f) {
+  nlohmann::ordered_json t;
+  t["model_type"] = f.model_type;
+  t["hidden_size"] = c.hidden;
+  t["intermediate_size"] = c.moe_intermediate;
+  t["intermediate_size_mlp"] = c.intermediate;
+  t["num_local_experts"] = c.experts;
+  t["num_experts_per_tok"] = 1;
+  t["interleave_moe_layer_step"] = c.moe_step;
+  t["num_attention_heads"] = c.heads;
+  t["num_key_value_heads"] = c.kv_heads;
+  t["head_dim"] = c.head_dim;
+  t["num_hidden_layers"] = c.layers;
+  t["vocab_size"] = c.vocab;
+  t["use_qk_norm"] = c.moe_step == 1;  // Scout on, Maverick off: no weight either way
+  t["rms_norm_eps"] = 1e-05;
+  t["tie_word_embeddings"] = false;
+  t["torch_dtype"] = "bfloat16";
+  return t;
+}
+
 std::string synth_config_json(const SynthConfig& c) {
   const Family& f = family_of(c.family);
+  if (c.family == "llama4_text") {
+    nlohmann::ordered_json j = llama4_text_config(c, f);
+    j["architectures"] = nlohmann::ordered_json::array({f.architecture});
+    return j.dump(2) + "\n";
+  }
+  if (c.family == "llama4") {
+    nlohmann::ordered_json j;
+    j["architectures"] = nlohmann::ordered_json::array({f.architecture});
+    j["model_type"] = "llama4";
+    j["text_config"] = llama4_text_config(c, f);
+    j["vision_config"] = {{"model_type", "llama4_vision_model"}, {"hidden_size", c.hidden}};
+    j["tie_word_embeddings"] = false;
+    return j.dump(2) + "\n";
+  }
   const char* torch_dtype = c.dtype == DType::kBF16 ? "bfloat16" : c.dtype == DType::kF16 ? "float16" : "float32";
   nlohmann::ordered_json j;
   j["architectures"] = nlohmann::ordered_json::array({f.architecture});

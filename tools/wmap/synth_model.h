@@ -29,6 +29,7 @@ struct SynthConfig {
   // MoE (qwen3_moe, mixtral, deepseek_v3).
   uint64_t experts = 8;
   uint64_t moe_intermediate = 48;
+  uint64_t moe_step = 1;  // llama4: interleave_moe_layer_step
   // DeepSeek-V3 MLA and layer kinds.
   uint64_t q_lora = 128, kv_lora = 128, nope = 128, rope = 64, v_head = 128;
   uint64_t shared_experts = 1, first_dense = 1, mtp = 1;

@@ -31,10 +31,10 @@ void block_scale_interleave_128x4(std::span<std::byte> data, DType, const std::s
                                   std::span<const uint64_t> shape) {
   const uint64_t cols = shape.empty() ? 0 : shape.back();
   if (cols == 0 || cols % 4 != 0 || data.size() % cols != 0 || (data.size() / cols) % 128 != 0)
-    throw Error(ErrorCode::kValidation, key + ": block_scale_interleave_128x4 needs a [rows, cols] byte matrix with "
-                                              "rows a multiple of 128 and cols of 4 (got " +
-                                              std::to_string(data.size()) + " bytes, cols " + std::to_string(cols) +
-                                              ")");
+    throw Error(ErrorCode::kValidation, key +
+                                            ": block_scale_interleave_128x4 needs a [rows, cols] byte matrix with "
+                                            "rows a multiple of 128 and cols of 4 (got " +
+                                            std::to_string(data.size()) + " bytes, cols " + std::to_string(cols) + ")");
   const uint64_t rows = data.size() / cols;
   const std::vector<std::byte> in(data.begin(), data.end());
   for (uint64_t m = 0; m < rows; ++m) {
