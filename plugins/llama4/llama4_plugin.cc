@@ -29,21 +29,18 @@ namespace spec = wmap::spec;
 
 // What differs between the engines for this family, in one place.
 struct TargetRules {
-  bool keeps_prefix;        // vLLM keeps `language_model.` (mllama4.py); TensorRT-LLM's mapper strips it
-  bool rotary_halves;       // vLLM permute_qk_weight_for_rotary: q/k rows interleaved pairs -> halves
-  bool gate_first;          // vLLM w13 = [gate; up]; TensorRT-LLM w3_w1 = [up; gate]
-  const char* experts;      // the routed experts' runtime module under feed_forward.
-  const char* fused;        // its fused gate/up parameter
+  bool keeps_prefix;    // vLLM keeps `language_model.` (mllama4.py); TensorRT-LLM's mapper strips it
+  bool rotary_halves;   // vLLM permute_qk_weight_for_rotary: q/k rows interleaved pairs -> halves
+  bool gate_first;      // vLLM w13 = [gate; up]; TensorRT-LLM w3_w1 = [up; gate]
+  const char* experts;  // the routed experts' runtime module under feed_forward.
+  const char* fused;    // its fused gate/up parameter
 };
 
 const TargetRules& rules_for(wmap::Target t) {
   // vLLM llama4.py (Llama4Model.load_moe_expert_weights, Llama4ForCausalLM.load_weights /
   // permute_qk_weight_for_rotary), mllama4.py (language_model. kept), fused_moe weight_loader.
-  static const TargetRules kVllm{.keeps_prefix = true,
-                                 .rotary_halves = true,
-                                 .gate_first = true,
-                                 .experts = "experts",
-                                 .fused = "w13_weight"};
+  static const TargetRules kVllm{
+      .keeps_prefix = true, .rotary_halves = true, .gate_first = true, .experts = "experts", .fused = "w13_weight"};
   // TensorRT-LLM modeling_llama.py (Llama4MoE, Llama4ForConditionalGeneration.load_weights),
   // llama4_weight_mapper.py (prefix stripped), fused_moe/quantization.py
   // (load_expert_w3_w1_weight: w3 first), ConfigurableMoE `.backend`.
@@ -86,7 +83,8 @@ Llama4Shape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyPro
   if (!l.moe_backend.empty())
     throw wmap::Error(wmap::ErrorCode::kInvalidArgument,
                       "moe_backend '" + l.moe_backend + "': Llama 4's BF16 experts have one layout per target");
-  if (s.head_dim % 2) c.fail(key("head_dim"), std::to_string(s.head_dim) + " is odd: rotary pairs need an even head_dim");
+  if (s.head_dim % 2)
+    c.fail(key("head_dim"), std::to_string(s.head_dim) + " is odd: rotary pairs need an even head_dim");
   if (s.heads % s.kv_heads)
     c.fail(key("num_key_value_heads"),
            std::to_string(s.kv_heads) + " does not divide num_attention_heads " + std::to_string(s.heads));
@@ -197,8 +195,8 @@ ModelSpec build_llama4(const ModelConfig& c, const Layout& l, const wmap::KeyPro
     const std::string si = src + "model.layers." + std::to_string(i) + ".";
     const std::string di = dst + "model.layers." + std::to_string(i) + ".";
     const std::string sa = si + "self_attn.", da = di + "self_attn.";
-    m.modules.push_back(module(di + "input_layernorm", {spec::replicated(di + "input_layernorm.weight",
-                                                                         si + "input_layernorm.weight", {H})}));
+    m.modules.push_back(module(di + "input_layernorm",
+                               {spec::replicated(di + "input_layernorm.weight", si + "input_layernorm.weight", {H})}));
     ParamSpec qkv;
     qkv.name = da + "qkv_proj.weight";
     qkv.shape = {(heads.size() + 2 * kv.size()) * hd, H};
@@ -211,13 +209,13 @@ ModelSpec build_llama4(const ModelConfig& c, const Layout& l, const wmap::KeyPro
     o.shape = {H, heads.size() * hd};
     o.pieces = {spec::cols(sa + "o_proj.weight", {H, q_rows}, {heads.begin * hd, heads.end * hd})};
     m.modules.push_back(module(da + "o_proj", {o}));
-    m.modules.push_back(
-        module(di + "post_attention_layernorm",
-               {spec::replicated(di + "post_attention_layernorm.weight", si + "post_attention_layernorm.weight", {H})}));
+    m.modules.push_back(module(
+        di + "post_attention_layernorm",
+        {spec::replicated(di + "post_attention_layernorm.weight", si + "post_attention_layernorm.weight", {H})}));
     const std::string sf = si + "feed_forward.", df = di + "feed_forward.";
     if (const auto experts = s.experts_of(i)) {
-      m.modules.push_back(module(df + "router", {spec::replicated(df + "router.weight", sf + "router.weight",
-                                                                  {s.experts, H})}));
+      m.modules.push_back(
+          module(df + "router", {spec::replicated(df + "router.weight", sf + "router.weight", {s.experts, H})}));
       const std::string de = df + rules.experts;
       m.modules.push_back(module(de, routed_experts(de, *experts, s, l, rules), {*experts}));
       add_gated_mlp(m, df + "shared_expert.", sf + "shared_expert.", s.inter, H, attn);
@@ -227,8 +225,8 @@ ModelSpec build_llama4(const ModelConfig& c, const Layout& l, const wmap::KeyPro
   }
   m.modules.push_back(
       module(dst + "model.norm", {spec::replicated(dst + "model.norm.weight", src + "model.norm.weight", {H})}));
-  m.modules.push_back(module(dst + "lm_head", {spec::vocab_parallel(dst + "lm_head.weight", src + "lm_head.weight",
-                                                                    {s.vocab, H}, l, attn)}));
+  m.modules.push_back(module(
+      dst + "lm_head", {spec::vocab_parallel(dst + "lm_head.weight", src + "lm_head.weight", {s.vocab, H}, l, attn)}));
   return m;
 }
 

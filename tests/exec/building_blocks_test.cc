@@ -150,6 +150,28 @@ TEST(BuildingBlocks, APaddedStackedCutReadsOnlyItsOwnRowsOneExpertABand) {
   });
 }
 
+// Read units of plain cuts stop at a gap wider than 64 KiB (another rank's rows of a stacked
+// tensor) even when the span would fit in one chunk: two reads, not one through the gap.
+TEST(BuildingBlocks, ReadUnitsDoNotReadThroughAnotherRanksRows) {
+  TempDir dir;
+  write_safetensors(dir / "model.safetensors", {u8_tensor("experts", {4, 64, 1024})});  // 64 KiB an expert
+  Piece near, far;
+  near.source = far.source = "experts";
+  near.source_shape = far.source_shape = {4, 64, 1024};
+  near.box = {{0, 1}, {0, 60}, {0, 1024}};  // a 4 KiB gap to the next cut
+  far.box = {{1, 2}, {0, 8}, {0, 1024}};
+  Piece last = far;
+  last.box = {{3, 4}, {0, 8}, {0, 1024}};  // 120 KiB after `far`
+  const auto built = plan_of(dir.path(), {u8_param("a", {1, 60, 1024}, {near}), u8_param("b", {1, 8, 1024}, {far}),
+                                          u8_param("c", {1, 8, 1024}, {last})});
+  ASSERT_TRUE(built.plan.ok()) << built.plan.problems().front().message;
+  std::vector<std::pair<uint64_t, uint64_t>> reads;
+  for (const ReadUnit& u : built.plan.schedule().units()) reads.emplace_back(u.end - u.begin, u.wanted);
+  ASSERT_EQ(reads.size(), 2u);
+  EXPECT_EQ(reads[0].first, (64 + 8) * 1024u) << "a and b share a read across a 4 KiB gap";
+  EXPECT_EQ(reads[1].first, reads[1].second) << "c is read alone";
+}
+
 // Row interleave undone (gpt-oss gate/up rows 2j, 2j+1 under TensorRT-LLM) and kept; the
 // within-head pair permutation (vLLM's Llama 4 q/k).
 TEST(BuildingBlocks, InterleaveAndPairPermutationLoadAsComputedHere) {

@@ -136,7 +136,9 @@ void ReadSchedule::group_runs(const std::vector<PlannedParam>& params, std::vect
   // Adds segments [first, first + count) of piece `sl`, spanning file bytes [begin, end).
   auto add = [&](const UnitSlice& sl, uint32_t shard, uint64_t first, uint64_t count, uint64_t begin, uint64_t end,
                  uint64_t wanted) {
-    if (!open || shard != cur.shard || begin < cur.end || end - cur.begin > chunk) {
+    // A gap wider than kMaxBandGap (another rank's part of a stacked or split tensor) ends the
+    // unit: one more read is cheaper than reading through it.
+    if (!open || shard != cur.shard || begin < cur.end || end - cur.begin > chunk || begin - cur.end > kMaxBandGap) {
       close();
       cur = {
           .kind = ReadUnit::Kind::kRead, .shard = shard, .begin = begin, .end = begin, .slice_begin = slices_.size()};

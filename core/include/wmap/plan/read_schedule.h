@@ -4,16 +4,18 @@
 // so `wmap plan --json` shows exactly what a load will do and the plan id covers it.
 //   - Identity pieces are read as their contiguous runs (for_each_run), cut at chunk_bytes.
 //     Pieces are taken by (shard, source tensor offset), each reader of a shared tensor in turn,
-//     and their segments share a read unit while its span fits in one chunk; a piece whose span
-//     fits in one chunk is never split across units. A unit lists slices of its pieces' segments
+//     and their segments share a read unit while its span fits in one chunk and no gap between
+//     them exceeds 64 KiB (wider gaps are other ranks' rows: a second read beats reading them);
+//     a piece whose span fits in one chunk is never split across units. A unit lists slices of its pieces' segments
 //     (not the segments: a row-parallel slice has thousands), segments() expands them.
 //   - Pieces that must be rearranged (transposes) are copy units over their span, cut into bands
 //     of rows of the view's outermost dim when that dim stays outermost in the output (perm[0] ==
 //     0: a per-expert or per-head transpose), so a band's span fits in one chunk (or is one row):
-//     its output is then a contiguous range of the parameter. A full transpose of the outer dim,
-//     and a strided source gathered into row-major order, are one copy unit over the whole span.
-//     A padded piece is a copy unit whose output includes its zeros (banded only when its outer
-//     dim is not padded). Zero pieces, and padded pieces whose cut is empty, are zero units.
+//     its output is then a contiguous range of the parameter. Rows more than 64 KiB apart (a
+//     rank's part of each expert of a stacked tensor) are banded one row each, so only they are read. A full transpose
+//     of the outer dim, and a strided source gathered into row-major order, are one copy unit over the whole span. A
+//     padded piece is a copy unit whose output includes its zeros (banded only when its outer dim is not padded). Zero
+//     pieces, and padded pieces whose cut is empty, are zero units.
 //   - Order: zero units first, then read and copy units by (shard, span begin).
 //   - Releases: every byte any unit's span covers is released once, by the last unit in that
 //     order whose span covers it (a source shared by several parameters: after its last reader).
