@@ -40,15 +40,16 @@ std::string joined(const std::vector<std::string>& v) {
 
 struct Rank {
   uint32_t tp = 1, rank = 0, ep = 1;
+  Target target = Target::kTrtllm;
   std::string flags() const {
     return "--tp-size " + std::to_string(tp) + " --tp-rank " + std::to_string(rank) + " --ep-size " +
-           std::to_string(ep);
+           std::to_string(ep) + " --target " + std::string(target_name(target));
   }
 };
 
 LoadedModel load(const std::filesystem::path& ckpt, Device& device, const Rank& r, IoMode io = IoMode::kPread,
                  uint64_t chunk_bytes = 0) {
-  LoaderOptions lo = rank_options(ckpt, r.tp, r.rank, r.ep);
+  LoaderOptions lo = rank_options(ckpt, r.tp, r.rank, r.ep, r.target);
   if (chunk_bytes) lo.plan.chunk_bytes = chunk_bytes;
   LoaderSession session(lo);
   auto prepared = session.prepare();
@@ -113,6 +114,22 @@ TEST(FakeCuda, LlamaTp1Tp2BitExactThroughTheFake) {
 TEST(FakeCuda, DeepseekFp8BitExactWithParametersLargerThanTheRing) {
   TempDir dir;
   expect_every_rank_matches_through_fake(synth(dir, "deepseek_v3", "--fp8"), {{1}, {2, 0, 2}});
+}
+
+// Padded cuts, interleaved rows, the int64/int32 views and the host transforms that stage a
+// parameter whole (bf16_to_f32, block_scale_interleave_128x4) through the device's staging.
+TEST(FakeCuda, GptOssBothTargetsBitExactThroughTheFake) {
+  TempDir dir;
+  expect_every_rank_matches_through_fake(synth(dir, "gpt_oss"),
+                                         {{1}, {2}, {2, 0, 2}, {4, 0, 4, Target::kVllm}, {2, 0, 1, Target::kVllm}},
+                                         {IoMode::kPread, IoMode::kMmap});
+}
+
+// Per-expert transposes of stacked slabs and the within-head pair permutation.
+TEST(FakeCuda, Llama4BothTargetsBitExactThroughTheFake) {
+  TempDir dir;
+  expect_every_rank_matches_through_fake(synth(dir, "llama4"),
+                                         {{2}, {4, 0, 2}, {2, 0, 1, Target::kVllm}, {4, 0, 4, Target::kVllm}});
 }
 
 // Global scales inverted by the "kernel" (the host rule, run by the fake's stream) region by region.

@@ -57,8 +57,9 @@ struct RankTotals {
 };
 uint64_t rup(uint64_t x, uint64_t m) { return (x + m - 1) / m * m; }
 
-RankTotals gpt_oss_120b(bool trt, uint64_t P) {
-  const uint64_t H = 2880, I = 2880, E = 128, nh = 64, nkv = 8, hd = 64, V = 201088, L = 36, T = 8;
+// gpt-oss-120b: E 128, 36 layers; gpt-oss-20b: E 32, 24 layers.
+RankTotals gpt_oss(uint64_t E, uint64_t L, bool trt, uint64_t T, uint64_t P) {
+  const uint64_t H = 2880, I = 2880, nh = 64, nkv = 8, hd = 64, V = 201088;
   const uint64_t El = E / P, tm = T / P;
   const uint64_t vocab_rows = trt ? (V + T - 1) / T : rup(V, 64) / T;
   const uint64_t qkv_rows = (nh / T + 2 * (nkv / T)) * hd;
@@ -93,7 +94,7 @@ TEST_F(RealLayoutPlan, GptOss120bAndLlama4MaverickAtTp8Ep8AndTp8Ep1UnderBothTarg
   for (const char* target : {"trtllm", "vllm"}) {
     for (uint64_t P : {8u, 1u}) {
       const bool trt = std::string(target) == "trtllm";
-      for (const auto& [dir, want] : {std::pair{gpt, gpt_oss_120b(trt, P)}, std::pair{mav, maverick(P)}}) {
+      for (const auto& [dir, want] : {std::pair{gpt, gpt_oss(128, 36, trt, 8, P)}, std::pair{mav, maverick(P)}}) {
         const std::string layout =
             std::string("--target ") + target + " --tp-size 8 --tp-rank 3 --ep-size " + std::to_string(P);
         auto r = run_wmap("plan " + shell_quote(dir.string()) + " " + layout);
@@ -104,6 +105,24 @@ TEST_F(RealLayoutPlan, GptOss120bAndLlama4MaverickAtTp8Ep8AndTp8Ep1UnderBothTarg
             << dir.filename() << " " << layout << "\n"
             << r.out;
       }
+    }
+  }
+}
+
+TEST_F(RealLayoutPlan, GptOss20bAtTp1Tp2AndTp4Ep4UnderBothTargets) {
+  const auto dir = rebuild("gpt-oss-20b");  // 3 shards named model-0000k-of-00002, as its converter names them
+  for (const char* target : {"trtllm", "vllm"}) {
+    for (const auto& [t, p] : {std::pair<uint64_t, uint64_t>{1, 1}, {2, 1}, {4, 4}}) {
+      const RankTotals want = gpt_oss(32, 24, std::string(target) == "trtllm", t, p);
+      const std::string layout = std::string("--target ") + target + " --tp-size " + std::to_string(t) + " --tp-rank " +
+                                 std::to_string(t - 1) + " --ep-size " + std::to_string(p);
+      auto r = run_wmap("plan " + shell_quote(dir.string()) + " " + layout);
+      EXPECT_EQ(r.exit_code, 0) << layout << "\n" << r.err;
+      EXPECT_NE(r.out.find("plan: complete: " + std::to_string(want.params) + " parameters (" +
+                           std::to_string(want.bytes) + " bytes)"),
+                std::string::npos)
+          << layout << "\n"
+          << r.out;
     }
   }
 }

@@ -108,6 +108,24 @@ TEST(GptOssLoad, PlanJsonNamesTheBackendThePaddingAndTheSwizzle) {
   EXPECT_NE(id(trt.out), id(vllm.out));
 }
 
+// Offline, from a saved catalog and config.json alone: the same plan, the same id.
+TEST(GptOssLoad, PlansOfflineFromASavedCatalogWithTheSameId) {
+  TempDir dir;
+  const auto ckpt = synth_gpt_oss(dir, "tiny");
+  const auto catalog = dir / "gpt_oss.catalog";
+  ASSERT_EQ(
+      run_wmap("inspect " + shell_quote(ckpt.string()) + " --save-catalog " + shell_quote(catalog.string())).exit_code,
+      0);
+  for (const char* target : {"trtllm", "vllm"}) {
+    const std::string layout = std::string(" --target ") + target + " --tp-size 2 --tp-rank 1 --json";
+    const auto online = run_wmap("plan " + shell_quote(ckpt.string()) + layout);
+    const auto offline = run_wmap("plan --catalog " + shell_quote(catalog.string()) + " --config " +
+                                  shell_quote((ckpt / "config.json").string()) + layout);
+    ASSERT_EQ(offline.exit_code, 0) << offline.err;
+    EXPECT_EQ(online.out.substr(0, 120), offline.out.substr(0, 120)) << "format, version and plan id";
+  }
+}
+
 TEST(GptOssLoad, NonMxfp4CheckpointsAreRefusedNamingTheField) {
   TempDir dir;
   const auto ckpt = synth_gpt_oss(dir, "tiny");
