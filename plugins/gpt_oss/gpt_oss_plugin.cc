@@ -234,29 +234,35 @@ std::vector<ParamSpec> trtllm_experts(const std::string& dst, const std::string&
   }
   const Range g = spec::whole_groups(part.source, kGroup, I, src + ".down_proj_blocks");
   const uint64_t hg = H / kGroup, hpg = hp / kGroup;
-  std::vector<Piece> w13, s13, b13;
-  for (uint64_t x = ex.begin; x < ex.end; ++x) {
-    for (const uint64_t phase : {uint64_t{1}, uint64_t{0}}) {  // up (odd rows) first, then gate
-      const Range one{x, x + 1};
-      w13.push_back(spec::padded(spec::interleaved(src + ".gate_up_proj_blocks", {E, 2 * I, hg, 16}, 1, 2, phase,
-                                                   part.source, {one, {}, {0, hg}, {0, 16}}),
-                                 {1, ipad, 1, hpg, 16}));
-      Piece sc = spec::padded(
-          spec::interleaved(src + ".gate_up_proj_scales", {E, 2 * I, hg}, 1, 2, phase, part.source, {one, {}, {0, hg}}),
-          {1, ipad, 1, hpg});
-      sc.transform = "block_scale_interleave_128x4";
-      s13.push_back(std::move(sc));
-      b13.push_back(
-          spec::padded(spec::interleaved(src + ".gate_up_proj_bias", {E, 2 * I}, 1, 2, phase, part.source, {one, {}}),
-                       {1, ipad, 1}));
+  // One piece per parameter over the rank's experts: the interleaved rows viewed as
+  // [E, I, 2(gate, up), ...], the stream dim moved before the rows and walked backwards, so each
+  // expert is [up; gate], each padded to ipad rows and hp columns (one read of each expert's rows).
+  auto up_gate = [&](const std::string& key, std::vector<uint64_t> view, std::vector<uint64_t> pad) {
+    Piece p;
+    p.source = key;
+    p.source_shape = view;
+    p.source_shape[1] *= 2;
+    p.source_shape.erase(p.source_shape.begin() + 2);
+    p.view = std::move(view);
+    p.box = {ex, part.source, {0, 2}};
+    p.perm = {0, 2, 1};
+    for (size_t d = 3; d < p.view.size(); ++d) {
+      p.box.push_back({0, p.view[d]});
+      p.perm.push_back(static_cast<uint32_t>(d));
     }
-  }
+    p.reverse = {2};
+    return spec::padded(std::move(p), std::move(pad));
+  };
+  Piece w13 = up_gate(src + ".gate_up_proj_blocks", {E, I, 2, hg, 16}, {El, 2, ipad, hpg, 16});
+  w13.source_dtype = DType::kU8;
+  Piece s13 = up_gate(src + ".gate_up_proj_scales", {E, I, 2, hg}, {El, 2, ipad, hpg});
+  s13.source_dtype = DType::kU8;
+  s13.transform = "block_scale_interleave_128x4";  // per expert and stream: ipad is a multiple of 128
   std::vector<ParamSpec> out;
-  out.push_back(param(dst + ".w3_w1_weight", {El, 2 * ipad, hp / 16}, DType::kI64, std::move(w13)));
-  for (auto& p : out.back().pieces) p.source_dtype = DType::kU8;
-  out.push_back(param(dst + ".w3_w1_bias", {El, 2 * ipad}, DType::kBF16, std::move(b13)));
-  out.push_back(param(dst + ".w3_w1_weight_scale", {El, 2 * ipad, hp / 128}, DType::kI32, std::move(s13)));
-  for (auto& p : out.back().pieces) p.source_dtype = DType::kU8;
+  out.push_back(param(dst + ".w3_w1_weight", {El, 2 * ipad, hp / 16}, DType::kI64, {w13}));
+  out.push_back(param(dst + ".w3_w1_bias", {El, 2 * ipad}, DType::kBF16,
+                      {up_gate(src + ".gate_up_proj_bias", {E, I, 2}, {El, 2, ipad})}));
+  out.push_back(param(dst + ".w3_w1_weight_scale", {El, 2 * ipad, hp / 128}, DType::kI32, {s13}));
   Piece w2;
   w2.source = src + ".down_proj_blocks";
   w2.source_shape = {E, H, I / kGroup, 16};

@@ -137,31 +137,20 @@ std::vector<ParamSpec> routed_experts(const std::string& dst, const std::string&
   const uint64_t E = s.experts, H = s.hidden, I = s.inter;
   const Range ex = l.local_experts(E);
   const Range part = l.moe_tp_slice(I, src + ".gate_up_proj");
+  // One piece over the rank's experts: the slab viewed [E, H, 2(gate, up), I], each expert's
+  // stream dim outermost and its columns transposed to rows; TensorRT-LLM walks the stream dim
+  // backwards ([up; gate]). Each expert's slab is read once.
   ParamSpec w13;
   w13.name = dst + "." + rules.fused;
   w13.shape = {ex.size(), 2 * part.size(), H};
-  const bool one_transpose = rules.gate_first && part.size() == I;
-  if (one_transpose) {
-    // Whole experts in [gate; up] order are the slab's plain transpose: one piece over the
-    // rank's experts, read once (two pieces an expert would each read its whole slab).
-    Piece all;
-    all.source = src + ".gate_up_proj";
-    all.source_shape = {E, H, 2 * I};
-    all.box = {ex, {0, H}, {0, 2 * I}};
-    all.perm = {0, 2, 1};
-    w13.pieces.push_back(std::move(all));
-  }
-  for (uint64_t x = ex.begin; x < ex.end && !one_transpose; ++x) {
-    for (const bool gate : {rules.gate_first, !rules.gate_first}) {
-      const uint64_t at = gate ? 0 : I;  // gate is columns [0, I), up [I, 2I)
-      Piece p;
-      p.source = src + ".gate_up_proj";
-      p.source_shape = {E, H, 2 * I};
-      p.box = {{x, x + 1}, {0, H}, {at + part.begin, at + part.end}};
-      p.perm = {0, 2, 1};
-      w13.pieces.push_back(std::move(p));
-    }
-  }
+  Piece gate_up;
+  gate_up.source = src + ".gate_up_proj";
+  gate_up.source_shape = {E, H, 2 * I};
+  gate_up.view = {E, H, 2, I};
+  gate_up.box = {ex, {0, H}, {0, 2}, part};
+  gate_up.perm = {0, 2, 3, 1};
+  if (!rules.gate_first) gate_up.reverse = {2};
+  w13.pieces.push_back(std::move(gate_up));
   ParamSpec w2;
   w2.name = dst + ".w2_weight";
   w2.shape = {ex.size(), H, part.size()};

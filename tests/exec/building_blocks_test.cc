@@ -183,10 +183,28 @@ TEST(BuildingBlocks, InterleaveAndPairPermutationLoadAsComputedHere) {
   const Piece gate = spec::interleaved("gate_up", {2, 8, 3}, 1, 2, 0, {1, 3}, {one, {}, {0, 3}});
   // q: 3 heads of 4 rows; heads [1, 3), each head's rows 0,2 then 1,3.
   const Piece q = spec::pairs_to_halves("q", {12, 2}, 4, {1, 3});
-  const auto built = plan_of(dir.path(), {u8_param("up_gate", {4, 3}, {up, gate}), u8_param("q_perm", {8, 2}, {q})});
+  // The same [up; gate] as one piece: the stream dim moved before the rows and walked backwards.
+  Piece both;
+  both.source = "gate_up";
+  both.source_shape = {2, 8, 3};
+  both.view = {2, 4, 2, 3};
+  both.box = {one, {1, 3}, {0, 2}, {0, 3}};
+  both.perm = {0, 2, 1, 3};
+  both.reverse = {2};
+  const auto built = plan_of(dir.path(), {u8_param("up_gate", {4, 3}, {up, gate}), u8_param("q_perm", {8, 2}, {q}),
+                                          u8_param("up_gate_reversed", {6, 3}, {spec::padded(both, {1, 2, 3, 3})})});
   ASSERT_TRUE(built.plan.ok()) << built.plan.problems().front().message;
   for_each_load(built.plan, [&](const std::string& name, const std::vector<uint8_t>& got) {
-    if (name == "up_gate") {
+    if (name == "up_gate_reversed") {
+      // [up rows 3, 5 then gate rows 2, 4], each stream padded from 2 rows to 3 (a zero row).
+      const int64_t rows[] = {3, 5, -1, 2, 4, -1};
+      ASSERT_EQ(got.size(), 18u);
+      for (uint64_t i = 0; i < 6; ++i) {
+        for (uint64_t c = 0; c < 3; ++c) {
+          ASSERT_EQ(got[i * 3 + c], rows[i] < 0 ? 0 : src_byte((8 + rows[i]) * 3 + c)) << i << "," << c;
+        }
+      }
+    } else if (name == "up_gate") {
       const uint64_t rows[] = {3, 5, 2, 4};
       for (uint64_t i = 0; i < 4; ++i) {
         for (uint64_t c = 0; c < 3; ++c) ASSERT_EQ(got[i * 3 + c], src_byte((8 + rows[i]) * 3 + c)) << i << "," << c;

@@ -97,8 +97,9 @@ TEST(GptOssLoad, PlanJsonNamesTheBackendThePaddingAndTheSwizzle) {
   EXPECT_NE(trt.out.find("\"moe_backend\":\"cutlass\""), std::string::npos);
   EXPECT_NE(trt.out.find("\"transform\":\"block_scale_interleave_128x4\""), std::string::npos);
   EXPECT_NE(trt.out.find("\"transform\":\"bf16_to_f32\""), std::string::npos);
-  // w3_w1 pieces: 1 expert, 128 rows a rank (I 96 padded to 256 before the split), H 64 -> 128.
-  EXPECT_NE(trt.out.find("\"pad\":[1,128,1,4,16]"), std::string::npos);
+  // w3_w1: 4 experts x [up; gate] (the stream dim walked backwards), 128 rows a rank (I 96 padded
+  // to 256 before the split), H 64 -> 128 (4 groups of 16 bytes).
+  EXPECT_NE(trt.out.find("\"pad\":[4,2,128,4,16],\"reverse\":[2]"), std::string::npos);
   const auto vllm = run_wmap("plan " + ckpt + " --tp-size 2 --tp-rank 1 --json --target vllm");
   ASSERT_EQ(vllm.exit_code, 0) << vllm.err;
   EXPECT_NE(vllm.out.find("\"moe_backend\":\"triton\""), std::string::npos);

@@ -321,8 +321,10 @@ TEST(SynthErrors, UnknownFamilyExitsTwo) {
   const CommandResult r = run_wmap("synth gpt9 " + shell_quote((dir / "out").string()));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(lines(r.err), 1u) << r.err;
-  EXPECT_NE(r.err.find("FAMILY: gpt9 not in {llama,mistral,qwen2,qwen3,qwen3_moe,mixtral,deepseek_v3,gpt_oss}"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find(
+          "FAMILY: gpt9 not in {llama,mistral,qwen2,qwen3,qwen3_moe,mixtral,deepseek_v3,gpt_oss,llama4,llama4_text}"),
+      std::string::npos)
       << r.err;
   EXPECT_FALSE(fs::exists(dir / "out" / "model.safetensors.index.json"));
 }

@@ -26,7 +26,7 @@ constexpr size_t kMaxDims = 15;
 struct CopyGeometry {
   size_t dims = 0;  // output dims walked (innermost run excluded)
   uint64_t extent[kMaxDims + 1];
-  uint64_t stride[kMaxDims + 1];      // source bytes between neighbours along a walked dim
+  int64_t stride[kMaxDims + 1];       // source bytes between neighbours along a walked dim (< 0: reversed)
   uint64_t dst_stride[kMaxDims + 1];  // destination bytes likewise (wider than the cut when padded)
   uint64_t run = 0;                   // bytes copied by one memcpy
   uint64_t origin = 0;                // byte offset of the box origin from the tensor start
@@ -46,12 +46,18 @@ inline CopyGeometry copy_geometry(const PlannedPiece& p, std::optional<Range> ou
     throw Error(ErrorCode::kInternal, p.source + ": " + std::to_string(n) + "-d views are not supported");
   const std::vector<uint64_t> view_stride = p.source_strides();
   auto box = [&](size_t d) { return d == 0 && outer ? *outer : p.box[d]; };
-  for (size_t d = 0; d < n; ++d) g.origin += box(d).begin * view_stride[d];
+  // A reversed dim starts at its box's last index and steps back (ReadSchedule never bands it).
+  auto reversed = [&](size_t d) { return !p.reverse.empty() && p.reverse[d]; };
+  for (size_t d = 0; d < n; ++d) {
+    if (box(d).size() > 0) g.origin += (reversed(d) ? box(d).end - 1 : box(d).begin) * view_stride[d];
+  }
   // Output dim k walks view dim perm[k].
-  uint64_t extent[kMaxDims], stride[kMaxDims], dst_stride[kMaxDims];
+  uint64_t extent[kMaxDims], dst_stride[kMaxDims];
+  int64_t stride[kMaxDims];
   for (size_t k = 0; k < n; ++k) {
     extent[k] = box(p.perm[k]).size();
-    stride[k] = view_stride[p.perm[k]];
+    const auto s = static_cast<int64_t>(view_stride[p.perm[k]]);
+    stride[k] = reversed(p.perm[k]) ? -s : s;
   }
   // The destination is row-major over the padded extents (a band keeps the outer dim unpadded:
   // ReadSchedule bands only such pieces).
@@ -63,7 +69,7 @@ inline CopyGeometry copy_geometry(const PlannedPiece& p, std::optional<Range> ou
   // one memcpy run.
   uint64_t run = p.elem_bytes;
   size_t run_dims = 0;
-  while (run_dims < n && stride[n - 1 - run_dims] == run && dst_stride[n - 1 - run_dims] == run) {
+  while (run_dims < n && stride[n - 1 - run_dims] == static_cast<int64_t>(run) && dst_stride[n - 1 - run_dims] == run) {
     run *= extent[n - 1 - run_dims];
     ++run_dims;
   }
@@ -78,17 +84,21 @@ inline CopyGeometry copy_geometry(const PlannedPiece& p, std::optional<Range> ou
 }
 
 inline void copy_dims(const std::byte* src, const CopyGeometry& g, size_t k, std::byte* dst) {
-  if (k + 2 == g.dims && g.run <= 64 && g.dst_stride[k + 1] == g.run && g.dst_stride[k] == g.extent[k + 1] * g.run) {
+  if (k + 2 == g.dims && g.run <= 64 && g.dst_stride[k + 1] == g.run && g.dst_stride[k] == g.extent[k + 1] * g.run &&
+      g.stride[k] > 0 && g.stride[k + 1] > 0) {
     // The last two walked dims of a transpose (short runs) into an unpadded block: a tiled
     // copy, not one run at a time.
-    copy_2d_strided(src, g.extent[k], g.extent[k + 1], g.stride[k], g.stride[k + 1], g.run, dst);
+    copy_2d_strided(src, g.extent[k], g.extent[k + 1], static_cast<uint64_t>(g.stride[k]),
+                    static_cast<uint64_t>(g.stride[k + 1]), g.run, dst);
     return;
   }
   if (k == g.dims) {
     std::memcpy(dst, src, g.run);
     return;
   }
-  for (uint64_t i = 0; i < g.extent[k]; ++i) copy_dims(src + i * g.stride[k], g, k + 1, dst + i * g.dst_stride[k]);
+  for (uint64_t i = 0; i < g.extent[k]; ++i) {
+    copy_dims(src + static_cast<int64_t>(i) * g.stride[k], g, k + 1, dst + i * g.dst_stride[k]);
+  }
 }
 
 inline void run_copy(const std::byte* tensor, const CopyGeometry& g, std::byte* dst) {

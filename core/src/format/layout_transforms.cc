@@ -37,8 +37,11 @@ void block_scale_interleave_128x4(std::span<std::byte> data, DType, const std::s
                                             std::to_string(data.size()) + " bytes, cols " + std::to_string(cols) + ")");
   const uint64_t rows = data.size() / cols;
   const std::vector<std::byte> in(data.begin(), data.end());
+  // Bytes k..k+3 (k a multiple of 4) of a row stay together: move them 4 at a time.
   for (uint64_t m = 0; m < rows; ++m) {
-    for (uint64_t k = 0; k < cols; ++k) data[block_scale_interleave_index(m, k, cols)] = in[m * cols + k];
+    const std::byte* src = in.data() + m * cols;
+    std::byte* dst = data.data() + block_scale_interleave_index(m, 0, cols);
+    for (uint64_t k = 0; k < cols; k += 4) std::memcpy(dst + (k / 4) * 512, src + k, 4);
   }
 }
 

@@ -106,6 +106,14 @@ std::string resolve_geometry(const Piece& p, DType dtype, PlannedPiece& out) {
     last = last * bits / 8;
     lb = {lb.begin * bits / 8, lb.end * bits / 8};
   }
+  if (!p.reverse.empty()) {
+    out.reverse.assign(n, false);
+    for (const uint32_t d : p.reverse) {
+      if (d >= n) return "reverse names dim " + std::to_string(d) + " of a view of rank " + std::to_string(n);
+      if (bits < 8 && d == n - 1) return "the last dim of a sub-byte dtype cannot be reversed (its bytes pack pairs)";
+      out.reverse[d] = true;
+    }
+  }
   uint64_t elems = 1;
   for (const auto& r : out.box) elems *= r.size();
   out.out_bytes = elems * out.elem_bytes;
@@ -534,6 +542,16 @@ std::string LoadPlan::json_text(bool with_id) const {
       for (size_t d = 0; d < q.perm.size(); ++d) o += (d ? "," : "") + std::to_string(q.perm[d]);
       o += "]";
       if (q.padded()) o += ",\"pad\":" + dims(q.pad);
+      if (!q.reverse.empty()) {
+        o += ",\"reverse\":[";
+        bool first = true;
+        for (size_t d = 0; d < q.reverse.size(); ++d) {
+          if (!q.reverse[d]) continue;
+          o += (first ? "" : ",") + std::to_string(d);
+          first = false;
+        }
+        o += "]";
+      }
       if (!q.transform.empty()) o += ",\"transform\":" + json_string(q.transform);
       o += "}";
     }

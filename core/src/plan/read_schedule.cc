@@ -32,6 +32,7 @@ std::pair<uint64_t, uint64_t> part_of(uint64_t k, uint64_t per_run, uint64_t run
 // the source is row-major over the view (so a band's rows are neighbours in the file).
 bool bandable(const PlannedPiece& piece) {
   return !piece.view.empty() && piece.perm.front() == 0 && !piece.record->strided() && piece.box.front().size() > 1 &&
+         (piece.reverse.empty() || !piece.reverse.front()) &&
          (!piece.padded() || piece.pad.front() == piece.box.front().size());
 }
 

@@ -32,7 +32,7 @@
 // 2: ModelSpec records its Layout (ModelSpec::layout).
 // 3: engine targets (WmapPluginInfo::targets, Layout::target and its splits, ParamSpec::must_match_close).
 // 4: KeyProbe is a CheckpointExtent (highest_index, largest_dim) for ConfigBounds.
-// 5: Piece::pad (zero padding), Layout::moe_backend.
+// 5: Piece::pad (zero padding), Piece::reverse, Layout::moe_backend, TransformFn's shape.
 #define WMAP_PLUGIN_ABI_VERSION 5u
 
 WMAP_PUBLIC_BEGIN

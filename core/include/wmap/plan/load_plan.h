@@ -34,6 +34,7 @@ struct PlannedPiece {
   std::vector<uint32_t> perm;
   uint64_t elem_bytes = 1;
   std::vector<uint64_t> pad;  // output extents with zero padding (addressable units); empty: none
+  std::vector<bool> reverse;  // per view dim: walked backwards; empty: none
   uint64_t out_bytes = 0;     // bytes this piece appends to the parameter (padding included)
   uint64_t span_begin = 0;    // absolute file bytes [span_begin, span_end) covering what it reads
   uint64_t span_end = 0;

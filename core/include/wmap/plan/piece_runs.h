@@ -13,7 +13,7 @@ WMAP_PUBLIC_BEGIN
 namespace wmap {
 
 inline bool is_identity(const PlannedPiece& p) {
-  if (p.perm.size() != p.view.size() || p.box.size() != p.view.size()) return false;
+  if (p.perm.size() != p.view.size() || p.box.size() != p.view.size() || !p.reverse.empty()) return false;
   for (size_t k = 0; k < p.perm.size(); ++k) {
     if (p.perm[k] != k) return false;
   }

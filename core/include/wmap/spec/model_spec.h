@@ -35,6 +35,9 @@ struct Piece {
   // box's size along it; the cut fills the leading corner, zeros the rest. Empty: no padding.
   // A box that is empty along a dim (a rank past the end of a padded source) gives all zeros.
   std::vector<uint64_t> pad;
+  // View dims whose box is walked backwards (last index first): an engine that stores two
+  // streams in the other order ([up; gate] of a [gate, up] dim) takes both in one piece.
+  std::vector<uint32_t> reverse;
   std::string transform;  // "" or a registered in-place transform
 
   bool is_zero() const { return source.empty(); }
