@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <map>
+#include <mutex>
 #include <set>
 #include <system_error>
 #include <utility>
@@ -79,6 +80,15 @@ std::string loader_message(const std::exception& e) {
   const size_t close = msg.rfind(')');  // what() ends with "): <error_code message>"
   if (close != std::string::npos) msg.erase(close);
   return msg;
+}
+
+// Plugin discovery (dlopen, dlsym, dladdr) is serialised process-wide: dladdr hands back the
+// loader's own strings, which a concurrent dlopen in another PluginHost writes; the dynamic
+// loader's internal lock orders them, but ThreadSanitizer cannot see that lock (two sessions
+// loading at once, FakeCuda.ConcurrentLoadsOnOneDeviceKeepTheirOwnArenas). Loading is rare and short.
+std::mutex& discovery_mutex() {
+  static std::mutex m;
+  return m;
 }
 
 // True when the resolved entry lives in `file` itself rather than in one of its dependencies
@@ -234,6 +244,7 @@ struct PluginHost::Impl {
 void PluginHost::Impl::load_folder(const fs::path& folder) {
   // 1. Discover and verify; no plugin registration code runs here.
   std::vector<Candidate> candidates;
+  std::unique_lock discovery(discovery_mutex());
   for (const fs::path& file : shared_libraries_in(folder)) {
     Candidate c;
     c.file = file;
@@ -272,6 +283,7 @@ void PluginHost::Impl::load_folder(const fs::path& folder) {
     verify(c);
     candidates.push_back(std::move(c));
   }
+  discovery.unlock();
 
   // 2. Clashes inside this folder refuse both sides.
   resolve_clashes(candidates);
