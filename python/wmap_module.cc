@@ -368,6 +368,7 @@ std::string entry_name(Entry e) {
 struct Request {
   std::optional<std::filesystem::path> path, catalog, config, plugin_dir, mappings;
   wmap::LayoutOptions layout;
+  wmap::PlanOptions plan;          // max_read_gap
   std::vector<std::string> given;  // the keywords the caller gave
   wmap::DeviceSpec device;
   bool quiet = false, cache = false;
@@ -377,7 +378,7 @@ struct Request {
 // What every entry takes (plan() and load() the same), then each one's own.
 std::vector<std::string> keywords(Entry e) {
   std::vector<std::string> k = wmap::LayoutOptions::names();
-  for (const char* n : {"catalog", "config", "plugin_dir", "mappings", "quiet"}) k.push_back(n);
+  for (const char* n : {"catalog", "config", "plugin_dir", "mappings", "quiet", "max_read_gap"}) k.push_back(n);
   if (e == Entry::kLoad) k.insert(k.end(), {"device", "cache"});
   if (e == Entry::kLoadInto) k.push_back("ignore");
   return k;
@@ -400,6 +401,19 @@ uint32_t count_arg(const std::string& name, py::handle v) {
                 name + " " + std::string(py::str(v)) + ": expected a non-negative integer (at most 4294967295)");
   }
   return static_cast<uint32_t>(n);
+}
+
+uint64_t bytes_arg(const std::string& name, py::handle v) {
+  if (PyBool_Check(v.ptr()) || !PyLong_Check(v.ptr())) {
+    throw py::type_error(name + " must be an int, not " + std::string(py::str(py::type::of(v).attr("__name__"))));
+  }
+  int overflow = 0;
+  const long long n = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+  if (overflow != 0 || n < 0) {
+    throw_error(wmap::ErrorCode::kInvalidArgument,
+                name + " " + std::string(py::str(v)) + ": expected a non-negative number of bytes");
+  }
+  return static_cast<uint64_t>(n);
 }
 
 std::optional<uint32_t> optional_count_arg(const std::string& name, py::handle v) {
@@ -449,6 +463,8 @@ Request parse_request(Entry e, const py::kwargs& kw) {
       r.mappings = optional_path_arg(v);
     else if (key == "quiet")
       r.quiet = v.cast<bool>();
+    else if (key == "max_read_gap")
+      r.plan.max_read_gap = bytes_arg(key, v);
     else if (key == "cache")
       r.cache = v.cast<bool>();
     else if (key == "device")
@@ -490,6 +506,7 @@ Prepared prepare(const Request& r) {
   l.mappings_dir = r.mappings;
   l.layout = wmap::layout_from_options(r.layout);  // as the CLI's
   l.progress = !r.quiet;
+  l.plan = r.plan;
   auto session = std::make_shared<wmap::LoaderSession>(l);
   std::shared_ptr<const wmap::PreparedLoad> prepared = session->prepare();
   return {std::move(session), std::move(prepared)};

@@ -173,13 +173,32 @@ def test_plan_problems_as_cli():
 def test_plan_and_inspect_outputs():
     with TempDir() as d:
         ck = synth(os.path.join(d, "llama"), "llama")
-        for layout, args in (({}, []), (dict(tp_size=4, tp_rank=3), ["--tp-size", 4, "--tp-rank", 3])):
+        for layout, args in (({}, []), (dict(tp_size=4, tp_rank=3), ["--tp-size", 4, "--tp-rank", 3]),
+                             (dict(tp_size=4, tp_rank=1, max_read_gap=0), ["--tp-size", 4, "--tp-rank", 1,
+                                                                            "--max-read-gap", 0])):
             p = wmap.plan(ck, **layout)
             check(p.ok and p.problems == [], "complete plan")
             eq(p.to_json(), cli("plan", ck, "--json", *args, check=0)[1], "plan JSON %r" % layout)
             eq(p.architecture, "LlamaForCausalLM", "architecture")
             eq(p.plugin, "llama", "plugin")
             eq(p.num_params, len(wmap.load(ck, quiet=True, **layout)), "params")
+        # max_read_gap is the plan's (its schedule and id): a read per row-parallel row at 0.
+        at0, default = wmap.plan(ck, tp_size=4, max_read_gap=0), wmap.plan(ck, tp_size=4)
+        eq(json.loads(at0.to_json())["schedule"]["max_read_gap"], 0, "max_read_gap in the schedule")
+        check(at0.plan_id != default.plan_id, "max_read_gap changes the plan id")
+        check(len(json.loads(at0.to_json())["schedule"]["units"]) > len(json.loads(default.to_json())["schedule"]["units"]),
+              "no gap read through: more read units")
+        for bad, kind in ((-1, wmap.Error), ("4k", TypeError)):
+            try:
+                wmap.plan(ck, max_read_gap=bad)
+                check(False, "max_read_gap=%r accepted" % (bad,))
+            except kind:
+                pass
+        try:
+            wmap.load(default, max_read_gap=0)
+            check(False, "a Plan with max_read_gap accepted")
+        except TypeError as e:
+            check("belongs to wmap.plan()" in str(e), str(e))
         eq(wmap.inspect(ck), json.loads(cli("inspect", ck, "--json", check=0)[1]), "inspect listing")
         # Offline: a saved catalog and the config, no weights.
         cat = os.path.join(d, "catalog.json")

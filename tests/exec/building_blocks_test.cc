@@ -38,7 +38,8 @@ struct Built {
   LoadPlan plan;
 };
 
-Built plan_of(const fs::path& dir, std::vector<ParamSpec> params, uint64_t chunk = 16 << 20) {
+Built plan_of(const fs::path& dir, std::vector<ParamSpec> params, uint64_t chunk = 16 << 20,
+              uint64_t max_read_gap = PlanOptions{}.max_read_gap) {
   auto catalog = std::make_shared<const Catalog>(Catalog::build(discover_shards(dir)));
   ModelSpec spec;
   spec.plugin = "test";
@@ -46,6 +47,7 @@ Built plan_of(const fs::path& dir, std::vector<ParamSpec> params, uint64_t chunk
   spec.modules.push_back({"m", std::move(params), {}});
   PlanOptions o;
   o.chunk_bytes = chunk;
+  o.max_read_gap = max_read_gap;
   LoadPlan plan = LoadPlan::build(spec, catalog, RenameTable(), o);
   return {catalog, std::move(plan)};
 }
@@ -171,6 +173,78 @@ TEST(BuildingBlocks, ReadUnitsDoNotReadThroughAnotherRanksRows) {
   ASSERT_EQ(reads.size(), 2u);
   EXPECT_EQ(reads[0].first, (64 + 8) * 1024u) << "a and b share a read across a 4 KiB gap";
   EXPECT_EQ(reads[1].first, reads[1].second) << "c is read alone";
+}
+
+// PlanOptions::max_read_gap: a row-parallel slice (1 KiB of every 8 KiB row, as a TP8 o_proj)
+// is read through its 7 KiB gaps by default, and one read per row below them; both load the
+// same bytes, and the plan id tells the two schedules apart.
+TEST(BuildingBlocks, MaxReadGapChoosesBetweenReadingThroughAndAReadPerRow) {
+  TempDir dir;
+  const uint64_t R = 64, C = 8192;
+  write_safetensors(dir / "model.safetensors", {u8_tensor("o_proj", {R, C})});
+  Piece slice;
+  slice.source = "o_proj";
+  slice.source_shape = {R, C};
+  slice.box = {{0, R}, {3 * 1024, 4 * 1024}};
+  const auto through = plan_of(dir.path(), {u8_param("o", {R, 1024}, {slice})});
+  const auto strided = plan_of(dir.path(), {u8_param("o", {R, 1024}, {slice})}, 16 << 20, 4096);
+  ASSERT_TRUE(through.plan.ok() && strided.plan.ok());
+  ASSERT_EQ(through.plan.schedule().units().size(), 1u);
+  const ReadUnit& whole = through.plan.schedule().units()[0];
+  EXPECT_EQ(whole.end - whole.begin, (R - 1) * C + 1024) << "one read through every gap";
+  EXPECT_EQ(whole.wanted, R * 1024);
+  ASSERT_EQ(strided.plan.schedule().units().size(), R);
+  for (const ReadUnit& u : strided.plan.schedule().units()) EXPECT_EQ(u.end - u.begin, 1024u) << "a read per row";
+  EXPECT_EQ(strided.plan.schedule().max_read_gap(), 4096u);
+  EXPECT_NE(through.plan.plan_id(), strided.plan.plan_id());
+  for (const Built* b : {&through, &strided}) {
+    for_each_load(b->plan, [&](const std::string&, const std::vector<uint8_t>& got) {
+      for (uint64_t i = 0; i < R; ++i) {
+        for (uint64_t j = 0; j < 1024; j += 61) ASSERT_EQ(got[i * 1024 + j], src_byte(i * C + 3 * 1024 + j));
+      }
+    });
+  }
+}
+
+// A run-dense slice (192 of every 1440 bytes of every expert, a TP8 gpt-oss down_proj under vLLM)
+// is grouped many runs per step: its units are what they would be run by run (each within a
+// chunk, their segments every run once in order), and it loads as computed here.
+TEST(BuildingBlocks, RunDenseSlicesAreGroupedIntoChunkSizedReads) {
+  TempDir dir;
+  const uint64_t E = 4, H = 96, W = 1440;
+  write_safetensors(dir / "model.safetensors", {u8_tensor("down", {E, H, W})});
+  Piece cut;
+  cut.source = "down";
+  cut.source_shape = {E, H, W};
+  cut.box = {{0, E}, {0, H}, {576, 768}};
+  const auto built = plan_of(dir.path(), {u8_param("d", {E, H, 192}, {cut})}, 1 << 16);
+  ASSERT_TRUE(built.plan.ok());
+  const ReadSchedule& s = built.plan.schedule();
+  std::vector<UnitSegment> segs;
+  uint64_t next = 0, units = 0;
+  for (const ReadUnit& u : s.units()) {
+    ASSERT_EQ(u.kind, ReadUnit::Kind::kRead);
+    ++units;
+    EXPECT_LE(u.end - u.begin, s.chunk_bytes());
+    s.segments(u, built.plan.params(), segs);
+    ASSERT_EQ(segs.size(), u.segments);
+    EXPECT_EQ(segs.front().offset, u.begin);
+    EXPECT_EQ(segs.back().offset + segs.back().len, u.end);
+    for (const UnitSegment& g : segs) {
+      const uint64_t row = next++;
+      EXPECT_EQ(g.len, 192u);
+      EXPECT_EQ(g.offset, built.catalog->find("down")->offset + row * W + 576) << row;
+      EXPECT_EQ(g.dst_off, row * 192) << row;
+    }
+  }
+  EXPECT_EQ(next, E * H) << "every run once";
+  // A unit takes as many 1440-byte strides as fit in 64 KiB (45 runs, the last 192 bytes in).
+  EXPECT_EQ(units, (E * H + 45) / 46);
+  for_each_load(built.plan, [&](const std::string&, const std::vector<uint8_t>& got) {
+    for (uint64_t r = 0; r < E * H; ++r) {
+      for (uint64_t j = 0; j < 192; j += 17) ASSERT_EQ(got[r * 192 + j], src_byte(r * W + 576 + j)) << r;
+    }
+  });
 }
 
 // Row interleave undone (gpt-oss gate/up rows 2j, 2j+1 under TensorRT-LLM) and kept; the

@@ -158,11 +158,10 @@ TEST_F(PlanSchedule, ReleasesCoverEverySpanOnceByItsLastReader) {
 TEST_F(PlanSchedule, JsonShowsTheUnitsAndTheIdCoversTheChunkSize) {
   const LoadPlan small = plan(1 << 16), big = plan(16 << 20);
   const std::string json = small.to_json();
-  EXPECT_NE(
-      json.find(
-          "\"schedule\":{\"chunk_bytes\":65536,\"unit_fields\":[\"kind\",\"shard\",\"begin\",\"end\",\"segments\","
-          "\"param\",\"piece\",\"releases\"],\"units\":["),
-      std::string::npos)
+  EXPECT_NE(json.find("\"schedule\":{\"chunk_bytes\":65536,\"max_read_gap\":65536,\"unit_fields\":[\"kind\",\"shard\","
+                      "\"begin\",\"end\",\"segments\","
+                      "\"param\",\"piece\",\"releases\"],\"units\":["),
+            std::string::npos)
       << json;
   size_t units = 0;
   for (size_t at = 0; (at = json.find("\n[\"", at)) != std::string::npos; ++at) ++units;
@@ -430,6 +429,37 @@ TEST(PlanRunCursor, SeeksAndStepsThroughTheRunsOfForEachRun) {
   EXPECT_EQ(scalar.count(), 1u);
   EXPECT_EQ(scalar.offset(), 0u);
   EXPECT_EQ(scalar.run_bytes(), 2u);
+}
+
+// even_runs(): from any run, how many that follow are evenly spaced and how far apart, checked
+// against for_each_run's offsets; dims the box covers whole merge with the next one out.
+TEST(PlanRunCursor, EvenRunsAreEvenlySpacedInForEachRunsOrder) {
+  PlannedPiece p;
+  p.elem_bytes = 1;
+  p.perm = {0, 1, 2, 3};
+  for (const auto& box : std::vector<std::vector<Range>>{
+           {{0, 4}, {0, 6}, {2, 5}, {0, 3}},     // dims 0 and 1 whole: one even sequence of 24
+           {{1, 3}, {0, 6}, {2, 5}, {0, 3}},     // dim 0 in part, dim 1 whole: one sequence of 12
+           {{0, 4}, {1, 6}, {2, 5}, {0, 3}},     // dim 1 in part: sequences of 5
+           {{0, 4}, {0, 6}, {0, 8}, {1, 2}}}) {  // runs of one element
+    p.view = {4, 6, 8, 3};
+    p.box = box;
+    std::vector<uint64_t> want;
+    for_each_run(p, [&](uint64_t off, uint64_t) { want.push_back(off); });
+    RunCursor c(p);
+    ASSERT_EQ(c.count(), want.size());
+    for (uint64_t k = 0; k < c.count(); ++k) {
+      c.seek(k);
+      const auto [even, step] = c.even_runs();
+      ASSERT_GE(even, 1u);
+      ASSERT_LE(k + even, want.size()) << k;
+      for (uint64_t i = 1; i < even; ++i) ASSERT_EQ(want[k + i], want[k] + i * step) << k << "+" << i;
+      // Maximal: the run after the sequence is not at the same step (or there is none).
+      if (k + even < want.size()) {
+        EXPECT_NE(want[k + even], want[k] + even * step) << k;
+      }
+    }
+  }
 }
 
 TEST_F(PlanSchedule, OneDecisionWhetherAPlanMayRun) {

@@ -28,8 +28,8 @@ const std::string kCatalogCanonical =
     "\n";
 const std::string kCatalogId = "14a8fd23af26df1930b0d02843baa9b0719c7968848d077bb17bc440773f474a";
 const std::string kPlanJson =
-    R"({"format":"wmap-plan","version":4,"plan_id":"635dad96af6efc94cb75f0333f739c3aefbd81b2d5b958e2436b459)"
-    R"(462f4d346","catalog_id":"14a8fd23af26df1930b0d02843baa9b0719c7968848d077bb17bc440773f474a","plugin":)"
+    R"({"format":"wmap-plan","version":5,"plan_id":"d0331d24146eeff27a3a4dafc5bd628d6bb4ed5f78781360c2284cc1ad324783)"
+    R"(","catalog_id":"14a8fd23af26df1930b0d02843baa9b0719c7968848d077bb17bc440773f474a","plugin":)"
     R"("pin","architecture":"PinForCausalLM","layout":{"tp_size":1,"tp_rank":0,"ep_size":1,"mtp_layers":null,"target":"trtllm")"
     R"(,"attention_dp":false,"gpus_per_node":8,"moe_backend":null},"ok":true,"cove)"
     R"(rage":"complete: 2 parameters (24 bytes) from 2 of 2 checkpoint tensors","bytes_to_load":24,"bytes_t)"
@@ -41,12 +41,12 @@ const std::string kPlanJson =
     "\n"
     R"({"name":"m.bias","module":"m","dtype":"BF16","shape":[4],"nbytes":8,"pieces":[{"source":"m.bias","ke)"
     R"(y":"m.bias","shard":0,"span":[104,112],"bytes":8,"view":[4],"box":[[0,4]],"perm":[0]}]}],"read_order)"
-    R"(":[0,1],"schedule":{"chunk_bytes":16777216,"unit_fields":["kind","shard","begin","end","segments","p)"
+    R"(":[0,1],"schedule":{"chunk_bytes":16777216,"max_read_gap":65536,"unit_fields":["kind","shard","begin","end","segments","p)"
     R"(aram","piece","releases"],"units":[)"
     "\n"
     R"(["read",0,88,112,2,null,null,[88,112]]]}})"
     "\n";
-const std::string kPlanId = "635dad96af6efc94cb75f0333f739c3aefbd81b2d5b958e2436b459462f4d346";
+const std::string kPlanId = "d0331d24146eeff27a3a4dafc5bd628d6bb4ed5f78781360c2284cc1ad324783";
 
 Catalog tiny_catalog() {
   ShardRecord shard;

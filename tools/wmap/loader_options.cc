@@ -53,6 +53,11 @@ void add_common_load_options(CLI::App& sub, CommonLoadOptions& o) {
   sub.add_option("--mappings", o.mappings, "Folder searched first for mapping files");
   sub.add_flag("--json", o.json, "Machine-readable output on stdout");
   sub.add_flag("--prefer-consolidated", o.prefer_consolidated, "Use consolidated*.safetensors over sharded files");
+  sub.add_option("--max-read-gap", o.plan.max_read_gap,
+                 "Widest gap of unwanted bytes a read goes through rather than starting another read (bytes; "
+                 "suffixes k, KiB, m, MiB; 0: a read unit reads no unwanted byte)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
 }
 
 LoaderOptions to_loader_options(const CommonLoadOptions& o, const Layout& layout) {
@@ -64,6 +69,7 @@ LoaderOptions to_loader_options(const CommonLoadOptions& o, const Layout& layout
   if (!o.mappings.empty()) l.mappings_dir = o.mappings;
   l.layout = layout;
   l.prefer_consolidated = o.prefer_consolidated;
+  l.plan = o.plan;
   return l;
 }
 

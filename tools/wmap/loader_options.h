@@ -14,6 +14,7 @@ namespace wmap::cli {
 struct CommonLoadOptions {
   std::string checkpoint, catalog, config, plugin_dir, mappings;
   LayoutOptions layout;  // the layout options are bound straight to the core's type
+  PlanOptions plan;      // --max-read-gap, bound the same way
   bool json = false;
   bool prefer_consolidated = false;
 };

@@ -183,7 +183,7 @@ class PlanBuilder {
     std::stable_sort(plan_.problems_.begin(), plan_.problems_.end(), [](const PlanProblem& a, const PlanProblem& b) {
       return a.kind != b.kind ? a.kind < b.kind : a.key < b.key;
     });
-    plan_.schedule_ = ReadSchedule::build(plan_.params_, options_.chunk_bytes);
+    plan_.schedule_ = ReadSchedule::build(plan_.params_, options_.chunk_bytes, options_.max_read_gap);
     plan_.read_order_ = plan_.schedule_.param_order(plan_.params_.size());
   }
 
@@ -488,7 +488,7 @@ std::string LoadPlan::plan_id() const {
 std::string LoadPlan::to_json() const { return json_text(true); }
 
 std::string LoadPlan::json_text(bool with_id) const {
-  std::string o = "{\"format\":\"wmap-plan\",\"version\":4";
+  std::string o = "{\"format\":\"wmap-plan\",\"version\":5";
   if (with_id) o += ",\"plan_id\":\"" + plan_id() + "\"";
   o += ",\"catalog_id\":\"" + catalog_id() + "\",\"plugin\":" + json_string(plugin_) +
        ",\"architecture\":" + json_string(architecture_);
@@ -569,6 +569,7 @@ std::string LoadPlan::json_text(bool with_id) const {
 std::string LoadPlan::schedule_json() const {
   std::string o =
       "{\"chunk_bytes\":" + std::to_string(schedule_.chunk_bytes()) +
+      ",\"max_read_gap\":" + std::to_string(schedule_.max_read_gap()) +
       ",\"unit_fields\":[\"kind\",\"shard\",\"begin\",\"end\",\"segments\",\"param\",\"piece\",\"releases\"]"
       ",\"units\":[";
   const auto& units = schedule_.units();

@@ -19,8 +19,6 @@ std::string_view unit_kind_name(ReadUnit::Kind kind) {
 
 namespace {
 
-constexpr uint64_t kMaxBandGap = uint64_t{64} << 10;
-
 // Segment k of a piece with `per_run` segments per run of `run` bytes: (offset in the run, length).
 std::pair<uint64_t, uint64_t> part_of(uint64_t k, uint64_t per_run, uint64_t run, uint64_t chunk) {
   const uint64_t at = (k % per_run) * chunk;
@@ -38,7 +36,7 @@ bool bandable(const PlannedPiece& piece) {
 
 // The copy units of a rearranged piece: one over its span, or bands of rows whose spans fit in
 // `chunk` (one row at least).
-void add_copy_units(const PlannedPiece& piece, uint32_t pi, uint32_t pj, uint64_t dst, uint64_t chunk,
+void add_copy_units(const PlannedPiece& piece, uint32_t pi, uint32_t pj, uint64_t dst, uint64_t chunk, uint64_t max_gap,
                     std::vector<ReadUnit>& out) {
   const ReadUnit whole{.kind = ReadUnit::Kind::kCopy,
                        .shard = piece.record->shard,
@@ -55,16 +53,16 @@ void add_copy_units(const PlannedPiece& piece, uint32_t pi, uint32_t pj, uint64_
   const std::vector<uint64_t> stride = piece.source_strides();
   const uint64_t rows = piece.box.front().size(), out_row = piece.out_bytes / rows;
   // Bytes between one outer row's last element and the next row's first: another rank's part
-  // of a stacked tensor (its experts' other rows). Bands read through gaps up to kMaxBandGap
-  // (one read beats two below that); past it every row is its own band, so a rank reads its own
-  // rows only.
+  // of a stacked tensor (its experts' other rows). Bands read through gaps up to max_gap (one
+  // read beats two below it); past it every row is its own band, so a rank reads its own rows
+  // only.
   const uint64_t row_span = (piece.span_end - piece.span_begin) - (rows - 1) * stride.front();
   const uint64_t gap = stride.front() > row_span ? stride.front() - row_span : 0;
-  if (gap <= kMaxBandGap && piece.span_end - piece.span_begin <= chunk) {
+  if (gap <= max_gap && piece.span_end - piece.span_begin <= chunk) {
     out.push_back(whole);
     return;
   }
-  const uint64_t per_band = gap > kMaxBandGap ? 1 : std::max<uint64_t>(1, chunk / stride.front());
+  const uint64_t per_band = gap > max_gap ? 1 : std::max<uint64_t>(1, chunk / stride.front());
   for (uint64_t r0 = 0; r0 < rows; r0 += per_band) {
     const uint64_t r1 = std::min(rows, r0 + per_band);
     ReadUnit u = whole;
@@ -81,12 +79,21 @@ void add_copy_units(const PlannedPiece& piece, uint32_t pi, uint32_t pj, uint64_
 
 }  // namespace
 
-ReadSchedule ReadSchedule::build(const std::vector<PlannedParam>& params, uint64_t chunk_bytes) {
+ReadSchedule ReadSchedule::build(const std::vector<PlannedParam>& params, uint64_t chunk_bytes, uint64_t max_read_gap) {
   ReadSchedule s;
   // Whole 64-byte multiples: a run is cut at chunk boundaries, and a device that stages writes
   // per unit transforms each part on its own (an element must not straddle two parts).
   s.chunk_bytes_ = std::max(chunk_bytes, kMinChunkBytes) / 64 * 64;
-  std::vector<ReadUnit> copies, reads;
+  s.max_read_gap_ = max_read_gap;
+  // One vector: zero units first (param order), then the read units, then the copy units, the
+  // last two sorted by file position. Copies are noted as pieces and made after the reads, so
+  // the schedule's units are written once (a plan's cold cost is the pages it first touches).
+  struct CopyPiece {
+    uint32_t param, piece;
+    uint64_t dst;
+  };
+  std::vector<CopyPiece> copy_pieces;
+  std::vector<ReadUnit>& units = s.units_;
   for (size_t i = 0; i < params.size(); ++i) {
     const PlannedParam& p = params[i];
     if (p.absent || p.broken || !p.alias_of.empty()) continue;
@@ -96,29 +103,30 @@ ReadSchedule ReadSchedule::build(const std::vector<PlannedParam>& params, uint64
       const PlannedPiece& piece = p.pieces[j];
       const auto pj = static_cast<uint32_t>(j);
       if (!piece.reads_source()) {  // a zero piece, or a padded cut of nothing
-        if (piece.out_bytes)
-          s.units_.push_back({.kind = ReadUnit::Kind::kZero, .param = pi, .piece = pj, .dst_off = at});
+        if (piece.out_bytes) units.push_back({.kind = ReadUnit::Kind::kZero, .param = pi, .piece = pj, .dst_off = at});
       } else if (piece.out_bytes > 0 && reads_in_runs(piece)) {
         s.slices_.push_back({pi, pj, at, 0, 0});  // grouped into units by group_runs()
       } else if (piece.out_bytes > 0) {
-        add_copy_units(piece, pi, pj, at, s.chunk_bytes_, copies);
+        copy_pieces.push_back({pi, pj, at});
       }
       at += piece.out_bytes;
     }
   }
-  s.group_runs(params, reads);
-  reads.insert(reads.end(), copies.begin(), copies.end());
-  std::stable_sort(reads.begin(), reads.end(), [](const ReadUnit& a, const ReadUnit& b) {
-    return a.shard != b.shard ? a.shard < b.shard : a.begin < b.begin;
-  });
-  s.units_.insert(s.units_.end(), reads.begin(), reads.end());
+  const size_t zeros = units.size();
+  s.group_runs(params, units);
+  for (const CopyPiece& c : copy_pieces) {
+    add_copy_units(params[c.param].pieces[c.piece], c.param, c.piece, c.dst, s.chunk_bytes_, s.max_read_gap_, units);
+  }
+  std::stable_sort(
+      units.begin() + static_cast<std::ptrdiff_t>(zeros), units.end(),
+      [](const ReadUnit& a, const ReadUnit& b) { return a.shard != b.shard ? a.shard < b.shard : a.begin < b.begin; });
   s.assign_releases();
   return s;
 }
 
 // Turns the identity pieces collected in slices_ (one per piece) into read units over slices.
 void ReadSchedule::group_runs(const std::vector<PlannedParam>& params, std::vector<ReadUnit>& reads) {
-  const uint64_t chunk = chunk_bytes_;
+  const uint64_t chunk = chunk_bytes_, max_gap = max_read_gap_;
   auto piece_of = [&](const UnitSlice& sl) -> const PlannedPiece& { return params[sl.param].pieces[sl.piece]; };
   std::vector<UnitSlice> pieces = std::move(slices_);
   slices_.clear();
@@ -137,9 +145,9 @@ void ReadSchedule::group_runs(const std::vector<PlannedParam>& params, std::vect
   // Adds segments [first, first + count) of piece `sl`, spanning file bytes [begin, end).
   auto add = [&](const UnitSlice& sl, uint32_t shard, uint64_t first, uint64_t count, uint64_t begin, uint64_t end,
                  uint64_t wanted) {
-    // A gap wider than kMaxBandGap (another rank's part of a stacked or split tensor) ends the
+    // A gap wider than max_gap (another rank's part of a stacked or split tensor) ends the
     // unit: one more read is cheaper than reading through it.
-    if (!open || shard != cur.shard || begin < cur.end || end - cur.begin > chunk || begin - cur.end > kMaxBandGap) {
+    if (!open || shard != cur.shard || begin < cur.end || end - cur.begin > chunk || begin - cur.end > max_gap) {
       close();
       cur = {
           .kind = ReadUnit::Kind::kRead, .shard = shard, .begin = begin, .end = begin, .slice_begin = slices_.size()};
@@ -160,15 +168,38 @@ void ReadSchedule::group_runs(const std::vector<PlannedParam>& params, std::vect
     const TensorRecord& r = *piece.record;
     RunCursor runs(piece);
     const uint64_t run = runs.run_bytes(), per_run = (run + chunk - 1) / chunk, n = runs.count() * per_run;
-    if (piece.span_end - piece.span_begin <= chunk) {  // whole, in this unit or a new one
+    if (piece.span_end - piece.span_begin <= chunk && runs.widest_gap() <= max_gap) {  // whole, here or in a new unit
       add(sl, r.shard, 0, n, piece.span_begin, piece.span_end, piece.out_bytes);
       continue;
     }
-    for (uint64_t k = 0; k < n; ++k) {
-      if (k > 0 && k % per_run == 0) runs.next();
-      const auto [at, len] = part_of(k, per_run, run, chunk);
-      const uint64_t off = r.offset + runs.offset() + at;
-      add(sl, r.shard, k, 1, off, off + len, len);
+    if (per_run > 1) {  // runs longer than a chunk: few, each cut into parts
+      for (uint64_t k = 0; k < n; ++k) {
+        if (k > 0 && k % per_run == 0) runs.next();
+        const auto [at, len] = part_of(k, per_run, run, chunk);
+        const uint64_t off = r.offset + runs.offset() + at;
+        add(sl, r.shard, k, 1, off, off + len, len);
+      }
+      continue;
+    }
+    // Runs of at most a chunk: taken a sequence of evenly spaced runs at a time, as many per
+    // step as the open unit can take (a row-parallel slice of a stacked tensor has ~10^5-10^6
+    // runs; its units are what costs, not its runs).
+    for (uint64_t k = 0; k < n;) {
+      runs.seek(k);
+      const auto [even, step] = runs.even_runs();
+      const uint64_t first = r.offset + runs.offset();
+      for (uint64_t i = 0; i < even;) {
+        const uint64_t begin = first + i * step;
+        uint64_t take = 1;
+        // The unit open on this piece's previous run takes the next ones while they fit in it.
+        if (i > 0 && step - run <= max_gap && open && cur.shard == r.shard && begin >= cur.end &&
+            begin + run - cur.begin <= chunk) {
+          take = std::min(even - i, (cur.begin + chunk - begin - run) / step + 1);
+        }
+        add(sl, r.shard, k + i, take, begin, begin + (take - 1) * step + run, take * run);
+        i += take;
+      }
+      k += even;
     }
   }
   close();

@@ -90,6 +90,12 @@ struct PlanOptions {
   // transpose of the outer dim and a gathered strided source are one unit over the whole piece
   // (ReadSchedule; `wmap plan --json` lists each unit's span).
   uint64_t chunk_bytes = uint64_t{16} << 20;
+  // The widest gap of unwanted bytes (another rank's part of a row or of a stacked tensor) a read
+  // unit reads through rather than starting a new read. 64 KiB by default: on page cache and on
+  // this project's disks reading through narrower gaps was measured faster than a pread per run
+  // (docs/performance.md); smaller values trade read calls for bytes (a TP8 row-parallel o_proj:
+  // 1 KiB of every 8 KiB row, read whole at 64 KiB, one pread per row at 4 KiB).
+  uint64_t max_read_gap = uint64_t{64} << 10;
 };
 
 class LoadPlan {

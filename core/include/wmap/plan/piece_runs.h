@@ -3,7 +3,9 @@
 // piece, and what a multi-rank load must deliver to a rank (mpi/). One definition for both, so
 // the bytes exchanged between ranks are exactly the bytes the executor asks for. Pure functions.
 
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "wmap/plan/load_plan.h"
@@ -114,6 +116,31 @@ class RunCursor {
       if (++idx_[k] < p_.box[k].size()) return;
       idx_[k] = 0;
     }
+  }
+  // The widest gap between one run's end and the next one's start, over all the piece's runs
+  // (0 with one run): a carry at outer dim j moves by its stride less the inner dims' extent.
+  uint64_t widest_gap() const {
+    uint64_t widest = 0, inner = 0;
+    for (size_t j = d_; j-- > 0;) {
+      if (p_.box[j].size() > 1) widest = std::max(widest, stride_[j] - inner - run_);
+      inner += (p_.box[j].size() - 1) * stride_[j];
+    }
+    return widest;
+  }
+  // The runs from the current one on that are evenly spaced in the source: (how many, the
+  // distance from one's start to the next's). Runs step along the innermost outer dim; where the
+  // box covers that dim whole, the step into the next outer index is the same distance, so the
+  // outer dims merge until one the box covers in part (a row-parallel slice of every expert of a
+  // stacked tensor is one even sequence). Lets a walk take many runs per step.
+  std::pair<uint64_t, uint64_t> even_runs() const {
+    if (d_ == 0) return {1, 0};
+    uint64_t left = 0, radix = 1;
+    for (size_t j = d_; j-- > 0;) {
+      left += (p_.box[j].size() - 1 - idx_[j]) * radix;
+      radix *= p_.box[j].size();
+      if (j == 0 || p_.box[j].begin != 0 || p_.box[j].size() != p_.view[j]) break;
+    }
+    return {left + 1, stride_[d_ - 1]};
   }
 
  private:

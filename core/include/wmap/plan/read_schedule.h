@@ -5,13 +5,14 @@
 //   - Identity pieces are read as their contiguous runs (for_each_run), cut at chunk_bytes.
 //     Pieces are taken by (shard, source tensor offset), each reader of a shared tensor in turn,
 //     and their segments share a read unit while its span fits in one chunk and no gap between
-//     them exceeds 64 KiB (wider gaps are other ranks' rows: a second read beats reading them);
-//     a piece whose span fits in one chunk is never split across units. A unit lists slices of its pieces' segments
-//     (not the segments: a row-parallel slice has thousands), segments() expands them.
+//     them exceeds max_read_gap (default 64 KiB: wider gaps are other ranks' rows, and a second
+//     read beats reading them; narrower ones are read through, measured faster: bench/read_gap.c);
+//     a piece whose span fits in one chunk, with no gap over max_read_gap, is never split across units. A unit lists
+//     slices of its pieces' segments (not the segments: a row-parallel slice has thousands), segments() expands them.
 //   - Pieces that must be rearranged (transposes) are copy units over their span, cut into bands
 //     of rows of the view's outermost dim when that dim stays outermost in the output (perm[0] ==
 //     0: a per-expert or per-head transpose), so a band's span fits in one chunk (or is one row):
-//     its output is then a contiguous range of the parameter. Rows more than 64 KiB apart (a
+//     its output is then a contiguous range of the parameter. Rows more than max_read_gap apart (a
 //     rank's part of each expert of a stacked tensor) are banded one row each, so only they are read. A full transpose
 //     of the outer dim, and a strided source gathered into row-major order, are one copy unit over the whole span. A
 //     padded piece is a copy unit whose output includes its zeros (banded only when its outer dim is not padded). Zero
@@ -73,11 +74,15 @@ std::string_view unit_kind_name(ReadUnit::Kind kind);
 class ReadSchedule {
  public:
   static constexpr uint64_t kMinChunkBytes = uint64_t{1} << 16;
+  static constexpr uint64_t kDefaultMaxReadGap = uint64_t{64} << 10;
   // Units for every parameter that is loaded: absent, broken and alias parameters read nothing.
   // chunk_bytes below kMinChunkBytes is raised to it, and rounded down to a multiple of 64.
-  static ReadSchedule build(const std::vector<PlannedParam>& params, uint64_t chunk_bytes);
+  // max_read_gap: the widest run of unwanted bytes a unit reads through (wider: a new unit).
+  static ReadSchedule build(const std::vector<PlannedParam>& params, uint64_t chunk_bytes,
+                            uint64_t max_read_gap = kDefaultMaxReadGap);
 
   uint64_t chunk_bytes() const { return chunk_bytes_; }
+  uint64_t max_read_gap() const { return max_read_gap_; }
   // In the order a load claims them.
   const std::vector<ReadUnit>& units() const { return units_; }
   std::span<const UnitSlice> slices(const ReadUnit& u) const {
@@ -98,6 +103,7 @@ class ReadSchedule {
   void group_runs(const std::vector<PlannedParam>& params, std::vector<ReadUnit>& reads);
   void assign_releases();
   uint64_t chunk_bytes_ = 0;
+  uint64_t max_read_gap_ = kDefaultMaxReadGap;
   std::vector<ReadUnit> units_;
   std::vector<UnitSlice> slices_;
   std::vector<ByteRange> releases_;
