@@ -3,6 +3,9 @@
 // MixtralForCausalLM (whose block_sparse_moe keys are renamed by mappings/mixtral.yaml). Fused
 // qkv_proj with GQA KV-head duplication, fused gate_up_proj, vocabulary-parallel and tied
 // embeddings, routed experts as `mlp.experts.backend` (w3_w1_weight / w2_weight).
+// Phi3ForCausalLM (Phi-3, Phi-3.5-mini, Phi-4-mini) stores qkv_proj and gate_up_proj fused; its
+// parts are cut from them before the split (spec::fused_part_rows), then the Llama rules apply
+// (docs/families/glm-dsv32-phi3-kimi.md section 3).
 // A YAML-only architecture mapped to `plugin: llama` gets its features from config.json:
 // `attention_bias` (q/k/v biases, and o_proj.bias unless Qwen2), `use_qk_norm` (q/k norms).
 //
@@ -36,6 +39,8 @@ struct TargetRules {
   bool bias_flag;           // config `bias` also turns on q/k/v/o biases (vLLM llama.py: attention_bias or bias)
   bool skip_unused_biases;  // checkpoint biases the model does not use are declared skipped
   bool serves_nvfp4;        // compressed-tensors NVFP4 checkpoints (their engine names are TensorRT-LLM's)
+  // Phi-3's k/v parts are split without KV-head duplication: kv heads must divide tp_size.
+  bool phi3_duplicates_kv;
 };
 
 const TargetRules& rules_for(wmap::Target t) {
@@ -43,6 +48,10 @@ const TargetRules& rules_for(wmap::Target t) {
   // w3_w1_weight = [up; gate] (fused_moe weight loading). vLLM: FusedMoE `experts` with
   // w13_weight = [gate; up] (FusedMoE.weight_loader, shard ids w1 then w3); mixtral.py keeps
   // `block_sparse_moe`; llama.py's load_weights skips checkpoint biases it has no parameter for.
+  // Phi-3: TensorRT-LLM's modeling_phi3.py Phi3ForCausalLM.load_weights cuts q/k/v and gate/up
+  // itself and hands them to the fused modules, bypassing HfWeightMapper._duplicate_kv_weights;
+  // vLLM's phi3.py is LlamaForCausalLM, whose QKVParallelLinear.weight_loader (loaded_shard_id
+  // None) narrows the fused weight into q, k, v and loads each as its own shard (KV replicas too).
   static const TargetRules kTrtllm{
       .experts = {.fused = "w3_w1", .down = "w2", .gate_first = false, .globals_close = true},
       .experts_module = "experts.backend",
@@ -50,6 +59,7 @@ const TargetRules& rules_for(wmap::Target t) {
       .bias_flag = false,
       .skip_unused_biases = false,
       .serves_nvfp4 = true,
+      .phi3_duplicates_kv = false,
   };
   static const TargetRules kVllm{
       .experts = {.fused = "w13", .down = "w2", .gate_first = true, .globals_close = false},
@@ -58,6 +68,7 @@ const TargetRules& rules_for(wmap::Target t) {
       .bias_flag = true,
       .skip_unused_biases = true,
       .serves_nvfp4 = false,
+      .phi3_duplicates_kv = true,
   };
   return t == wmap::Target::kVllm ? kVllm : kTrtllm;
 }
@@ -65,6 +76,7 @@ const TargetRules& rules_for(wmap::Target t) {
 struct LlamaShape {
   uint64_t hidden, heads, kv_heads, head_dim, intermediate, vocab, layers;
   bool tie, qkv_bias, o_bias, qk_norm;
+  bool fused_source = false;  // Phi-3: qkv_proj and gate_up_proj are fused in the checkpoint
   // MoE: experts per layer (0: dense), their intermediate size, which layers are sparse.
   uint64_t experts = 0, moe_intermediate = 0, sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;
@@ -142,6 +154,35 @@ LlamaShape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyProb
   s.o_bias = !qwen2 && !qwen3 && bias;
   s.qk_norm = qwen3 || c.get_bool("use_qk_norm", false);
 
+  s.fused_source = arch == "Phi3ForCausalLM" || model_type == "phi3";
+  if (s.fused_source) {
+    // Phi-3's scales would be cut with the fused tensors; no quantised Phi-3 has been read.
+    if (c.has("quantization_config")) {
+      c.fail("quantization_config",
+             "quantised " + arch + " checkpoints (quant_method '" +
+                 c.get_string("quantization_config.quant_method", "?") +
+                 "') are not served: only BF16/F16/F32 Phi-3 weights are cut from fused tensors");
+    }
+    if (bias || c.get_bool("mlp_bias", false)) {
+      c.fail(c.get_bool("mlp_bias", false) ? "mlp_bias" : "attention_bias",
+             "biases of " + arch + "'s fused projections are not served (no Phi-3 checkpoint has them)");
+    }
+    if (l.target == wmap::Target::kTrtllm) {
+      // modeling_phi3.py cuts q at hidden_size, with head_dim = hidden_size / num_attention_heads.
+      if (s.heads * s.head_dim != s.hidden) {
+        c.fail("head_dim", "num_attention_heads " + std::to_string(s.heads) + " x head_dim " +
+                               std::to_string(s.head_dim) + " is not hidden_size " + std::to_string(s.hidden) +
+                               ": TensorRT-LLM's Phi-3 loader cuts q at hidden_size and would load other rows");
+      }
+      if (!rules_for(l.target).phi3_duplicates_kv && s.kv_heads % l.tp_size != 0) {
+        c.fail("num_key_value_heads",
+               std::to_string(s.kv_heads) + " KV heads cannot be split over tp_size " + std::to_string(l.tp_size) +
+                   " under target trtllm: its Phi-3 loader (modeling_phi3.py Phi3ForCausalLM.load_weights) does not "
+                   "duplicate KV heads, so the engine's own load fails (use a tp_size dividing " +
+                   std::to_string(s.kv_heads) + ", or target vllm)");
+      }
+    }
+  }
   s.nvfp4 = c.get_string("quantization_config.quant_method", "") == "compressed-tensors";
   if (s.nvfp4 && !rules_for(l.target).serves_nvfp4) {
     c.fail("quantization_config.quant_method",
@@ -210,11 +251,21 @@ ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProb
     const uint64_t kv_rows = s.kv_heads * s.head_dim;
     const wmap::Range kv = spec::kv_head_rows(s.kv_heads, s.head_dim, l);
     std::vector<ParamSpec> qkv;
-    spec::add_linear(
-        qkv, a + "qkv_proj", ".",
-        {spec::linear_rows(a + "q_proj", {q_rows, hc}, tp), spec::linear_rows(a + "k_proj", {kv_rows, hc}, kv),
-         spec::linear_rows(a + "v_proj", {kv_rows, hc}, kv)},
-        qq);
+    if (s.fused_source) {  // rows [q; k; v] of the checkpoint's qkv_proj, each part split as if alone
+      const std::vector<uint64_t> fused{q_rows + 2 * kv_rows, h};
+      const std::string src = a + "qkv_proj";
+      spec::add_linear(qkv, src, ".",
+                       {spec::fused_part_rows(src, fused, {0, q_rows}, tp),
+                        spec::fused_part_rows(src, fused, {q_rows, q_rows + kv_rows}, kv),
+                        spec::fused_part_rows(src, fused, {q_rows + kv_rows, q_rows + 2 * kv_rows}, kv)},
+                       qq);
+    } else {
+      spec::add_linear(
+          qkv, a + "qkv_proj", ".",
+          {spec::linear_rows(a + "q_proj", {q_rows, hc}, tp), spec::linear_rows(a + "k_proj", {kv_rows, hc}, kv),
+           spec::linear_rows(a + "v_proj", {kv_rows, hc}, kv)},
+          qq);
+    }
     if (s.qkv_bias) qkv.push_back(fused_qkv_bias(a + "qkv_proj.bias", a, s, l));
     if (rules.skip_unused_biases && !s.qkv_bias) {
       for (const char* b : {"q_proj.bias", "k_proj.bias", "v_proj.bias"}) m.skipped_keys.push_back(a + b);
@@ -249,10 +300,19 @@ ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProb
     }
     const spec::LinearQuant gq = quant_of(s, probe, p + "mlp.gate_proj", true);
     std::vector<ParamSpec> gate_up, down;
-    spec::add_linear(gate_up, p + "mlp.gate_up_proj", ".",
-                     {spec::linear_rows(p + "mlp.gate_proj", {inter, gq.stored_cols(h)}, tp),
-                      spec::linear_rows(p + "mlp.up_proj", {inter, gq.stored_cols(h)}, tp)},
-                     gq);
+    if (s.fused_source) {  // rows [gate; up] of the checkpoint's gate_up_proj
+      const std::string src = p + "mlp.gate_up_proj";
+      const std::vector<uint64_t> fused{2 * inter, h};
+      spec::add_linear(gate_up, src, ".",
+                       {spec::fused_part_rows(src, fused, {0, inter}, tp),
+                        spec::fused_part_rows(src, fused, {inter, 2 * inter}, tp)},
+                       gq);
+    } else {
+      spec::add_linear(gate_up, p + "mlp.gate_up_proj", ".",
+                       {spec::linear_rows(p + "mlp.gate_proj", {inter, gq.stored_cols(h)}, tp),
+                        spec::linear_rows(p + "mlp.up_proj", {inter, gq.stored_cols(h)}, tp)},
+                       gq);
+    }
     m.modules.push_back(module(p + "mlp.gate_up_proj", std::move(gate_up)));
     const spec::LinearQuant dq = quant_of(s, probe, p + "mlp.down_proj", true);
     const uint64_t dc = dq.stored_cols(inter);
@@ -269,4 +329,5 @@ void register_llama(wmap::PluginRegistrar& registrar) { registrar.set_model_buil
 }  // namespace
 
 WMAP_DEFINE_PLUGIN("llama", "1.1", register_llama, ("trtllm", "vllm"), "LlamaForCausalLM", "MistralForCausalLM",
-                   "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM")
+                   "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM",
+                   "Phi3ForCausalLM")

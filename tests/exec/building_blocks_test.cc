@@ -17,6 +17,7 @@
 #include "wmap/format/safetensors_writer.h"
 #include "wmap/format/strided_copy.h"
 #include "wmap/plan/load_plan.h"
+#include "wmap/spec/linear_spec.h"
 #include "wmap/util/error.h"
 
 namespace wmap::test {
@@ -243,6 +244,58 @@ TEST(BuildingBlocks, RunDenseSlicesAreGroupedIntoChunkSizedReads) {
   for_each_load(built.plan, [&](const std::string&, const std::vector<uint8_t>& got) {
     for (uint64_t r = 0; r < E * H; ++r) {
       for (uint64_t j = 0; j < 192; j += 17) ASSERT_EQ(got[r * 192 + j], src_byte(r * W + 576 + j)) << r;
+    }
+  });
+}
+
+// A fused source cut before the split (Phi-3's qkv_proj rows [q; k; v]): each part is split as
+// if it were its own tensor, rows counted from the part's start; out-of-range parts and rows are
+// refused naming the weight.
+TEST(BuildingBlocks, FusedPartRowsAreRowsOfThePartThenTheSplit) {
+  const std::vector<uint64_t> fused{40, 8};  // q 16 rows, k 12, v 12
+  Split tp{.size = 4, .rank = 3};
+  const auto q = spec::fused_part_rows("a.qkv_proj", fused, {0, 16}, tp);
+  EXPECT_EQ(q.rows, (Range{12, 16}));
+  const auto k = spec::fused_part_rows("a.qkv_proj", fused, {16, 28}, tp);
+  EXPECT_EQ(k.rows, (Range{25, 28}));
+  EXPECT_EQ(k.linear, "a.qkv_proj");
+  EXPECT_EQ(k.shape, fused);
+  const auto v = spec::fused_part_rows("a.qkv_proj", fused, {28, 40}, Range{3, 6});  // a KV head of 3 rows
+  EXPECT_EQ(v.rows, (Range{31, 34}));
+  tp.exact = true;
+  tp.size = 5;
+  EXPECT_THROW(
+      {
+        try {
+          spec::fused_part_rows("a.qkv_proj", fused, {16, 28}, tp);
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("a.qkv_proj.weight rows [16, 28)"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
+  EXPECT_THROW(spec::fused_part_rows("a.qkv_proj", fused, {28, 44}, Range{0, 1}), Error);
+  EXPECT_THROW(spec::fused_part_rows("a.qkv_proj", fused, {28, 40}, Range{10, 13}), Error);
+  // The parts load as the rows they name.
+  TempDir dir;
+  write_safetensors(dir / "model.safetensors", {u8_tensor("a.qkv_proj.weight", fused)});
+  ParamSpec p;
+  p.name = "qkv";
+  p.dtype = DType::kU8;
+  p.shape = {4 + 3 + 3, 8};
+  for (const auto& s : {q, k, v}) {
+    Piece piece;
+    piece.source = s.linear + ".weight";
+    piece.source_shape = s.shape;
+    piece.box = {s.rows, s.cols};
+    p.pieces.push_back(piece);
+  }
+  const auto built = plan_of(dir.path(), {p});
+  ASSERT_TRUE(built.plan.ok()) << built.plan.problems().front().message;
+  for_each_load(built.plan, [&](const std::string&, const std::vector<uint8_t>& got) {
+    const uint64_t rows[] = {12, 13, 14, 15, 25, 26, 27, 31, 32, 33};
+    for (uint64_t i = 0; i < 10; ++i) {
+      for (uint64_t j = 0; j < 8; ++j) ASSERT_EQ(got[i * 8 + j], src_byte(rows[i] * 8 + j)) << i << "," << j;
     }
   });
 }

@@ -1089,6 +1089,7 @@ DOC_FAMILIES = {
     "GptOssForCausalLM": ("gpt_oss_reference", "GptOssBuilder"),
     "Llama4ForConditionalGeneration": ("llama4_reference", "Llama4Builder"),
     "Llama4ForCausalLM": ("llama4_reference", "Llama4Builder"),
+    "Phi3ForCausalLM": ("phi3_reference", "Phi3Builder"),
 }
 
 

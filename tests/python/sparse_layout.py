@@ -89,7 +89,10 @@ def add_decoder_rules(r, cfg, prefix, layer_kind=None):
     r.add(L + r"self_attn\.q_proj\.bias", [nh * hd])
     r.add(L + r"self_attn\.(k|v)_proj\.bias", [nkv * hd])
     r.add(L + r"self_attn\.(q|k)_norm\.weight", [hd])
+    # Phi-3: rows [q; k; v] and [gate; up] fused in the checkpoint.
+    r.add(L + r"self_attn\.qkv_proj\.weight", [q_rows + 2 * nkv * hd, h])
     if inter:
+        r.add(L + r"mlp\.gate_up_proj\.weight", [2 * inter, h])
         r.add(L + r"mlp\.(gate|up)_proj\.weight", [inter, h])
         r.add(L + r"mlp\.down_proj\.weight", [h, inter])
     if experts:
@@ -178,7 +181,7 @@ def rules_for(cfg):
     dtype = config_dtype(cfg)
     r = Rules(dtype)
     if arch in ("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
-                "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "DeepseekV2ForCausalLM"):
+                "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "DeepseekV2ForCausalLM", "Phi3ForCausalLM"):
         add_decoder_rules(r, cfg, "model.")
     elif arch == "Qwen3_5MoeForConditionalGeneration":
         add_decoder_rules(r, cfg, "model.language_model.")

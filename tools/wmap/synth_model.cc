@@ -34,16 +34,16 @@ constexpr Family kFamilies[] = {
     {"gpt_oss", "GptOssForCausalLM", "gpt_oss", true, false, false, true},
     {"llama4", "Llama4ForConditionalGeneration", "llama4", false, true, false, true},
     {"llama4_text", "Llama4ForCausalLM", "llama4_text", false, true, false, true},
+    {"phi3", "Phi3ForCausalLM", "phi3", false, false, false, false},
 };
 
 const Family& family_of(const std::string& name) {
   for (const auto& f : kFamilies) {
     if (name == f.name) return f;
   }
-  throw Error(
-      ErrorCode::kInvalidArgument,
-      "synth: unknown family '" + name +
-          "' (known: llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v3, gpt_oss, llama4, llama4_text)");
+  throw Error(ErrorCode::kInvalidArgument, "synth: unknown family '" + name +
+                                               "' (known: llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, "
+                                               "deepseek_v3, gpt_oss, llama4, llama4_text, phi3)");
 }
 
 constexpr const char* kPresets[] = {"tiny", "small", "1g", "4g"};
@@ -304,6 +304,14 @@ std::vector<SynthTensor> synth_tensors(const SynthConfig& c) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     out.push_back({p + "input_layernorm.weight", {h}, d});
     const float layer_scale = 2.0f + static_cast<float>(i);  // q/k/v (and gate/up) share one
+    if (c.family == "phi3") {                                // Phi-3 stores rows [q; k; v] and [gate; up] fused
+      out.push_back({p + "self_attn.qkv_proj.weight", {q + 2 * kv, h}, d});
+      out.push_back({p + "self_attn.o_proj.weight", {h, q}, d});
+      out.push_back({p + "post_attention_layernorm.weight", {h}, d});
+      out.push_back({p + "mlp.gate_up_proj.weight", {2 * c.intermediate, h}, d});
+      out.push_back({p + "mlp.down_proj.weight", {h, c.intermediate}, d});
+      continue;
+    }
     add_linear(out, c, p + "self_attn.q_proj", q, h, layer_scale);
     add_linear(out, c, p + "self_attn.k_proj", kv, h, layer_scale);
     add_linear(out, c, p + "self_attn.v_proj", kv, h, layer_scale);
@@ -387,7 +395,8 @@ std::string synth_config_json(const SynthConfig& c) {
   j["intermediate_size"] = c.intermediate;
   j["num_attention_heads"] = c.heads;
   j["num_key_value_heads"] = c.kv_heads;
-  j["head_dim"] = c.head_dim;
+  // Phi-3 configs carry no head_dim (hidden_size / num_attention_heads); written when it differs.
+  if (c.family != "phi3" || c.heads * c.head_dim != c.hidden) j["head_dim"] = c.head_dim;
   j["num_hidden_layers"] = c.layers;
   j["vocab_size"] = c.vocab;
   j["rms_norm_eps"] = 1e-06;

@@ -33,6 +33,27 @@ LinearSlice linear_cols(std::string linear, std::vector<uint64_t> shape, const S
   return linear_cols(std::move(linear), std::move(shape), c);
 }
 
+LinearSlice fused_part_rows(std::string linear, std::vector<uint64_t> shape, Range part, Range rows) {
+  const std::string weight = linear + ".weight";
+  if (shape.size() != 2 || part.begin > part.end || part.end > shape[0]) {
+    throw Error(ErrorCode::kInvalidArgument,
+                weight + ": fused part rows [" + std::to_string(part.begin) + ", " + std::to_string(part.end) +
+                    ") are not inside its " + (shape.empty() ? std::string("0") : std::to_string(shape[0])) + " rows");
+  }
+  if (rows.begin > rows.end || rows.end > part.size()) {
+    throw Error(ErrorCode::kInvalidArgument, weight + ": rows [" + std::to_string(rows.begin) + ", " +
+                                                 std::to_string(rows.end) + ") are not inside its fused part of " +
+                                                 std::to_string(part.size()) + " rows");
+  }
+  return linear_rows(std::move(linear), std::move(shape), Range{part.begin + rows.begin, part.begin + rows.end});
+}
+
+LinearSlice fused_part_rows(std::string linear, std::vector<uint64_t> shape, Range part, const Split& s) {
+  const Range r = s.slice(
+      part.size(), linear + ".weight rows [" + std::to_string(part.begin) + ", " + std::to_string(part.end) + ")");
+  return fused_part_rows(std::move(linear), std::move(shape), part, r);
+}
+
 Range block_range(Range r, uint64_t b) {
   if (r.end <= r.begin) return {r.begin / b, r.begin / b};
   return {r.begin / b, ceil_div(r.end, b)};

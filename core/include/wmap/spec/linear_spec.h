@@ -27,6 +27,13 @@ LinearSlice linear_cols(std::string linear, std::vector<uint64_t> shape, Range c
 // This rank's part under split `s` (exact under target vllm: the error names `linear`.weight).
 LinearSlice linear_rows(std::string linear, std::vector<uint64_t> shape, const Split& s);
 LinearSlice linear_cols(std::string linear, std::vector<uint64_t> shape, const Split& s);
+// A part of a linear the checkpoint stores fused (Phi-3's qkv_proj rows [q; k; v], gate_up_proj
+// [gate; up]): the part is rows `part` of the fused weight `shape`, cut before the split, and
+// `rows` are rows of the part (this rank's, as for an unfused linear). Throws kInvalidArgument
+// naming the weight when `part` is not inside it or `rows` not inside the part.
+LinearSlice fused_part_rows(std::string linear, std::vector<uint64_t> shape, Range part, Range rows);
+// The same with the part split by `s` (exact under target vllm: the error names the part).
+LinearSlice fused_part_rows(std::string linear, std::vector<uint64_t> shape, Range part, const Split& s);
 
 // FP8 block quantisation: `weight_scale_inv` holds one F32 per [rows x cols] block of the weight.
 struct BlockScales {
