@@ -283,6 +283,10 @@ void add_layer(ModelSpec& m, uint64_t dst_i, uint64_t src_i, const DeepseekShape
         module(d + name, {spec::replicated(d + name + ".weight", c + name + ".weight", std::move(shape))}));
   };
   rep("input_layernorm", {h});
+  // Kimi K2 checkpoints carry each layer's rotary inv_freq; no engine loads it (vLLM
+  // deepseek_v2.py load_weights: `if "rotary_emb.inv_freq" in name: continue`; TensorRT-LLM loads
+  // by module and has none). Absent in DeepSeek-V3's own checkpoints: a skip of nothing.
+  m.skipped_keys.push_back(ca + "rotary_emb.inv_freq");
   if (s.q_lora) {
     m.modules.push_back(
         module(da + rules.fused_a, linear(da + rules.fused_a,

@@ -127,6 +127,33 @@ TEST_F(RealLayoutPlan, GptOss20bAtTp1Tp2AndTp4Ep4UnderBothTargets) {
   }
 }
 
+// Kimi-K2-Instruct (tests/data/layouts/kimi-k2-instruct: its header inventory, 139,644 tensors in
+// 61 shards, 958.5 GiB): DeepseekV3ForCausalLM with 384 experts, 64 heads, no MTP layer, and a
+// rotary_emb.inv_freq in every layer that no engine loads (declared ignored, never unconsumed).
+// Each rank consumes the 1,343 non-expert tensors (1,404 less the 61 inv_freq) and the 6 tensors
+// (3 weights, 3 FP8 scales) of each of its 384 / P experts in each of the 60 MoE layers.
+TEST_F(RealLayoutPlan, KimiK2AtTp8Ep8AndTp16Ep16UnderBothTargets) {
+  const auto dir = rebuild("kimi-k2-instruct");
+  for (const char* target : {"trtllm", "vllm"}) {
+    for (uint64_t p : {8u, 16u}) {
+      const std::string layout = std::string("--target ") + target + " --tp-size " + std::to_string(p) +
+                                 " --tp-rank 3 --ep-size " + std::to_string(p);
+      auto r = run_wmap("plan " + shell_quote(dir.string()) + " " + layout);
+      EXPECT_EQ(r.exit_code, 0) << layout << "\n" << r.err;
+      const uint64_t consumed = 1343 + 384 / p * 6 * 60;
+      EXPECT_NE(r.out.find("from " + std::to_string(consumed) + " of 139644 checkpoint tensors, 61 ignored, " +
+                           std::to_string(139644 - 61 - consumed) + " left to other ranks"),
+                std::string::npos)
+          << layout << "\n"
+          << r.out;
+    }
+  }
+  auto mtp = run_wmap("plan " + shell_quote(dir.string()) + " --mtp-layers 1");
+  EXPECT_NE(mtp.exit_code, 0);
+  EXPECT_NE(mtp.err.find("num_nextn_predict_layers: is 0, but mtp_layers 1 asks for MTP layers"), std::string::npos)
+      << mtp.err;
+}
+
 TEST_F(RealLayoutPlan, UnsupportedArchitecturesAreNamedNotGuessed) {
   // Qwen3.5-MoE (linear attention, a `model.language_model.` prefix) and DeepSeek-OCR-2 have
   // no plugin or mapping yet: the plan says so, naming the architecture.

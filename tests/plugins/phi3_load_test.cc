@@ -62,8 +62,7 @@ TEST(Phi3Load, LayoutsTheEnginesCannotLoadAreRefusedWithTheReason) {
   write_file(cfg_path, cfg);
   const auto q = run_wmap("plan " + tiny + " --target vllm");
   EXPECT_NE(q.exit_code, 0);
-  EXPECT_NE(q.err.find("quantised Phi3ForCausalLM checkpoints (quant_method 'fp8') are not served"),
-            std::string::npos)
+  EXPECT_NE(q.err.find("quantised Phi3ForCausalLM checkpoints (quant_method 'fp8') are not served"), std::string::npos)
       << q.err;
 }
 
@@ -73,10 +72,9 @@ TEST(Phi3Load, LayoutsTheEnginesCannotLoadAreRefusedWithTheReason) {
 TEST(Phi3Load, RealPhi3MiniLayoutPlansCompleteUnderBothTargets) {
   TempDir dir;
   const auto ckpt = dir / "phi3";
-  const auto built = run_command(shell_quote(python()) + " " +
-                                 shell_quote((source_dir() / "tests/python/sparse_layout.py").string()) + " " +
-                                 shell_quote((testdata_dir() / "layouts/phi-3-mini-4k-instruct").string()) + " " +
-                                 shell_quote(ckpt.string()));
+  const auto built = run_command(
+      shell_quote(python()) + " " + shell_quote((source_dir() / "tests/python/sparse_layout.py").string()) + " " +
+      shell_quote((testdata_dir() / "layouts/phi-3-mini-4k-instruct").string()) + " " + shell_quote(ckpt.string()));
   ASSERT_EQ(built.exit_code, 0) << built.err;
   const uint64_t H = 3072, hd = 96, nh = 32, nkv = 32, I = 8192, V = 32064, L = 32, b = 2;
   for (const char* target : {"vllm", "trtllm"}) {
@@ -90,9 +88,8 @@ TEST(Phi3Load, RealPhi3MiniLayoutPlansCompleteUnderBothTargets) {
       // Vocabulary: vllm pads to 64 then splits (32064 is a multiple of 64); trtllm ceil(V/t) rows.
       const uint64_t vocab_rows = std::string(target) == "vllm" ? V / t : (V + t - 1) / t;
       const uint64_t total = L * layer + H * b + 2 * vocab_rows * H * b;
-      EXPECT_NE(r.out.find("(" + std::to_string(total) + " bytes)"), std::string::npos)
-          << target << " " << t << "\n"
-          << r.out;
+      EXPECT_NE(r.out.find("(" + std::to_string(total) + " bytes)"), std::string::npos) << target << " " << t << "\n"
+                                                                                        << r.out;
     }
   }
 }

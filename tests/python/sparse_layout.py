@@ -6,7 +6,9 @@
 LAYOUT_DIR is one folder of tests/data/layouts: a real checkpoint's config.json and
 either its model.safetensors.index.json (names and shard assignment), or tensors.json (every
 tensor as [name, shape, dtype, ...], reconstructed or derived where no index is public: gpt-oss,
-Llama 4; shards of at most 4.8e9 bytes named as the family's converter names them), or, for
+Llama 4; shards of at most 4.8e9 bytes named as the family's converter names them), or
+tensor_inventory.json (name patterns with {a-b} ranges, from a header inventory: Kimi K2; as many
+shards of about equal bytes as its `files` names), or, for
 deepseek-r1, shard_sizes.tsv (the tensor list is then generated from config.json, DeepSeek-V3 style).
 
 Every shard gets a real header (dtype, shape, contiguous data_offsets) and its data section as a
@@ -357,6 +359,45 @@ def shards_from_list(path, cfg, max_bytes=4_800_000_000):
     return list(zip(names, groups))
 
 
+def expand_pattern(name):
+    """`model.layers.{1-60}.mlp.experts.{0-383}.x` -> every name, ranges expanded in order."""
+    m = re.search(r"\{(\d+)-(\d+)\}", name)
+    if not m:
+        return [name]
+    out = []
+    for i in range(int(m.group(1)), int(m.group(2)) + 1):
+        out.extend(expand_pattern(name[:m.start()] + str(i) + name[m.end():]))
+    return out
+
+
+def shards_from_inventory(path, n_files):
+    """A tensor_inventory.json (name patterns with `{a-b}` ranges, shape, dtype: a header
+    inventory without the per-file map) as `n_files` shards of about equal bytes, in model order
+    (embeddings, layer by layer, the rest), named model-{k}-of-{n}.safetensors as Kimi-K2-Instruct's."""
+    with open(path) as f:
+        listed = json.load(f)["tensors"]
+    tensors = []
+    for entry in listed:
+        pattern, shape, dtype = entry[0], list(entry[1]), entry[2]
+        if dtype not in DTYPE_BYTES:
+            raise LayoutError(f"{path}: {pattern}: unknown dtype {dtype}")
+        tensors.extend((name, dtype, shape) for name in expand_pattern(pattern))
+
+    def order(t):
+        m = re.match(r"model\.layers\.(\d+)\.", t[0])
+        if m:
+            return (1, int(m.group(1)))
+        return (0 if "embed_tokens" in t[0] else 2, 0)
+
+    tensors.sort(key=order)  # stable: the inventory's order within a layer
+    total = sum(DTYPE_BYTES[d] * math.prod(s) for _, d, s in tensors)
+    groups, acc = [[] for _ in range(n_files)], 0
+    for t in tensors:
+        groups[min(n_files - 1, acc * n_files // total)].append(t)
+        acc += DTYPE_BYTES[t[1]] * math.prod(t[2])
+    return [(f"model-{k + 1}-of-{n_files}.safetensors", g) for k, g in enumerate(groups) if g]
+
+
 def build(layout_dir, out_dir):
     """Builds the sparse checkpoint; returns a summary dict."""
     with open(os.path.join(layout_dir, "config.json")) as f:
@@ -375,6 +416,19 @@ def build(layout_dir, out_dir):
         shutil.copyfile(index_path, os.path.join(out_dir, INDEX_NAME))
         expected_total = (index.get("metadata") or {}).get("total_size")
         approximate = rules.approximate
+    elif os.path.exists(os.path.join(layout_dir, "tensor_inventory.json")):
+        inventory = os.path.join(layout_dir, "tensor_inventory.json")
+        with open(inventory) as f:
+            files = re.search(r"model-1-of-(\d+)\.safetensors", json.load(f).get("files", ""))
+        if not files:
+            raise LayoutError(f"{inventory}: 'files' does not say how many model-1-of-N.safetensors shards there are")
+        shards = shards_from_inventory(inventory, int(files.group(1)))
+        weight_map = {name: file for file, ts in shards for name, _, _ in ts}
+        expected_total = sum(DTYPE_BYTES[d] * math.prod(s) for _, ts in shards for _, d, s in ts)
+        with open(os.path.join(out_dir, INDEX_NAME), "w") as f:
+            json.dump({"metadata": {"total_size": expected_total}, "weight_map": dict(sorted(weight_map.items()))}, f,
+                      indent=2)
+        approximate = None
     elif os.path.exists(os.path.join(layout_dir, "tensors.json")):
         shards = shards_from_list(os.path.join(layout_dir, "tensors.json"), cfg)
         weight_map = {name: file for file, ts in shards for name, _, _ in ts}

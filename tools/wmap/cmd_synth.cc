@@ -34,9 +34,9 @@ int run_synth(SynthOptions& o) {
   set(o.experts, c.experts), set(o.moe_intermediate, c.moe_intermediate);
   if (o.mtp >= 0) c.mtp = static_cast<uint64_t>(o.mtp);
   if (o.q_lora >= 0) c.q_lora = static_cast<uint64_t>(o.q_lora);
-  if (c.fp8 && c.family != "deepseek_v3")
-    throw Error(ErrorCode::kInvalidArgument, "synth: --fp8 is only for deepseek_v3");
-  if (c.nvfp4 && (c.family == "deepseek_v3" || c.family == "gpt_oss" || c.family == "phi3")) {
+  if (c.fp8 && c.family != "deepseek_v3" && c.family != "kimi_k2")
+    throw Error(ErrorCode::kInvalidArgument, "synth: --fp8 is only for deepseek_v3 and kimi_k2");
+  if (c.nvfp4 && (c.family == "deepseek_v3" || c.family == "kimi_k2" || c.family == "gpt_oss" || c.family == "phi3")) {
     throw Error(ErrorCode::kInvalidArgument,
                 "synth: --nvfp4 is for llama, mistral, qwen2, qwen3, qwen3_moe and mixtral");
   }
@@ -60,12 +60,14 @@ int run_synth(SynthOptions& o) {
 Runner add_synth(CLI::App& app) {
   auto o = std::make_shared<SynthOptions>();
   auto* sub = app.add_subcommand("synth", "Write a synthetic checkpoint (real key names and config, random data)");
-  sub->add_option("FAMILY", o->cfg.family,
-                  "llama (GQA), mistral, qwen2 (q/k/v biases), qwen3 (q/k norms, tied embeddings), qwen3_moe, mixtral, "
-                  "deepseek_v3, gpt_oss (MXFP4 stacked experts, BF16 elsewhere; presets tiny, small), llama4 "
-                  "(Llama4ForConditionalGeneration: tiny Maverick-like, small Scout-like), llama4_text "
-                  "(Llama4ForCausalLM), phi3 "
-                  "(Phi3ForCausalLM: fused qkv_proj and gate_up_proj)")
+  sub->add_option(
+         "FAMILY", o->cfg.family,
+         "llama (GQA), mistral, qwen2 (q/k/v biases), qwen3 (q/k norms, tied embeddings), qwen3_moe, mixtral, "
+         "deepseek_v3, gpt_oss (MXFP4 stacked experts, BF16 elsewhere; presets tiny, small), llama4 "
+         "(Llama4ForConditionalGeneration: tiny Maverick-like, small Scout-like), llama4_text "
+         "(Llama4ForCausalLM), phi3 "
+         "(Phi3ForCausalLM: fused qkv_proj and gate_up_proj), kimi_k2 (DeepseekV3ForCausalLM with rotary_emb.inv_freq "
+         "keys, no MTP)")
       ->check(CLI::IsMember(synth_family_names()))
       ->required();
   sub->add_option("OUT_DIR", o->out, "Directory to write")->required();

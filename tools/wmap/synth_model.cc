@@ -35,7 +35,12 @@ constexpr Family kFamilies[] = {
     {"llama4", "Llama4ForConditionalGeneration", "llama4", false, true, false, true},
     {"llama4_text", "Llama4ForCausalLM", "llama4_text", false, true, false, true},
     {"phi3", "Phi3ForCausalLM", "phi3", false, false, false, false},
+    {"kimi_k2", "DeepseekV3ForCausalLM", "kimi_k2", false, false, false, true},
 };
+
+// DeepSeek-V3's layout; Kimi K2 is that architecture with its own data (model_type kimi_k2, no
+// MTP layer, a rotary_emb.inv_freq tensor in every layer's attention).
+bool deepseek_like(const std::string& family) { return family == "deepseek_v3" || family == "kimi_k2"; }
 
 const Family& family_of(const std::string& name) {
   for (const auto& f : kFamilies) {
@@ -112,11 +117,12 @@ void apply_synth_preset(const std::string& preset, SynthConfig& c) {
     c.moe_intermediate = c.intermediate;
     return;
   }
-  if (c.family == "deepseek_v3") {
-    if (preset != "tiny") throw Error(ErrorCode::kInvalidArgument, "synth: deepseek_v3 has only the tiny preset");
+  if (deepseek_like(c.family)) {
+    if (preset != "tiny") throw Error(ErrorCode::kInvalidArgument, "synth: " + c.family + " has only the tiny preset");
     // 128-multiples so FP8 128x128 blocks line up as in the real model.
     c.hidden = 128, c.layers = 3, c.heads = 4, c.kv_heads = 4, c.intermediate = 256, c.vocab = 250, c.shards = 3;
     c.experts = 8, c.moe_intermediate = 128;
+    if (c.family == "kimi_k2") c.experts = 12, c.mtp = 0;  // 384 = 12 x 32 experts in the real one; no MTP
     return;
   }
   if (preset == "tiny") {
@@ -165,6 +171,7 @@ std::vector<SynthTensor> deepseek_tensors(const SynthConfig& c) {
       out.push_back({p + "shared_head.head.weight", {c.vocab, h}, d});
     }
     out.push_back({p + "input_layernorm.weight", {h}, d});
+    if (c.family == "kimi_k2") out.push_back({a + "rotary_emb.inv_freq", {56}, DType::kBF16});  // as Kimi-K2-Instruct
     if (c.q_lora) {
       lin(a + "q_a_proj", c.q_lora, h);
       out.push_back({a + "q_a_layernorm.weight", {c.q_lora}, d});
@@ -293,7 +300,7 @@ std::vector<std::string> synth_preset_names() { return {std::begin(kPresets), st
 
 std::vector<SynthTensor> synth_tensors(const SynthConfig& c) {
   const Family& f = family_of(c.family);
-  if (c.family == "deepseek_v3") return deepseek_tensors(c);
+  if (deepseek_like(c.family)) return deepseek_tensors(c);
   if (c.family == "gpt_oss") return gpt_oss_tensors(c);
   if (c.family == "llama4" || c.family == "llama4_text") return llama4_tensors(c);
   const uint64_t q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim, h = c.hidden;
@@ -423,7 +430,7 @@ std::string synth_config_json(const SynthConfig& c) {
                                 {"format", "nvfp4-pack-quantized"},
                                 {"ignore", nlohmann::ordered_json::array({"lm_head"})}};
   }
-  if (c.family == "deepseek_v3") {
+  if (deepseek_like(c.family)) {
     j["q_lora_rank"] = c.q_lora ? nlohmann::ordered_json(c.q_lora) : nlohmann::ordered_json(nullptr);
     j["kv_lora_rank"] = c.kv_lora;
     j["qk_nope_head_dim"] = c.nope;
