@@ -11,6 +11,12 @@
 // (vllm/model_executor/models/deepseek_v2.py) splits everything exactly over tp_size, pads the
 // vocabulary, keeps kv_b_proj whole per head and loads no MTP layer. Attention data parallelism
 // (TensorRT-LLM's enable_attention_dp) replicates all but the routed experts.
+//
+// GLM-4.5 / 4.6 / 4.5-Air (Glm4MoeForCausalLM) is this family's MoE, dense layers, shared experts
+// and MTP layers with Llama-style attention (q/k/v biases fused, optional q/k norms, head_dim from
+// the config): TensorRT-LLM's modeling_glm.py builds it from DeepSeek-V3's gate, MoE and MTP;
+// vLLM's glm4_moe.py keeps its router in F32 and always has e_score_correction_bias
+// (docs/families/glm-dsv32-phi3-kimi.md section 1).
 
 #include <algorithm>
 #include <optional>
@@ -45,6 +51,7 @@ struct TargetRules {
   bool loads_mtp;                  // MTP layers are parameters (else declared skipped)
   bool score_bias_needs_noaux_tc;  // mlp.gate.e_score_correction_bias only when topk_method is noaux_tc
   bool whole_fp8_blocks;           // FP8 partitions must be whole blocks (LinearQuant::whole_blocks)
+  bool glm_router_f32;             // GLM's mlp.gate.weight held in F32
 };
 
 const TargetRules& rules_for(wmap::Target t) {
@@ -64,6 +71,7 @@ const TargetRules& rules_for(wmap::Target t) {
       .loads_mtp = true,
       .score_bias_needs_noaux_tc = false,
       .whole_fp8_blocks = false,
+      .glm_router_f32 = false,
   };
   static const TargetRules kVllm{
       .fused_a = "fused_qkv_a_proj",
@@ -77,6 +85,7 @@ const TargetRules& rules_for(wmap::Target t) {
       .loads_mtp = false,
       .score_bias_needs_noaux_tc = true,
       .whole_fp8_blocks = true,
+      .glm_router_f32 = true,
   };
   return t == wmap::Target::kVllm ? kVllm : kTrtllm;
 }
@@ -84,7 +93,10 @@ const TargetRules& rules_for(wmap::Target t) {
 struct DeepseekShape {
   uint64_t hidden, heads, layers, vocab, intermediate;
   std::optional<uint64_t> q_lora;
-  uint64_t kv_lora, nope, rope, v;
+  uint64_t kv_lora = 0, nope = 0, rope = 0, v = 0;  // MLA (DeepSeek)
+  // GLM-4.5: Llama-style attention instead of MLA.
+  bool glm = false, attention_bias = false, qk_norm = false;
+  uint64_t kv_heads = 0, head_dim = 0;
   uint64_t experts = 0, moe_intermediate = 0, shared_experts = 0, first_dense = 0, moe_freq = 1;
   uint64_t mtp_in_checkpoint = 0, mtp = 0;
   bool tie = false;
@@ -109,18 +121,41 @@ DeepseekShape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyP
   s.heads = c.require_positive("num_attention_heads");
   s.vocab = bounds.dim("vocab_size");
   s.intermediate = c.require_positive("intermediate_size");
-  if (c.has("q_lora_rank")) s.q_lora = bounds.dim("q_lora_rank");
-  s.kv_lora = bounds.dim("kv_lora_rank");
-  s.nope = c.require_positive("qk_nope_head_dim");
-  s.rope = c.require_positive("qk_rope_head_dim");
-  s.v = c.require_positive("v_head_dim");
-  // q_b_proj's (or q_proj's) rows, o_proj's columns, kv_b_proj's rows, kv_a_proj_with_mqa's rows.
-  bounds.dim("num_attention_heads * (qk_nope_head_dim + qk_rope_head_dim)",
-             bounds.mul(s.heads, s.nope + s.rope, "num_attention_heads * (qk_nope_head_dim + qk_rope_head_dim)"));
-  bounds.dim("num_attention_heads * v_head_dim", bounds.mul(s.heads, s.v, "num_attention_heads * v_head_dim"));
-  bounds.dim("num_attention_heads * (qk_nope_head_dim + v_head_dim)",
-             bounds.mul(s.heads, s.nope + s.v, "num_attention_heads * (qk_nope_head_dim + v_head_dim)"));
-  bounds.dim("kv_lora_rank + qk_rope_head_dim", s.kv_lora + s.rope);
+  s.glm = c.architecture() == "Glm4MoeForCausalLM";
+  if (s.glm) {
+    // GLM FP8 checkpoints (zai-org/GLM-4.5-FP8) have not been read: their scales would be lost.
+    if (c.has("quantization_config")) {
+      c.fail("quantization_config", "quantised Glm4MoeForCausalLM checkpoints (quant_method '" +
+                                        c.get_string("quantization_config.quant_method", "?") +
+                                        "') are not served: their layout has not been read");
+    }
+    s.kv_heads = c.has("num_key_value_heads") ? c.require_positive("num_key_value_heads") : s.heads;
+    s.head_dim = c.has("head_dim") ? c.require_positive("head_dim") : s.hidden / s.heads;
+    s.attention_bias = c.get_bool("attention_bias", false);
+    s.qk_norm = c.get_bool("use_qk_norm", false);
+    bounds.dim("num_attention_heads * head_dim", bounds.mul(s.heads, s.head_dim, "num_attention_heads * head_dim"));
+    bounds.dim("num_key_value_heads * head_dim", bounds.mul(s.kv_heads, s.head_dim, "num_key_value_heads * head_dim"));
+    if (s.heads % s.kv_heads != 0) {
+      c.fail("num_key_value_heads",
+             std::to_string(s.kv_heads) + " does not divide num_attention_heads " + std::to_string(s.heads));
+    }
+    if (!l.attention_dp) {
+      if (auto e = l.kv_heads_error(s.kv_heads)) c.fail("num_key_value_heads", *e);
+    }
+  } else {
+    if (c.has("q_lora_rank")) s.q_lora = bounds.dim("q_lora_rank");
+    s.kv_lora = bounds.dim("kv_lora_rank");
+    s.nope = c.require_positive("qk_nope_head_dim");
+    s.rope = c.require_positive("qk_rope_head_dim");
+    s.v = c.require_positive("v_head_dim");
+    // q_b_proj's (or q_proj's) rows, o_proj's columns, kv_b_proj's rows, kv_a_proj_with_mqa's rows.
+    bounds.dim("num_attention_heads * (qk_nope_head_dim + qk_rope_head_dim)",
+               bounds.mul(s.heads, s.nope + s.rope, "num_attention_heads * (qk_nope_head_dim + qk_rope_head_dim)"));
+    bounds.dim("num_attention_heads * v_head_dim", bounds.mul(s.heads, s.v, "num_attention_heads * v_head_dim"));
+    bounds.dim("num_attention_heads * (qk_nope_head_dim + v_head_dim)",
+               bounds.mul(s.heads, s.nope + s.v, "num_attention_heads * (qk_nope_head_dim + v_head_dim)"));
+    bounds.dim("kv_lora_rank + qk_rope_head_dim", s.kv_lora + s.rope);
+  }
   if (c.has("n_routed_experts")) {
     s.experts = c.require_positive("n_routed_experts");
     s.moe_intermediate = c.require_positive("moe_intermediate_size");
@@ -163,7 +198,7 @@ DeepseekShape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyP
       c.fail("quantization_config.weight_block_size", "expected two positive integers");
     }
     s.fp8 = spec::BlockScales{static_cast<uint64_t>(block[0]), static_cast<uint64_t>(block[1])};
-    if (s.nope % s.fp8->rows || s.v % s.fp8->rows || s.kv_lora % s.fp8->cols) {
+    if (!s.glm && (s.nope % s.fp8->rows || s.v % s.fp8->rows || s.kv_lora % s.fp8->cols)) {
       c.fail("quantization_config.weight_block_size",
              "qk_nope_head_dim, v_head_dim and kv_lora_rank must be multiples of the block");
     }
@@ -270,19 +305,16 @@ wmap::Split mlp_split(uint64_t width, bool node_cap, const DeepseekShape& s, con
   return l.gcd_split(width / (s.fp8 ? s.fp8->rows : 1), node_cap);
 }
 
-// One decoder layer: model layer `dst_i` from checkpoint layer `src_i`.
-void add_layer(ModelSpec& m, uint64_t dst_i, uint64_t src_i, const DeepseekShape& s, const Layout& l) {
-  const std::string d = "model.layers." + std::to_string(dst_i) + ".",
-                    c = "model.layers." + std::to_string(src_i) + ".";
-  const std::string da = d + "self_attn.", ca = c + "self_attn.";
+// DeepSeek's multi-head latent attention.
+void mla_attention(ModelSpec& m, const std::string& da, const std::string& ca, const DeepseekShape& s,
+                   const Layout& l) {
   const uint64_t h = s.hidden, qk = s.nope + s.rope;
   const TargetRules& rules = rules_for(l.target);
   const wmap::Split attn = l.attention();
   auto rep = [&](const std::string& name, std::vector<uint64_t> shape) {
     m.modules.push_back(
-        module(d + name, {spec::replicated(d + name + ".weight", c + name + ".weight", std::move(shape))}));
+        module(da + name, {spec::replicated(da + name + ".weight", ca + name + ".weight", std::move(shape))}));
   };
-  rep("input_layernorm", {h});
   // Kimi K2 checkpoints carry each layer's rotary inv_freq; no engine loads it (vLLM
   // deepseek_v2.py load_weights: `if "rotary_emb.inv_freq" in name: continue`; TensorRT-LLM loads
   // by module and has none). Absent in DeepSeek-V3's own checkpoints: a skip of nothing.
@@ -293,7 +325,7 @@ void add_layer(ModelSpec& m, uint64_t dst_i, uint64_t src_i, const DeepseekShape
                                           {spec::whole_linear(ca + "q_a_proj", {*s.q_lora, h}),
                                            spec::whole_linear(ca + "kv_a_proj_with_mqa", {s.kv_lora + s.rope, h})},
                                           s, l)));
-    rep("self_attn.q_a_layernorm", {*s.q_lora});
+    rep("q_a_layernorm", {*s.q_lora});
     const std::vector<uint64_t> qb{s.heads * qk, *s.q_lora};
     m.modules.push_back(
         module(da + "q_b_proj", linear(da + "q_b_proj", {spec::linear_rows(ca + "q_b_proj", qb, attn)}, s, l)));
@@ -306,7 +338,7 @@ void add_layer(ModelSpec& m, uint64_t dst_i, uint64_t src_i, const DeepseekShape
                                linear(da + "kv_a_proj_with_mqa",
                                       {spec::whole_linear(ca + "kv_a_proj_with_mqa", {s.kv_lora + s.rope, h})}, s, l)));
   }
-  rep("self_attn.kv_a_layernorm", {s.kv_lora});
+  rep("kv_a_layernorm", {s.kv_lora});
   if (rules.split_kv_b) {
     m.modules.push_back(module(da + "kv_b_proj", kv_b(da, ca + "kv_b_proj", s, l)));
   } else {
@@ -317,15 +349,61 @@ void add_layer(ModelSpec& m, uint64_t dst_i, uint64_t src_i, const DeepseekShape
   }
   const std::vector<uint64_t> o{h, s.heads * s.v};
   m.modules.push_back(module(da + "o_proj", linear(da + "o_proj", {spec::linear_cols(ca + "o_proj", o, attn)}, s, l)));
-  rep("post_attention_layernorm", {h});
+}
+
+// GLM-4.5's attention: Llama's fused qkv_proj (biases head-wise, KV heads duplicated when fewer
+// than the ranks: modeling_glm.py Glm4WeightLoader duplicate_kv_weight on weight and bias, vLLM
+// QKVParallelLinear), q/k norms when use_qk_norm, o_proj row-parallel without a bias. Attention-DP
+// replicates it.
+void glm_attention(ModelSpec& m, const std::string& da, const std::string& ca, const DeepseekShape& s,
+                   const Layout& l) {
+  const uint64_t h = s.hidden, q_rows = s.heads * s.head_dim, kv_rows = s.kv_heads * s.head_dim;
+  const wmap::Split attn = l.attention();
+  const Range kv_heads = l.attention_dp ? Range{0, s.kv_heads} : l.local_kv_heads(s.kv_heads);
+  const Range kv{kv_heads.begin * s.head_dim, kv_heads.end * s.head_dim};
+  std::vector<ParamSpec> qkv =
+      linear(da + "qkv_proj",
+             {spec::linear_rows(ca + "q_proj", {q_rows, h}, attn), spec::linear_rows(ca + "k_proj", {kv_rows, h}, kv),
+              spec::linear_rows(ca + "v_proj", {kv_rows, h}, kv)},
+             s, l);
+  if (s.attention_bias) {
+    const Range q = attn.slice(q_rows, ca + "q_proj.bias");
+    ParamSpec b;
+    b.name = da + "qkv_proj.bias";
+    b.shape = {q.size() + 2 * kv.size()};
+    b.pieces = {spec::rows(ca + "q_proj.bias", {q_rows}, q), spec::rows(ca + "k_proj.bias", {kv_rows}, kv),
+                spec::rows(ca + "v_proj.bias", {kv_rows}, kv)};
+    qkv.push_back(std::move(b));
+  }
+  m.modules.push_back(module(da + "qkv_proj", std::move(qkv)));
+  if (s.qk_norm) {
+    for (const char* n : {"q_norm", "k_norm"}) {
+      m.modules.push_back(module(da + n, {spec::replicated(da + n + ".weight", ca + n + ".weight", {s.head_dim})}));
+    }
+  }
+  m.modules.push_back(
+      module(da + "o_proj", linear(da + "o_proj", {spec::linear_cols(ca + "o_proj", {h, q_rows}, attn)}, s, l)));
+}
+
+// A layer's MLP: dense below first_k_dense_replace, else router, shared and routed experts.
+void add_mlp(ModelSpec& m, const std::string& d, const std::string& c, uint64_t src_i, const DeepseekShape& s,
+             const Layout& l) {
+  const uint64_t h = s.hidden;
+  const TargetRules& rules = rules_for(l.target);
   const std::optional<std::string> source = s.experts_of(src_i);
   if (!source) {
     gated_mlp(m.modules, d + "mlp", c + "mlp", s.intermediate, mlp_split(s.intermediate, true, s, l), s, l);
     return;
   }
   std::vector<ParamSpec> gate{spec::replicated(d + "mlp.gate.weight", c + "mlp.gate.weight", {s.experts, h})};
+  if (s.glm && rules.glm_router_f32) {
+    // vLLM glm4_moe.py: nn.Linear(H, E, dtype=float32) filled by default_weight_loader (copy_
+    // widens BF16 exactly).
+    gate[0].dtype = wmap::DType::kF32;
+    gate[0].pieces[0] = spec::widened_bf16_to_f32(gate[0].pieces[0]);
+  }
   const std::string score_bias = "mlp.gate.e_score_correction_bias";
-  if (rules.score_bias_needs_noaux_tc && !s.noaux_tc) {
+  if (rules.score_bias_needs_noaux_tc && !s.noaux_tc && !s.glm) {  // GLM's vLLM gate always has it
     m.skipped_keys.push_back(c + score_bias);
   } else {
     gate.push_back(spec::replicated(d + score_bias, c + score_bias, {s.experts}));
@@ -342,6 +420,26 @@ void add_layer(ModelSpec& m, uint64_t dst_i, uint64_t src_i, const DeepseekShape
                        spec::moe_experts(experts, *source, s.experts, s.moe_intermediate, h, l,
                                          quant(s, l.target, rules.expert_scale), rules.experts),
                        {*source}});
+}
+
+// One decoder layer: model layer `dst_i` from checkpoint layer `src_i`.
+void add_layer(ModelSpec& m, uint64_t dst_i, uint64_t src_i, const DeepseekShape& s, const Layout& l) {
+  const std::string d = "model.layers." + std::to_string(dst_i) + ".",
+                    c = "model.layers." + std::to_string(src_i) + ".";
+  const std::string da = d + "self_attn.", ca = c + "self_attn.";
+  const uint64_t h = s.hidden;
+  auto rep = [&](const std::string& name, std::vector<uint64_t> shape) {
+    m.modules.push_back(
+        module(d + name, {spec::replicated(d + name + ".weight", c + name + ".weight", std::move(shape))}));
+  };
+  rep("input_layernorm", {h});
+  if (s.glm) {
+    glm_attention(m, da, ca, s, l);
+  } else {
+    mla_attention(m, da, ca, s, l);
+  }
+  rep("post_attention_layernorm", {h});
+  add_mlp(m, d, c, src_i, s, l);
 }
 
 ModelSpec build_deepseek(const ModelConfig& c, const Layout& l, const wmap::KeyProbe& probe) {
@@ -386,4 +484,5 @@ void register_deepseek(wmap::PluginRegistrar& registrar) { registrar.set_model_b
 
 }  // namespace
 
-WMAP_DEFINE_PLUGIN("deepseek_v3", "1.1", register_deepseek, ("trtllm", "vllm"), "DeepseekV3ForCausalLM")
+WMAP_DEFINE_PLUGIN("deepseek_v3", "1.2", register_deepseek, ("trtllm", "vllm"), "DeepseekV3ForCausalLM",
+                   "Glm4MoeForCausalLM")

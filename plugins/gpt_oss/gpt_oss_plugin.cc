@@ -321,12 +321,7 @@ ModelSpec build_gpt_oss(const ModelConfig& c, const Layout& l, const wmap::KeyPr
                                                     {spec::cols(sa + "o_proj.weight", {H, q_rows}, q)}),
                                               spec::replicated(a + "o_proj.bias", sa + "o_proj.bias", {H})}));
     Piece sinks = spec::rows(sa + "sinks", {s.heads}, heads);
-    if (rules.sinks_f32) {
-      // BF16 widened exactly into room reserved by padding (.to(torch.float32)).
-      sinks.source_dtype = DType::kBF16;
-      sinks = spec::padded(sinks, {2 * heads.size()});
-      sinks.transform = "bf16_to_f32";
-    }
+    if (rules.sinks_f32) sinks = spec::widened_bf16_to_f32(sinks);  // .to(torch.float32)
     m.modules.push_back(module(
         a + "sinks", {param(a + "sinks", {heads.size()}, rules.sinks_f32 ? DType::kF32 : DType::kBF16, {sinks})}));
     std::vector<ParamSpec> norm2{

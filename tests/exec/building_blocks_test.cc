@@ -61,6 +61,8 @@ void for_each_load(const LoadPlan& plan,
     for (unsigned workers : {1u, 3u}) {
       SCOPED_TRACE(std::string(io_mode_name(io)) + " workers " + std::to_string(workers));
       ExecOptions exec;
+      static const TransformFn widen = widen_bf16_to_f32;  // the built-in the loader registers
+      exec.transforms = [](std::string_view n) -> const TransformFn* { return n == "bf16_to_f32" ? &widen : nullptr; };
       exec.io = io;
       exec.read_workers = workers;
       exec.load_workers = workers;
@@ -410,6 +412,39 @@ TEST(BuildingBlocks, Bf16WidensExactlyIntoTheRoomItsPaddingReserves) {
   std::vector<std::byte> odd(6);
   EXPECT_THROW(widen_bf16_to_f32(odd, DType::kF32, "sinks", {}), Error);
   EXPECT_THROW(widen_bf16_to_f32(data, DType::kBF16, "sinks", {}), Error);
+}
+
+// spec::widened_bf16_to_f32: a BF16 cut of a 2-D tensor (rows [1, 4) of a [5, 6] router, as
+// vLLM's GLM holds its gate in F32) lands as exact F32 values, through the plan and the executor.
+TEST(BuildingBlocks, WidenedPiecesCastABf16CutToF32Exactly) {
+  TempDir dir;
+  write_safetensors(dir / "model.safetensors", {{"gate", DType::kBF16, {5, 6}, 60, [](std::span<std::byte> dst) {
+                                                   for (size_t i = 0; i < dst.size(); ++i)
+                                                     dst[i] = static_cast<std::byte>(i * 7 + 3);
+                                                 }}});
+  const Piece cut = spec::rows("gate", {5, 6}, {1, 4});
+  const Piece wide = spec::widened_bf16_to_f32(cut);
+  EXPECT_EQ(wide.pad, (std::vector<uint64_t>{6, 6}));
+  EXPECT_EQ(wide.transform, "bf16_to_f32");
+  ParamSpec p;
+  p.name = "gate_f32";
+  p.shape = {3, 6};
+  p.dtype = DType::kF32;
+  p.pieces = {wide};
+  const auto built = plan_of(dir.path(), {p});
+  ASSERT_TRUE(built.plan.ok()) << built.plan.problems().front().message;
+  for_each_load(built.plan, [&](const std::string&, const std::vector<uint8_t>& got) {
+    ASSERT_EQ(got.size(), 3u * 6 * 4);
+    for (uint64_t e = 0; e < 18; ++e) {
+      const uint64_t src = (6 + e) * 2;  // BF16 element 6 + e of the tensor
+      const uint32_t bf16 = uint32_t(uint8_t(src * 7 + 3)) | uint32_t(uint8_t((src + 1) * 7 + 3)) << 8;
+      uint32_t f32;
+      std::memcpy(&f32, got.data() + e * 4, 4);
+      ASSERT_EQ(f32, bf16 << 16) << e;
+    }
+  });
+  EXPECT_THROW(spec::widened_bf16_to_f32(wide), Error);  // already padded and transformed
+  EXPECT_THROW(spec::widened_bf16_to_f32(spec::zeros(4)), Error);
 }
 
 TEST(BuildingBlocks, BlockScaleInterleaveIsThe128x4SwizzleAndAPermutation) {

@@ -922,9 +922,7 @@ class DeepseekV3Builder(Builder):
         self.H = need(cfg, "hidden_size")
         self.nh = need(cfg, "num_attention_heads")
         self.L = need(cfg, "num_hidden_layers")
-        self.nope = need(cfg, "qk_nope_head_dim")
-        self.vdim = need(cfg, "v_head_dim")
-        self.R = need(cfg, "kv_lora_rank")
+        self.attention_dims()
         if self.nh % lay.aT:
             raise BadInput("num_attention_heads %d not divisible by tp_size %d" % (self.nh, lay.aT))
         n_mtp = cfg_get(cfg, "num_nextn_predict_layers", 0)
@@ -957,6 +955,12 @@ class DeepseekV3Builder(Builder):
         self.rep("model.norm.weight")
         self.lm_head(T=lay.aT, r=lay.ar)
         return self.params
+
+    def attention_dims(self):
+        cfg = self.cfg
+        self.nope = need(cfg, "qk_nope_head_dim")
+        self.vdim = need(cfg, "v_head_dim")
+        self.R = need(cfg, "kv_lora_rank")
 
     def is_moe(self, i):
         cfg = self.cfg
@@ -1014,6 +1018,11 @@ class DeepseekV3Builder(Builder):
             self.emit(da + "kv_b_proj", self.split(kvb, 0))
         else:
             self.kv_b(da, sa, aT, ar)
+        self.mlp_of(d, s, src_i)
+
+    def mlp_of(self, d, s, src_i):
+        """Layer d's MLP from checkpoint layer s: dense, or router + shared + routed experts."""
+        lay, cfg = self.lay, self.cfg
         mp, sm = d + "mlp", s + "mlp"
         if not self.is_moe(src_i):
             if lay.vllm:
@@ -1022,9 +1031,7 @@ class DeepseekV3Builder(Builder):
                 t, tr = self.gcd_tp(need(cfg, "intermediate_size"), node_cap=True)
                 self.gated_mlp(mp, sm, T=t, r=tr)
             return
-        self.rep(mp + ".gate.weight", sm + ".gate.weight")
-        if not lay.vllm or cfg.get("topk_method") == "noaux_tc":
-            self.rep(mp + ".gate.e_score_correction_bias", sm + ".gate.e_score_correction_bias")
+        self.router(mp, sm)
         n_shared = cfg_get(cfg, "n_shared_experts", 0)
         E = need(cfg, "n_routed_experts")
         inter = need(cfg, "moe_intermediate_size")
@@ -1036,6 +1043,11 @@ class DeepseekV3Builder(Builder):
                 self.gated_mlp(mp + ".shared_experts", sm + ".shared_experts", T=t, r=tr)
         self.experts(mp + (".experts" if lay.vllm else ".experts.backend"), sm + ".experts",
                      E, inter, self.H)
+
+    def router(self, mp, sm):
+        self.rep(mp + ".gate.weight", sm + ".gate.weight")
+        if not self.lay.vllm or self.cfg.get("topk_method") == "noaux_tc":
+            self.rep(mp + ".gate.e_score_correction_bias", sm + ".gate.e_score_correction_bias")
 
     def kv_b(self, da, sa, T, r):
         """trtllm: kv_b_proj [H*(nope+v), R] -> kv_b_proj.weight, k_b_proj_trans, v_b_proj, over
@@ -1090,6 +1102,7 @@ DOC_FAMILIES = {
     "Llama4ForConditionalGeneration": ("llama4_reference", "Llama4Builder"),
     "Llama4ForCausalLM": ("llama4_reference", "Llama4Builder"),
     "Phi3ForCausalLM": ("phi3_reference", "Phi3Builder"),
+    "Glm4MoeForCausalLM": ("glm4_moe_reference", "Glm4MoeBuilder"),
 }
 
 

@@ -340,10 +340,17 @@ def shards_from_list(path, cfg, max_bytes=4_800_000_000):
     with open(path) as f:
         listed = json.load(f)["tensors"]
     groups, size = [[]], 0
-    for entry in listed:
-        name, shape, dtype = entry[0], list(entry[1]), entry[2]
+    expanded = []
+    for entry in listed:  # names may be patterns ({a-b} ranges, {x,y} alternatives): GLM-4.5-Air's
+        # A dtype marked "BF16?" is assumed, not seen (GLM-4.5-Air's MTP layer): used as given.
+        pattern, shape, dtype = entry[0], list(entry[1]), entry[2].rstrip("?")
         if dtype not in DTYPE_BYTES:
-            raise LayoutError(f"{path}: {name}: unknown dtype {dtype}")
+            raise LayoutError(f"{path}: {pattern}: unknown dtype {dtype}")
+        expanded.extend((name, shape, dtype) for name in expand_pattern(pattern))
+    if any("{" in e[0] for e in listed):  # a pattern list is in no file order: model order
+        expanded.sort(key=lambda t: (1, int(re.match(r"model\.layers\.(\d+)\.", t[0]).group(1)))
+                      if re.match(r"model\.layers\.\d+\.", t[0]) else (0 if "embed_tokens" in t[0] else 2, 0))
+    for name, shape, dtype in expanded:
         nbytes = DTYPE_BYTES[dtype] * math.prod(shape)
         if groups[-1] and size + nbytes > max_bytes:
             groups.append([])
@@ -360,13 +367,16 @@ def shards_from_list(path, cfg, max_bytes=4_800_000_000):
 
 
 def expand_pattern(name):
-    """`model.layers.{1-60}.mlp.experts.{0-383}.x` -> every name, ranges expanded in order."""
-    m = re.search(r"\{(\d+)-(\d+)\}", name)
+    """`model.layers.{1-60}.mlp.experts.{0-383}.{gate,up}_proj` -> every name: `{a-b}` ranges and
+    `{x,y}` alternatives expanded in order."""
+    m = re.search(r"\{([^{}]*)\}", name)
     if not m:
         return [name]
+    r = re.fullmatch(r"(\d+)-(\d+)", m.group(1))
+    choices = [str(i) for i in range(int(r.group(1)), int(r.group(2)) + 1)] if r else m.group(1).split(",")
     out = []
-    for i in range(int(m.group(1)), int(m.group(2)) + 1):
-        out.extend(expand_pattern(name[:m.start()] + str(i) + name[m.end():]))
+    for c in choices:
+        out.extend(expand_pattern(name[:m.start()] + c + name[m.end():]))
     return out
 
 

@@ -34,9 +34,11 @@ int run_synth(SynthOptions& o) {
   set(o.experts, c.experts), set(o.moe_intermediate, c.moe_intermediate);
   if (o.mtp >= 0) c.mtp = static_cast<uint64_t>(o.mtp);
   if (o.q_lora >= 0) c.q_lora = static_cast<uint64_t>(o.q_lora);
+  if (c.qk_norm && c.family != "glm4_moe") throw Error(ErrorCode::kInvalidArgument, "synth: --qk-norm is for glm4_moe");
   if (c.fp8 && c.family != "deepseek_v3" && c.family != "kimi_k2")
     throw Error(ErrorCode::kInvalidArgument, "synth: --fp8 is only for deepseek_v3 and kimi_k2");
-  if (c.nvfp4 && (c.family == "deepseek_v3" || c.family == "kimi_k2" || c.family == "gpt_oss" || c.family == "phi3")) {
+  if (c.nvfp4 && (c.family == "deepseek_v3" || c.family == "kimi_k2" || c.family == "glm4_moe" ||
+                  c.family == "gpt_oss" || c.family == "phi3")) {
     throw Error(ErrorCode::kInvalidArgument,
                 "synth: --nvfp4 is for llama, mistral, qwen2, qwen3, qwen3_moe and mixtral");
   }
@@ -67,7 +69,7 @@ Runner add_synth(CLI::App& app) {
          "(Llama4ForConditionalGeneration: tiny Maverick-like, small Scout-like), llama4_text "
          "(Llama4ForCausalLM), phi3 "
          "(Phi3ForCausalLM: fused qkv_proj and gate_up_proj), kimi_k2 (DeepseekV3ForCausalLM with rotary_emb.inv_freq "
-         "keys, no MTP)")
+         "keys, no MTP), glm4_moe (Glm4MoeForCausalLM: GLM-4.5-Air-like, tiny only)")
       ->check(CLI::IsMember(synth_family_names()))
       ->required();
   sub->add_option("OUT_DIR", o->out, "Directory to write")->required();
@@ -93,6 +95,7 @@ Runner add_synth(CLI::App& app) {
   sub->add_flag("--fp8", o->cfg.fp8, "deepseek_v3: F8_E4M3 linears with 128x128 weight_scale_inv blocks");
   sub->add_flag("--nvfp4", o->cfg.nvfp4,
                 "llama family / qwen3_moe: compressed-tensors NVFP4 linears (expert 1 has a zero global scale)");
+  sub->add_flag("--qk-norm", o->cfg.qk_norm, "glm4_moe: use_qk_norm with q_norm/k_norm weights (GLM-4.5/4.6)");
   sub->add_flag("--tie-embeddings", o->tie, "Tie lm_head to embed_tokens (qwen3's default)");
   sub->add_flag("--no-tie-embeddings", o->no_tie, "Store a separate lm_head");
   return [o] { return run_synth(*o); };

@@ -36,11 +36,15 @@ constexpr Family kFamilies[] = {
     {"llama4_text", "Llama4ForCausalLM", "llama4_text", false, true, false, true},
     {"phi3", "Phi3ForCausalLM", "phi3", false, false, false, false},
     {"kimi_k2", "DeepseekV3ForCausalLM", "kimi_k2", false, false, false, true},
+    {"glm4_moe", "Glm4MoeForCausalLM", "glm4_moe", true, false, false, true},
 };
 
 // DeepSeek-V3's layout; Kimi K2 is that architecture with its own data (model_type kimi_k2, no
 // MTP layer, a rotary_emb.inv_freq tensor in every layer's attention).
-bool deepseek_like(const std::string& family) { return family == "deepseek_v3" || family == "kimi_k2"; }
+// GLM-4.5 is DeepSeek-V3's MoE, dense layers and MTP with Llama-style attention.
+bool deepseek_like(const std::string& family) {
+  return family == "deepseek_v3" || family == "kimi_k2" || family == "glm4_moe";
+}
 
 const Family& family_of(const std::string& name) {
   for (const auto& f : kFamilies) {
@@ -123,6 +127,12 @@ void apply_synth_preset(const std::string& preset, SynthConfig& c) {
     c.hidden = 128, c.layers = 3, c.heads = 4, c.kv_heads = 4, c.intermediate = 256, c.vocab = 250, c.shards = 3;
     c.experts = 8, c.moe_intermediate = 128;
     if (c.family == "kimi_k2") c.experts = 12, c.mtp = 0;  // 384 = 12 x 32 experts in the real one; no MTP
+    if (c.family == "glm4_moe") {
+      // GLM-4.5-Air's shape in small: head_dim (24) is not hidden/heads, 2 KV heads (duplicated
+      // at 4 ranks), biases, layer 0 dense, one MTP layer.
+      c.hidden = 64, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.head_dim = 24, c.intermediate = 96, c.vocab = 250;
+      c.experts = 8, c.moe_intermediate = 32, c.shards = 2;
+    }
     return;
   }
   if (preset == "tiny") {
@@ -172,17 +182,30 @@ std::vector<SynthTensor> deepseek_tensors(const SynthConfig& c) {
     }
     out.push_back({p + "input_layernorm.weight", {h}, d});
     if (c.family == "kimi_k2") out.push_back({a + "rotary_emb.inv_freq", {56}, DType::kBF16});  // as Kimi-K2-Instruct
-    if (c.q_lora) {
+    if (c.family == "glm4_moe") {  // Llama-style attention with q/k/v biases
+      const uint64_t q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim;
+      for (const auto& [n, rows] : {std::pair{"q_proj", q}, std::pair{"k_proj", kv}, std::pair{"v_proj", kv}}) {
+        out.push_back({a + n + ".weight", {rows, h}, d});
+        out.push_back({a + n + ".bias", {rows}, d});
+      }
+      if (c.qk_norm) {
+        out.push_back({a + "q_norm.weight", {c.head_dim}, d});
+        out.push_back({a + "k_norm.weight", {c.head_dim}, d});
+      }
+      out.push_back({a + "o_proj.weight", {h, q}, d});
+    } else if (c.q_lora) {
       lin(a + "q_a_proj", c.q_lora, h);
       out.push_back({a + "q_a_layernorm.weight", {c.q_lora}, d});
       lin(a + "q_b_proj", c.heads * (c.nope + c.rope), c.q_lora);
     } else {
       lin(a + "q_proj", c.heads * (c.nope + c.rope), h);
     }
-    lin(a + "kv_a_proj_with_mqa", c.kv_lora + c.rope, h);
-    out.push_back({a + "kv_a_layernorm.weight", {c.kv_lora}, d});
-    lin(a + "kv_b_proj", c.heads * (c.nope + c.v_head), c.kv_lora);
-    lin(a + "o_proj", h, c.heads * c.v_head);
+    if (c.family != "glm4_moe") {
+      lin(a + "kv_a_proj_with_mqa", c.kv_lora + c.rope, h);
+      out.push_back({a + "kv_a_layernorm.weight", {c.kv_lora}, d});
+      lin(a + "kv_b_proj", c.heads * (c.nope + c.v_head), c.kv_lora);
+      lin(a + "o_proj", h, c.heads * c.v_head);
+    }
     out.push_back({p + "post_attention_layernorm.weight", {h}, d});
     if (i < c.first_dense) {
       mlp(p + "mlp.", c.intermediate);
@@ -430,7 +453,20 @@ std::string synth_config_json(const SynthConfig& c) {
                                 {"format", "nvfp4-pack-quantized"},
                                 {"ignore", nlohmann::ordered_json::array({"lm_head"})}};
   }
-  if (deepseek_like(c.family)) {
+  if (c.family == "glm4_moe") {
+    j.erase("head_dim");  // written again below, with GLM's other fields, in its config's order
+    j["head_dim"] = c.head_dim;
+    j["use_qk_norm"] = c.qk_norm;
+    j["partial_rotary_factor"] = 0.5;
+    j["n_routed_experts"] = c.experts;
+    j["moe_intermediate_size"] = c.moe_intermediate;
+    j["n_shared_experts"] = c.shared_experts;
+    j["first_k_dense_replace"] = c.first_dense;
+    j["num_nextn_predict_layers"] = c.mtp;
+    j["num_experts_per_tok"] = 2;
+    j["n_group"] = 1;
+    j["topk_group"] = 1;
+  } else if (deepseek_like(c.family)) {
     j["q_lora_rank"] = c.q_lora ? nlohmann::ordered_json(c.q_lora) : nlohmann::ordered_json(nullptr);
     j["kv_lora_rank"] = c.kv_lora;
     j["qk_nope_head_dim"] = c.nope;

@@ -14,7 +14,7 @@
 namespace wmap::cli {
 
 struct SynthConfig {
-  std::string family;  // llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v3
+  std::string family;  // synth_family_names()
   uint64_t hidden = 64;
   uint64_t layers = 2;
   uint64_t heads = 8;
@@ -33,8 +33,9 @@ struct SynthConfig {
   // DeepSeek-V3 MLA and layer kinds.
   uint64_t q_lora = 128, kv_lora = 128, nope = 128, rope = 64, v_head = 128;
   uint64_t shared_experts = 1, first_dense = 1, mtp = 1;
-  bool fp8 = false;    // F8_E4M3 linears with F32 weight_scale_inv blocks of 128x128
-  bool nvfp4 = false;  // compressed-tensors NVFP4 linears (packed U8, F8 scales, F32 global scales)
+  bool fp8 = false;      // F8_E4M3 linears with F32 weight_scale_inv blocks of 128x128
+  bool nvfp4 = false;    // compressed-tensors NVFP4 linears (packed U8, F8 scales, F32 global scales)
+  bool qk_norm = false;  // glm4_moe: use_qk_norm (GLM-4.5/4.6; Air has none)
 };
 
 struct SynthTensor {

@@ -119,6 +119,26 @@ Piece padded(Piece p, std::vector<uint64_t> extents) {
   return p;
 }
 
+Piece widened_bf16_to_f32(Piece p) {
+  const std::vector<uint64_t>& dims = p.view.empty() ? p.source_shape : p.view;
+  if (!p.pad.empty() || !p.transform.empty() || dims.empty() || p.is_zero()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                p.source +
+                    ": widened_bf16_to_f32 needs a plain cut of at least one dim (not a zero, padded or "
+                    "transformed piece)");
+  }
+  std::vector<uint64_t> out;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    const size_t d = p.perm.empty() ? k : p.perm[k];
+    out.push_back(p.box.empty() ? dims[d] : p.box[d].size());
+  }
+  out[0] *= 2;
+  p.source_dtype = DType::kBF16;
+  p.pad = std::move(out);
+  p.transform = "bf16_to_f32";
+  return p;
+}
+
 PaddedPart padded_split(uint64_t width, uint64_t padded_width, const Split& s) {
   const Range part = shard_range(padded_width, s.size, s.rank);
   return {{std::min(part.begin, width), std::min(part.end, width)}, ceil_div(padded_width, s.size)};

@@ -105,6 +105,13 @@ ParamSpec alias(std::string name, std::string of, std::vector<uint64_t> shape);
 // --- Building blocks for source layouts beyond Llama's (docs/plugins.md "Building blocks") ---
 // Zero padding: `p` with its output padded to `extents` (Piece::pad, one per output dim).
 Piece padded(Piece p, std::vector<uint64_t> extents);
+// An exact cast of a BF16 cut into an F32 parameter (an engine holding a checkpoint's BF16
+// tensor as float32: vLLM's GLM router, TensorRT-LLM's gpt-oss sinks): the piece's output is
+// padded to twice its outermost extent, so its BF16 values stay contiguous ahead of room for the
+// widening, and the built-in `bf16_to_f32` transform widens them in place (bits << 16). The
+// parameter's dtype must be F32 and its shape the cut's. Throws kInvalidArgument for a piece
+// already padded or transformed, or a scalar.
+Piece widened_bf16_to_f32(Piece p);
 // A split of a dimension padded before the split (TensorRT-LLM pads MXFP4 experts to an
 // alignment, then ceil-splits): part s.rank of `padded_width` split by `s`, as the source range
 // it covers (clipped to `width`, possibly empty) and the part's size (rows past `width` are zeros).
