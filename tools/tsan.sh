@@ -17,7 +17,7 @@ FILTER=${WMAP_TSAN_FILTER:-'Executor*:PlanSchedule*:FamilyLoad.IoPathsAndWorkerC
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DCMAKE_C_FLAGS_DEBUG="-O1 -g1" \
   -DWMAP_SANITIZE=thread -DWMAP_BUILD_PYTHON=OFF -DWMAP_CUDA=OFF >/dev/null
 cmake --build "$BUILD" -j "$JOBS" --target wmap_tests wmap_cli wmap_plugin_llama wmap_plugin_deepseek_v3 \
-  wmap_plugin_gpt_oss wmap_plugin_llama4
+  wmap_plugin_gpt_oss wmap_plugin_llama4 wmap_plugin_qwen3_next
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 "$BUILD/tests/wmap_tests" --gtest_filter="$FILTER"
 echo "wmap: TSan executor tests passed"

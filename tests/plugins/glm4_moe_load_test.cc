@@ -77,10 +77,9 @@ TEST(Glm4MoeLoad, LayoutsTheEnginesCannotLoadAreRefusedWithTheReason) {
 TEST(Glm4MoeLoad, Glm45AirLayoutPlansCompleteUnderBothTargets) {
   TempDir dir;
   const auto ckpt = dir / "air";
-  const auto built = run_command(shell_quote(python()) + " " +
-                                 shell_quote((source_dir() / "tests/python/sparse_layout.py").string()) + " " +
-                                 shell_quote((testdata_dir() / "layouts/glm-4.5-air").string()) + " " +
-                                 shell_quote(ckpt.string()));
+  const auto built = run_command(
+      shell_quote(python()) + " " + shell_quote((source_dir() / "tests/python/sparse_layout.py").string()) + " " +
+      shell_quote((testdata_dir() / "layouts/glm-4.5-air").string()) + " " + shell_quote(ckpt.string()));
   ASSERT_EQ(built.exit_code, 0) << built.err;
   for (const char* target : {"trtllm", "vllm"}) {
     const bool vllm = std::string(target) == "vllm";
@@ -92,10 +91,10 @@ TEST(Glm4MoeLoad, Glm45AirLayoutPlansCompleteUnderBothTargets) {
       const uint64_t consumed = vllm ? 645 + 128 / p * 3 * 45 : 663 + 128 / p * 3 * 46;
       const uint64_t skipped = vllm ? 404 : 2;
       const uint64_t others = 18329 - skipped - consumed;
-      EXPECT_NE(r.out.find("from " + std::to_string(consumed) + " of 18329 checkpoint tensors, " +
-                           std::to_string(skipped) + " skipped" +
-                           (others ? ", " + std::to_string(others) + " left to other ranks" : std::string())),
-                std::string::npos)
+      EXPECT_NE(
+          r.out.find("from " + std::to_string(consumed) + " of 18329 checkpoint tensors, " + std::to_string(skipped) +
+                     " skipped" + (others ? ", " + std::to_string(others) + " left to other ranks" : std::string())),
+          std::string::npos)
           << layout << "\n"
           << r.out;
     }

@@ -1103,6 +1103,7 @@ DOC_FAMILIES = {
     "Llama4ForCausalLM": ("llama4_reference", "Llama4Builder"),
     "Phi3ForCausalLM": ("phi3_reference", "Phi3Builder"),
     "Glm4MoeForCausalLM": ("glm4_moe_reference", "Glm4MoeBuilder"),
+    "Qwen3NextForCausalLM": ("qwen3_next_reference", "Qwen3NextBuilder"),
 }
 
 

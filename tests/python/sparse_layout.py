@@ -8,7 +8,8 @@ either its model.safetensors.index.json (names and shard assignment), or tensors
 tensor as [name, shape, dtype, ...], reconstructed or derived where no index is public: gpt-oss,
 Llama 4; shards of at most 4.8e9 bytes named as the family's converter names them), or
 tensor_inventory.json (name patterns with {a-b} ranges, from a header inventory: Kimi K2; as many
-shards of about equal bytes as its `files` names), or, for
+shards of about equal bytes as its `files` names), or, for Qwen3-Next, nothing (the tensor list is
+generated from config.json, section 2.1 of its family doc), or, for
 deepseek-r1, shard_sizes.tsv (the tensor list is then generated from config.json, DeepSeek-V3 style).
 
 Every shard gets a real header (dtype, shape, contiguous data_offsets) and its data section as a
@@ -366,6 +367,49 @@ def shards_from_list(path, cfg, max_bytes=4_800_000_000):
     return list(zip(names, groups))
 
 
+def qwen3_next_tensors(cfg):
+    """Qwen3-Next's tensors from its config (no index is public): the names and shapes of
+    docs/families/llama4-qwen3next.md section 2.1 (shard 1's header check in the layout's
+    SOURCE.md), every layer MoE, full attention every full_attention_interval-th layer, and the
+    mtp.* module (fc, norms, one full-attention MoE layer). All BF16."""
+    h, V = cfg["hidden_size"], cfg["vocab_size"]
+    nk, nv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
+    dk, dv, K = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"], cfg["linear_conv_kernel_dim"]
+    nh, nkv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    E, I, Is = cfg["num_experts"], cfg["moe_intermediate_size"], cfg["shared_expert_intermediate_size"]
+    out = [("model.embed_tokens.weight", "BF16", [V, h])]
+
+    def layer(p, full):
+        t = [(p + "input_layernorm.weight", [h]), (p + "post_attention_layernorm.weight", [h])]
+        if full:
+            a = p + "self_attn."
+            t += [(a + "q_proj.weight", [2 * nh * hd, h]), (a + "k_proj.weight", [nkv * hd, h]),
+                  (a + "v_proj.weight", [nkv * hd, h]), (a + "o_proj.weight", [h, nh * hd]),
+                  (a + "q_norm.weight", [hd]), (a + "k_norm.weight", [hd])]
+        else:
+            a = p + "linear_attn."
+            t += [(a + "in_proj_qkvz.weight", [2 * nk * dk + 2 * nv * dv, h]), (a + "in_proj_ba.weight", [2 * nv, h]),
+                  (a + "conv1d.weight", [2 * nk * dk + nv * dv, 1, K]), (a + "A_log", [nv]), (a + "dt_bias", [nv]),
+                  (a + "norm.weight", [dv]), (a + "out_proj.weight", [h, nv * dv])]
+        m = p + "mlp."
+        t += [(m + "gate.weight", [E, h]), (m + "shared_expert_gate.weight", [1, h]),
+              (m + "shared_expert.gate_proj.weight", [Is, h]), (m + "shared_expert.up_proj.weight", [Is, h]),
+              (m + "shared_expert.down_proj.weight", [h, Is])]
+        for e in range(E):
+            x = m + "experts.%d." % e
+            t += [(x + "gate_proj.weight", [I, h]), (x + "up_proj.weight", [I, h]), (x + "down_proj.weight", [h, I])]
+        return [(n, "BF16", s) for n, s in t]
+
+    interval = cfg["full_attention_interval"]
+    for i in range(cfg["num_hidden_layers"]):
+        out += layer("model.layers.%d." % i, (i + 1) % interval == 0)
+    out += [("model.norm.weight", "BF16", [h]), ("lm_head.weight", "BF16", [V, h])]
+    out += [("mtp.fc.weight", "BF16", [h, 2 * h]), ("mtp.norm.weight", "BF16", [h]),
+            ("mtp.pre_fc_norm_embedding.weight", "BF16", [h]), ("mtp.pre_fc_norm_hidden.weight", "BF16", [h])]
+    out += layer("mtp.layers.0.", True)
+    return out
+
+
 def expand_pattern(name):
     """`model.layers.{1-60}.mlp.experts.{0-383}.{gate,up}_proj` -> every name: `{a-b}` ranges and
     `{x,y}` alternatives expanded in order."""
@@ -441,6 +485,22 @@ def build(layout_dir, out_dir):
         approximate = None
     elif os.path.exists(os.path.join(layout_dir, "tensors.json")):
         shards = shards_from_list(os.path.join(layout_dir, "tensors.json"), cfg)
+        weight_map = {name: file for file, ts in shards for name, _, _ in ts}
+        expected_total = sum(DTYPE_BYTES[d] * math.prod(s) for _, ts in shards for _, d, s in ts)
+        with open(os.path.join(out_dir, INDEX_NAME), "w") as f:
+            json.dump({"metadata": {"total_size": expected_total}, "weight_map": dict(sorted(weight_map.items()))}, f,
+                      indent=2)
+        approximate = None
+    elif (cfg.get("architectures") or ["?"])[0] == "Qwen3NextForCausalLM":
+        groups, size = [[]], 0
+        for t in qwen3_next_tensors(cfg):  # shards of at most 4.8e9 bytes, in model order
+            nbytes = DTYPE_BYTES[t[1]] * math.prod(t[2])
+            if groups[-1] and size + nbytes > 4_800_000_000:
+                groups.append([])
+                size = 0
+            groups[-1].append(t)
+            size += nbytes
+        shards = [(f"model-{k + 1:05d}-of-{len(groups):05d}.safetensors", g) for k, g in enumerate(groups)]
         weight_map = {name: file for file, ts in shards for name, _, _ in ts}
         expected_total = sum(DTYPE_BYTES[d] * math.prod(s) for _, ts in shards for _, d, s in ts)
         with open(os.path.join(out_dir, INDEX_NAME), "w") as f:

@@ -38,7 +38,7 @@ int run_synth(SynthOptions& o) {
   if (c.fp8 && c.family != "deepseek_v3" && c.family != "kimi_k2")
     throw Error(ErrorCode::kInvalidArgument, "synth: --fp8 is only for deepseek_v3 and kimi_k2");
   if (c.nvfp4 && (c.family == "deepseek_v3" || c.family == "kimi_k2" || c.family == "glm4_moe" ||
-                  c.family == "gpt_oss" || c.family == "phi3")) {
+                  c.family == "gpt_oss" || c.family == "phi3" || c.family == "qwen3_next")) {
     throw Error(ErrorCode::kInvalidArgument,
                 "synth: --nvfp4 is for llama, mistral, qwen2, qwen3, qwen3_moe and mixtral");
   }
@@ -69,7 +69,8 @@ Runner add_synth(CLI::App& app) {
          "(Llama4ForConditionalGeneration: tiny Maverick-like, small Scout-like), llama4_text "
          "(Llama4ForCausalLM), phi3 "
          "(Phi3ForCausalLM: fused qkv_proj and gate_up_proj), kimi_k2 (DeepseekV3ForCausalLM with rotary_emb.inv_freq "
-         "keys, no MTP), glm4_moe (Glm4MoeForCausalLM: GLM-4.5-Air-like, tiny only)")
+         "keys, no MTP), glm4_moe (Glm4MoeForCausalLM: GLM-4.5-Air-like, tiny only), qwen3_next "
+         "(Qwen3NextForCausalLM: gated-delta and gated full attention, tiny only)")
       ->check(CLI::IsMember(synth_family_names()))
       ->required();
   sub->add_option("OUT_DIR", o->out, "Directory to write")->required();

@@ -37,6 +37,7 @@ constexpr Family kFamilies[] = {
     {"phi3", "Phi3ForCausalLM", "phi3", false, false, false, false},
     {"kimi_k2", "DeepseekV3ForCausalLM", "kimi_k2", false, false, false, true},
     {"glm4_moe", "Glm4MoeForCausalLM", "glm4_moe", true, false, false, true},
+    {"qwen3_next", "Qwen3NextForCausalLM", "qwen3_next", false, true, false, true},
 };
 
 // DeepSeek-V3's layout; Kimi K2 is that architecture with its own data (model_type kimi_k2, no
@@ -103,6 +104,15 @@ void apply_synth_preset(const std::string& preset, SynthConfig& c) {
     } else {
       throw Error(ErrorCode::kInvalidArgument, "synth: " + c.family + " has the tiny and small presets");
     }
+    return;
+  }
+  if (c.family == "qwen3_next") {
+    // Linear attention: 4 key heads, 8 value heads (2 per group: ρ = 2), dk 8, dv 6, kernel 4;
+    // full attention every 2nd layer: 4 heads of 16 (q and its gate interleaved), 2 KV heads
+    // (duplicated at 4 ranks); 8 experts of 32, one shared expert of 48.
+    if (preset != "tiny") throw Error(ErrorCode::kInvalidArgument, "synth: qwen3_next has only the tiny preset");
+    c.hidden = 64, c.layers = 4, c.heads = 4, c.kv_heads = 2, c.head_dim = 16, c.intermediate = 96, c.vocab = 250;
+    c.experts = 8, c.moe_intermediate = 32, c.shards = 2;
     return;
   }
   if (c.family == "gpt_oss") {
@@ -313,6 +323,59 @@ void add_linear(std::vector<SynthTensor>& out, const SynthConfig& c, const std::
   out.push_back({name + ".input_global_scale", {1}, DType::kF32, g * 0.5f});
 }
 
+// Qwen3-Next: gated-delta layers (in_proj_qkvz / in_proj_ba grouped per key head, conv1d
+// [Q | K | V, 1, kernel]) and every 2nd layer gated full attention; a MoE on every layer; mtp.*.
+std::vector<SynthTensor> qwen3_next_tensors(const SynthConfig& c) {
+  const DType d = c.dtype;
+  const uint64_t h = c.hidden, nk = 4, nv = 8, dk = 8, dv = 6, kernel = 4, shared = 48;
+  const uint64_t q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim;
+  std::vector<SynthTensor> out;
+  out.push_back({"model.embed_tokens.weight", {c.vocab, h}, d});
+  auto layer = [&](const std::string& p, bool full) {
+    out.push_back({p + "input_layernorm.weight", {h}, d});
+    if (full) {
+      const std::string a = p + "self_attn.";
+      out.push_back({a + "q_proj.weight", {2 * q, h}, d});
+      out.push_back({a + "k_proj.weight", {kv, h}, d});
+      out.push_back({a + "v_proj.weight", {kv, h}, d});
+      out.push_back({a + "o_proj.weight", {h, q}, d});
+      out.push_back({a + "q_norm.weight", {c.head_dim}, d});
+      out.push_back({a + "k_norm.weight", {c.head_dim}, d});
+    } else {
+      const std::string a = p + "linear_attn.";
+      out.push_back({a + "in_proj_qkvz.weight", {2 * nk * dk + 2 * nv * dv, h}, d});
+      out.push_back({a + "in_proj_ba.weight", {2 * nv, h}, d});
+      out.push_back({a + "conv1d.weight", {2 * nk * dk + nv * dv, 1, kernel}, d});
+      out.push_back({a + "A_log", {nv}, d});
+      out.push_back({a + "dt_bias", {nv}, d});
+      out.push_back({a + "norm.weight", {dv}, d});
+      out.push_back({a + "out_proj.weight", {h, nv * dv}, d});
+    }
+    out.push_back({p + "post_attention_layernorm.weight", {h}, d});
+    out.push_back({p + "mlp.gate.weight", {c.experts, h}, d});
+    out.push_back({p + "mlp.shared_expert_gate.weight", {1, h}, d});
+    out.push_back({p + "mlp.shared_expert.gate_proj.weight", {shared, h}, d});
+    out.push_back({p + "mlp.shared_expert.up_proj.weight", {shared, h}, d});
+    out.push_back({p + "mlp.shared_expert.down_proj.weight", {h, shared}, d});
+    for (uint64_t j = 0; j < c.experts; ++j) {
+      const std::string e = p + "mlp.experts." + std::to_string(j) + ".";
+      out.push_back({e + "gate_proj.weight", {c.moe_intermediate, h}, d});
+      out.push_back({e + "up_proj.weight", {c.moe_intermediate, h}, d});
+      out.push_back({e + "down_proj.weight", {h, c.moe_intermediate}, d});
+    }
+  };
+  for (uint64_t i = 0; i < c.layers; ++i) layer("model.layers." + std::to_string(i) + ".", (i + 1) % 2 == 0);
+  out.push_back({"model.norm.weight", {h}, d});
+  out.push_back({"lm_head.weight", {c.vocab, h}, d});
+  // The MTP module: fc, norms and one full-attention MoE layer (loaded by neither engine here).
+  out.push_back({"mtp.fc.weight", {h, 2 * h}, d});
+  out.push_back({"mtp.norm.weight", {h}, d});
+  out.push_back({"mtp.pre_fc_norm_embedding.weight", {h}, d});
+  out.push_back({"mtp.pre_fc_norm_hidden.weight", {h}, d});
+  layer("mtp.layers.0.", true);
+  return out;
+}
+
 std::vector<std::string> synth_family_names() {
   std::vector<std::string> out;
   for (const auto& f : kFamilies) out.emplace_back(f.name);
@@ -324,6 +387,7 @@ std::vector<std::string> synth_preset_names() { return {std::begin(kPresets), st
 std::vector<SynthTensor> synth_tensors(const SynthConfig& c) {
   const Family& f = family_of(c.family);
   if (deepseek_like(c.family)) return deepseek_tensors(c);
+  if (c.family == "qwen3_next") return qwen3_next_tensors(c);
   if (c.family == "gpt_oss") return gpt_oss_tensors(c);
   if (c.family == "llama4" || c.family == "llama4_text") return llama4_tensors(c);
   const uint64_t q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim, h = c.hidden;
@@ -453,7 +517,21 @@ std::string synth_config_json(const SynthConfig& c) {
                                 {"format", "nvfp4-pack-quantized"},
                                 {"ignore", nlohmann::ordered_json::array({"lm_head"})}};
   }
-  if (c.family == "glm4_moe") {
+  if (c.family == "qwen3_next") {
+    j["full_attention_interval"] = 2;
+    j["linear_num_key_heads"] = 4;
+    j["linear_num_value_heads"] = 8;
+    j["linear_key_head_dim"] = 8;
+    j["linear_value_head_dim"] = 6;
+    j["linear_conv_kernel_dim"] = 4;
+    j["num_experts"] = c.experts;
+    j["moe_intermediate_size"] = c.moe_intermediate;
+    j["shared_expert_intermediate_size"] = 48;
+    j["num_experts_per_tok"] = 2;
+    j["decoder_sparse_step"] = 1;
+    j["mlp_only_layers"] = nlohmann::ordered_json::array();
+    j["partial_rotary_factor"] = 0.25;
+  } else if (c.family == "glm4_moe") {
     j.erase("head_dim");  // written again below, with GLM's other fields, in its config's order
     j["head_dim"] = c.head_dim;
     j["use_qk_norm"] = c.qk_norm;
