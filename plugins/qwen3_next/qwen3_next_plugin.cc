@@ -111,12 +111,14 @@ Qwen3NextShape read_shape(const ModelConfig& c, const Layout& l, const wmap::Key
   s.tie = c.get_bool("tie_word_embeddings", false);
   // TensorRT-LLM builds a MoE on every layer; vLLM honours these. Served only where they agree.
   if (c.get_non_negative("decoder_sparse_step", 1) != 1 || !c.get_int_list("mlp_only_layers").empty()) {
-    c.fail("mlp_only_layers", "dense Qwen3-Next layers are not served: TensorRT-LLM builds a MoE on every layer "
-                              "(modeling_qwen3_next.py) while vLLM honours decoder_sparse_step and mlp_only_layers");
+    c.fail("mlp_only_layers",
+           "dense Qwen3-Next layers are not served: TensorRT-LLM builds a MoE on every layer "
+           "(modeling_qwen3_next.py) while vLLM honours decoder_sparse_step and mlp_only_layers");
   }
   if (l.attention_dp) {
-    c.fail("architectures", "attention_dp is not served for Qwen3NextForCausalLM (the shared expert's split under "
-                            "attention data parallelism has not been read)");
+    c.fail("architectures",
+           "attention_dp is not served for Qwen3NextForCausalLM (the shared expert's split under "
+           "attention data parallelism has not been read)");
   }
   if (l.mtp_layers && *l.mtp_layers > 0) {
     c.fail("architectures",
@@ -176,21 +178,21 @@ void linear_attention(ModelSpec& m, const std::string& p, const Qwen3NextShape& 
   const Range groups = l.tp().items(s.nk, "linear attention key heads");
   const uint64_t ng = groups.size();
   const Range vheads{groups.begin * rho, groups.end * rho};
-  m.modules.push_back(
-      module(a + "in_proj_qkvz",
-             {param(a + "in_proj_qkvz.weight", {ng * g, h},
-                    grouped_rows(a + "in_proj_qkvz.weight", s.nk, g, h, groups,
-                                 {{0, s.dk}, {s.dk, 2 * s.dk}, {2 * s.dk, 2 * s.dk + rho * s.dv}, {2 * s.dk + rho * s.dv, g}},
-                                 rules.dense_in_proj))}));
+  m.modules.push_back(module(
+      a + "in_proj_qkvz",
+      {param(a + "in_proj_qkvz.weight", {ng * g, h},
+             grouped_rows(a + "in_proj_qkvz.weight", s.nk, g, h, groups,
+                          {{0, s.dk}, {s.dk, 2 * s.dk}, {2 * s.dk, 2 * s.dk + rho * s.dv}, {2 * s.dk + rho * s.dv, g}},
+                          rules.dense_in_proj))}));
   m.modules.push_back(module(a + "in_proj_ba", {param(a + "in_proj_ba.weight", {ng * 2 * rho, h},
                                                       grouped_rows(a + "in_proj_ba.weight", s.nk, 2 * rho, h, groups,
                                                                    {{0, rho}, {rho, 2 * rho}}, rules.dense_in_proj))}));
   // conv1d [Q | K | V, 1, kernel]: the rank's rows of each, one after the other.
   const uint64_t conv = 2 * kd + vd, kl = ng * s.dk, vl = vheads.size() * s.dv;
   std::vector<Piece> conv_pieces;
-  for (const Range rows : {Range{groups.begin * s.dk, groups.end * s.dk},
-                           Range{kd + groups.begin * s.dk, kd + groups.end * s.dk},
-                           Range{2 * kd + vheads.begin * s.dv, 2 * kd + vheads.end * s.dv}}) {
+  for (const Range rows :
+       {Range{groups.begin * s.dk, groups.end * s.dk}, Range{kd + groups.begin * s.dk, kd + groups.end * s.dk},
+        Range{2 * kd + vheads.begin * s.dv, 2 * kd + vheads.end * s.dv}}) {
     Piece piece = spec::whole(a + "conv1d.weight", {conv, 1, s.kernel});
     if (rules.conv1d_2d) {
       piece.view = {conv, s.kernel};
@@ -207,9 +209,9 @@ void linear_attention(ModelSpec& m, const std::string& p, const Qwen3NextShape& 
   m.modules.push_back(
       module(a + "dt_bias", {per_value_head(a + "dt_bias", a + "dt_bias", s.nv, vheads, rules.dt_bias_f32)}));
   m.modules.push_back(module(a + "norm", {spec::replicated(a + "norm.weight", a + "norm.weight", {s.dv})}));
-  m.modules.push_back(module(a + "out_proj", {param(a + "out_proj.weight", {h, vl},
-                                                    {spec::cols(a + "out_proj.weight", {h, vd},
-                                                                {vheads.begin * s.dv, vheads.end * s.dv})})}));
+  m.modules.push_back(module(
+      a + "out_proj", {param(a + "out_proj.weight", {h, vl},
+                             {spec::cols(a + "out_proj.weight", {h, vd}, {vheads.begin * s.dv, vheads.end * s.dv})})}));
 }
 
 void full_attention(ModelSpec& m, const std::string& p, const Qwen3NextShape& s, const Layout& l) {
@@ -218,11 +220,11 @@ void full_attention(ModelSpec& m, const std::string& p, const Qwen3NextShape& s,
   const Range heads = l.local_heads(s.heads);  // whole [q_h | gate_h] pairs
   const Range kv = spec::kv_head_rows(s.kv_heads, hd, l);
   std::vector<ParamSpec> qkv;
-  spec::add_linear(qkv, a + "qkv_proj", ".",
-                   {spec::linear_rows(a + "q_proj", {q_rows, h}, Range{heads.begin * 2 * hd, heads.end * 2 * hd}),
-                    spec::linear_rows(a + "k_proj", {kv_rows, h}, kv),
-                    spec::linear_rows(a + "v_proj", {kv_rows, h}, kv)},
-                   spec::LinearQuant::none());
+  spec::add_linear(
+      qkv, a + "qkv_proj", ".",
+      {spec::linear_rows(a + "q_proj", {q_rows, h}, Range{heads.begin * 2 * hd, heads.end * 2 * hd}),
+       spec::linear_rows(a + "k_proj", {kv_rows, h}, kv), spec::linear_rows(a + "v_proj", {kv_rows, h}, kv)},
+      spec::LinearQuant::none());
   m.modules.push_back(module(a + "qkv_proj", std::move(qkv)));
   for (const char* n : {"q_norm", "k_norm"}) {
     m.modules.push_back(module(a + n, {spec::replicated(a + n + ".weight", a + n + ".weight", {hd})}));
@@ -251,10 +253,10 @@ void moe(ModelSpec& m, const std::string& p, const Qwen3NextShape& s, const Layo
   m.modules.push_back(module(mp + "shared_expert.gate_up_proj", std::move(gate_up)));
   m.modules.push_back(module(mp + "shared_expert.down_proj", std::move(down)));
   const std::string experts = mp + rules.experts, source = mp + "experts";
-  m.modules.push_back({experts,
-                       spec::moe_experts(experts, source, s.experts, s.moe_inter, h, l, spec::LinearQuant::none(),
-                                         rules.names),
-                       {source}});
+  m.modules.push_back(
+      {experts,
+       spec::moe_experts(experts, source, s.experts, s.moe_inter, h, l, spec::LinearQuant::none(), rules.names),
+       {source}});
 }
 
 ModelSpec build_qwen3_next(const ModelConfig& c, const Layout& l, const wmap::KeyProbe& probe) {
@@ -263,20 +265,21 @@ ModelSpec build_qwen3_next(const ModelConfig& c, const Layout& l, const wmap::Ke
   m.plugin = "qwen3_next";
   m.architecture = c.architecture();
   const uint64_t h = s.hidden;
-  m.modules.push_back(module("model.embed_tokens", {spec::vocab_parallel("model.embed_tokens.weight",
-                                                                         "model.embed_tokens.weight", {s.vocab, h}, l)}));
+  m.modules.push_back(
+      module("model.embed_tokens",
+             {spec::vocab_parallel("model.embed_tokens.weight", "model.embed_tokens.weight", {s.vocab, h}, l)}));
   for (uint64_t i = 0; i < s.layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
-    m.modules.push_back(module(p + "input_layernorm", {spec::replicated(p + "input_layernorm.weight",
-                                                                        p + "input_layernorm.weight", {h})}));
+    m.modules.push_back(module(p + "input_layernorm",
+                               {spec::replicated(p + "input_layernorm.weight", p + "input_layernorm.weight", {h})}));
     if (s.full_attention(i)) {
       full_attention(m, p, s, l);
     } else {
       linear_attention(m, p, s, l);
     }
-    m.modules.push_back(module(p + "post_attention_layernorm", {spec::replicated(p + "post_attention_layernorm.weight",
-                                                                                 p + "post_attention_layernorm.weight",
-                                                                                 {h})}));
+    m.modules.push_back(
+        module(p + "post_attention_layernorm",
+               {spec::replicated(p + "post_attention_layernorm.weight", p + "post_attention_layernorm.weight", {h})}));
     moe(m, p, s, l);
   }
   m.modules.push_back(module("model.norm", {spec::replicated("model.norm.weight", "model.norm.weight", {h})}));

@@ -7,12 +7,14 @@
 // the 128x4 block-scale interleave.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
 #include "test_util.h"
 #include "wmap/catalog/shard_set.h"
 #include "wmap/exec/executor.h"
+#include "wmap/format/dtype_convert.h"
 #include "wmap/format/layout_transforms.h"
 #include "wmap/format/safetensors_writer.h"
 #include "wmap/format/strided_copy.h"
@@ -445,6 +447,120 @@ TEST(BuildingBlocks, WidenedPiecesCastABf16CutToF32Exactly) {
   });
   EXPECT_THROW(spec::widened_bf16_to_f32(wide), Error);  // already padded and transformed
   EXPECT_THROW(spec::widened_bf16_to_f32(spec::zeros(4)), Error);
+}
+
+// The element conversions against values worked out by hand: F32 -> BF16 rounds to nearest,
+// ties to even, keeps NaN a (quiet) NaN and infinities; FP8 E4M3 ("fn") decodes normals,
+// subnormals and its one NaN pattern.
+TEST(BuildingBlocks, F32ToBf16RoundsToNearestEvenAndFp8E4m3Decodes) {
+  EXPECT_EQ(f32_bits_to_bf16_rne(0x3f800000u), 0x3f80);           // 1.0
+  EXPECT_EQ(f32_bits_to_bf16_rne(0x3f808000u), 0x3f80);           // halfway, even below: down
+  EXPECT_EQ(f32_bits_to_bf16_rne(0x3f818000u), 0x3f82);           // halfway, odd below: up
+  EXPECT_EQ(f32_bits_to_bf16_rne(0x3f808001u), 0x3f81);           // above halfway: up
+  EXPECT_EQ(f32_bits_to_bf16_rne(0x7f7fffffu), 0x7f80);           // FLT_MAX rounds to +inf, as torch does
+  EXPECT_EQ(f32_bits_to_bf16_rne(0xff800000u), 0xff80);           // -inf
+  EXPECT_EQ(f32_bits_to_bf16_rne(0x7f800001u) & 0x7fc0, 0x7fc0);  // a NaN stays a NaN
+  EXPECT_EQ(fp8_e4m3_to_f32(0x38), 1.0f);                         // 0.0111.000
+  EXPECT_EQ(fp8_e4m3_to_f32(0xc4), -3.0f);                        // 1.1000.100 = -(1.5 x 2)
+  EXPECT_EQ(fp8_e4m3_to_f32(0x7e), 448.0f);                       // the largest finite value
+  EXPECT_EQ(fp8_e4m3_to_f32(0x01), std::ldexp(1.0f, -9));         // the smallest subnormal
+  EXPECT_TRUE(std::isnan(fp8_e4m3_to_f32(0x7f)));
+  EXPECT_EQ(fp8_e4m3_to_f32(0x80), -0.0f);
+}
+
+TensorToWrite typed_tensor(std::string name, DType dtype, std::vector<uint64_t> shape, std::vector<uint8_t> bytes) {
+  const uint64_t n = bytes.size();
+  return {std::move(name), dtype, std::move(shape), n,
+          [bytes](std::span<std::byte> dst) { std::memcpy(dst.data(), bytes.data(), bytes.size()); }};
+}
+
+// Conversions of whole parameters, planned and executed: an F32 norm held as BF16 (both engines'
+// DeepSeek-V3.2 norms), and an FP8 [4, 6] weight with 2x4 blocks dequantized into BF16 and F32
+// with a BF16 piece copied after it (vLLM's fused indexer wk_weights_proj).
+TEST(BuildingBlocks, ConvertedParamsNarrowToBf16AndDequantizeFp8Blocks) {
+  TempDir dir;
+  std::vector<uint8_t> norm(4 * 5), w(24), scales(4 * 2 * 2), tail(2 * 6 * 2);
+  const float norm_values[] = {1.0f, -2.5f, 1.00390625f, 3.0e-3f, 65504.0f};
+  std::memcpy(norm.data(), norm_values, sizeof norm_values);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<uint8_t>(0x30 + i * 5);  // assorted normals
+  const float scale_values[] = {0.5f, 2.0f, -1.0f, 0.125f};                         // [2, 2] blocks of 2x4
+  std::memcpy(scales.data(), scale_values, sizeof scale_values);
+  for (size_t i = 0; i < tail.size(); ++i) tail[i] = static_cast<uint8_t>(i * 11 + 1);
+  write_safetensors(
+      dir / "model.safetensors",
+      {typed_tensor("norm", DType::kF32, {5}, norm), typed_tensor("wk", DType::kF8_E4M3, {4, 6}, w),
+       typed_tensor("wk_scale", DType::kF32, {2, 2}, scales), typed_tensor("proj", DType::kBF16, {2, 6}, tail)});
+  ParamSpec narrow;
+  narrow.name = "norm_bf16";
+  narrow.shape = {5};
+  narrow.pieces = {spec::whole("norm", {5})};
+  narrow = spec::narrowed_to_bf16(narrow);
+  auto dequant = [&](const std::string& name, DType dtype) {
+    ParamSpec p;
+    p.name = name;
+    p.dtype = dtype;
+    p.shape = {6, 6};  // 4 dequantized rows, then 2 copied BF16 rows (as F32 only when dtype is BF16)
+    p.pieces = {spec::whole("wk", {4, 6}), spec::whole("wk_scale", {2, 2})};
+    if (dtype == DType::kBF16) {
+      Piece t = spec::whole("proj", {2, 6});
+      t.source_dtype = DType::kBF16;
+      p.pieces.push_back(t);
+    } else {
+      p.shape = {4, 6};
+    }
+    return spec::fp8_block_dequantized(p, 4, 6, 2, 4);
+  };
+  const auto built =
+      plan_of(dir.path(), {narrow, dequant("wk_weights_proj", DType::kBF16), dequant("wk_f32", DType::kF32)});
+  ASSERT_TRUE(built.plan.ok()) << built.plan.problems().front().message;
+  const std::string json = built.plan.to_json();
+  EXPECT_NE(json.find("\"convert\":{\"kind\":\"fp8_block_dequant\",\"rows\":4,\"cols\":6,\"block\":[2,4],"
+                      "\"assembled_bytes\":64}"),
+            std::string::npos)
+      << json;
+  auto value = [&](uint64_t r, uint64_t c) {
+    return fp8_e4m3_to_f32(w[r * 6 + c]) * scale_values[(r / 2) * 2 + c / 4];
+  };
+  for_each_load(built.plan, [&](const std::string& name, const std::vector<uint8_t>& got) {
+    if (name == "norm_bf16") {
+      ASSERT_EQ(got.size(), 10u);
+      const uint16_t want[] = {0x3f80, 0xc020, 0x3f80, 0x3b45, 0x4780};  // 1.00390625 ties to even: 1.0
+      for (int i = 0; i < 5; ++i) {
+        uint16_t h;
+        std::memcpy(&h, got.data() + 2 * i, 2);
+        EXPECT_EQ(h, want[i]) << i;
+      }
+    } else if (name == "wk_f32") {
+      ASSERT_EQ(got.size(), 4u * 6 * 4);
+      for (uint64_t e = 0; e < 24; ++e) {
+        float f;
+        std::memcpy(&f, got.data() + 4 * e, 4);
+        EXPECT_EQ(f, value(e / 6, e % 6)) << e;
+      }
+    } else {
+      ASSERT_EQ(got.size(), 6u * 6 * 2);
+      for (uint64_t e = 0; e < 24; ++e) {
+        const float x = value(e / 6, e % 6);
+        uint32_t bits;
+        std::memcpy(&bits, &x, 4);
+        uint16_t h;
+        std::memcpy(&h, got.data() + 2 * e, 2);
+        EXPECT_EQ(h, f32_bits_to_bf16_rne(bits)) << e;
+      }
+      EXPECT_EQ(std::memcmp(got.data() + 48, tail.data(), tail.size()), 0) << "the BF16 rows after are copied";
+    }
+  });
+  // A conversion that does not fit its parameter is a spec problem, offline.
+  ParamSpec wrong = narrow;
+  wrong.shape = {4};
+  wrong.name = "norm_short";
+  const auto bad =
+      plan_of(dir.path(), {wrong, dequant("wk_weights_proj", DType::kBF16), dequant("wk_f32", DType::kF32)});
+  ASSERT_FALSE(bad.plan.ok());
+  EXPECT_NE(bad.plan.problems().front().message.find("norm_short BF16[4] (f32_to_bf16) needs 16 bytes but its "
+                                                     "pieces give 20"),
+            std::string::npos)
+      << bad.plan.problems().front().message;
 }
 
 TEST(BuildingBlocks, BlockScaleInterleaveIsThe128x4SwizzleAndAPermutation) {

@@ -28,7 +28,7 @@ const std::string kCatalogCanonical =
     "\n";
 const std::string kCatalogId = "14a8fd23af26df1930b0d02843baa9b0719c7968848d077bb17bc440773f474a";
 const std::string kPlanJson =
-    R"({"format":"wmap-plan","version":5,"plan_id":"d0331d24146eeff27a3a4dafc5bd628d6bb4ed5f78781360c2284cc1ad324783)"
+    R"({"format":"wmap-plan","version":6,"plan_id":"5cb2846b2856df163373020a10c1ce7e6fa50dd1658cf83ef49ddb3d2592fd7b)"
     R"(","catalog_id":"14a8fd23af26df1930b0d02843baa9b0719c7968848d077bb17bc440773f474a","plugin":)"
     R"("pin","architecture":"PinForCausalLM","layout":{"tp_size":1,"tp_rank":0,"ep_size":1,"mtp_layers":null,"target":"trtllm")"
     R"(,"attention_dp":false,"gpus_per_node":8,"moe_backend":null},"ok":true,"cove)"
@@ -46,7 +46,7 @@ const std::string kPlanJson =
     "\n"
     R"(["read",0,88,112,2,null,null,[88,112]]]}})"
     "\n";
-const std::string kPlanId = "d0331d24146eeff27a3a4dafc5bd628d6bb4ed5f78781360c2284cc1ad324783";
+const std::string kPlanId = "5cb2846b2856df163373020a10c1ce7e6fa50dd1658cf83ef49ddb3d2592fd7b";
 
 Catalog tiny_catalog() {
   ShardRecord shard;

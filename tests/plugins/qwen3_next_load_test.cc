@@ -76,10 +76,9 @@ TEST(Qwen3NextLoad, LayoutsTheEnginesCannotLoadAreRefusedWithTheReason) {
 TEST(Qwen3NextLoad, RealQwen3Next80bShapePlansCompleteUnderBothTargets) {
   TempDir dir;
   const auto ckpt = dir / "q3n";
-  const auto built = run_command(shell_quote(python()) + " " +
-                                 shell_quote((source_dir() / "tests/python/sparse_layout.py").string()) + " " +
-                                 shell_quote((testdata_dir() / "layouts/Qwen3-Next-80B-A3B").string()) + " " +
-                                 shell_quote(ckpt.string()));
+  const auto built = run_command(
+      shell_quote(python()) + " " + shell_quote((source_dir() / "tests/python/sparse_layout.py").string()) + " " +
+      shell_quote((testdata_dir() / "layouts/Qwen3-Next-80B-A3B").string()) + " " + shell_quote(ckpt.string()));
   ASSERT_EQ(built.exit_code, 0) << built.err;
   for (const char* target : {"trtllm", "vllm"}) {
     for (const auto& [t, p] : {std::pair<uint64_t, uint64_t>{8, 8}, {16, 16}, {8, 1}}) {

@@ -9,6 +9,7 @@
 
 #include "copy_kernels.h"
 #include "must_match.h"
+#include "wmap/format/dtype_convert.h"
 #include "wmap/util/error.h"
 
 namespace wmap::exec_detail {
@@ -78,7 +79,7 @@ void PlanRunner::configure() {
   // plugin's host transform) are staged whole, transformed on the host, then published.
   for (size_t i = 0; i < params_.size(); ++i) {
     const PlannedParam& p = params_[i];
-    bool deferrable = true;
+    bool deferrable = !p.converts();  // a converted parameter is assembled whole on the host
     std::vector<TransformSpan> spans;
     uint64_t at = 0;
     for (const PlannedPiece& piece : p.pieces) {
@@ -348,7 +349,7 @@ void PlanRunner::finish(uint32_t i) {
   }
   const auto t0 = Clock::now();
   const PlannedParam& p = params_[i];
-  std::span<std::byte> dst = dst_of(i);
+  std::span<std::byte> dst = dst_of(i), written = write_of(i);
   uint64_t at = 0;
   for (const PlannedPiece& piece : p.pieces) {
     if (!piece.transform.empty()) {
@@ -357,11 +358,16 @@ void PlanRunner::finish(uint32_t i) {
         throw Error(ErrorCode::kInternal, p.name + ": transform '" + piece.transform + "' is not registered");
       const std::string& key = piece.record ? piece.record->name : p.name;
       // A GPU device may run it as a kernel after its copy (device.h).
-      if (!device_.defer_transform(*state_[i].buffer, piece.transform, at, piece.out_bytes, p.dtype, key)) {
-        (*fn)(std::span(dst.data() + at, piece.out_bytes), p.dtype, key, piece.out_shape());
+      if (p.converts() ||
+          !device_.defer_transform(*state_[i].buffer, piece.transform, at, piece.out_bytes, p.dtype, key)) {
+        (*fn)(std::span(written.data() + at, piece.out_bytes), p.dtype, key, piece.out_shape());
       }
     }
     at += piece.out_bytes;
+  }
+  if (p.converts()) {
+    convert_assembled(p, state_[i].assembled, dst);
+    std::vector<std::byte>().swap(state_[i].assembled);  // held no longer than needed
   }
   device_.end_write(*state_[i].buffer, dst);
   transform_ns_ += ns_since(t0);
@@ -412,10 +418,29 @@ const RandomAccessFile& PlanRunner::file_for(uint32_t shard) {
   return *files_[shard];
 }
 
+// A converted parameter's assembled pieces into its bytes (Conversion, spec/model_spec.h).
+void PlanRunner::convert_assembled(const PlannedParam& p, std::span<const std::byte> in, std::span<std::byte> out) {
+  const Conversion& c = p.convert;
+  if (c.kind == Conversion::Kind::kF32ToBf16) return f32_to_bf16_rne(in, out);
+  // kFp8BlockDequant: [F8 weight][F32 scales][bytes copied after the dequantized ones].
+  const uint64_t weight = c.rows * c.cols, esize = p.dtype == DType::kF32 ? 4 : 2;
+  const uint64_t scales = p.pieces.size() > 1 ? p.pieces[1].out_bytes : 0, done = weight * esize;
+  const std::string& key = p.pieces.empty() || !p.pieces[0].record ? p.name : p.pieces[0].record->name;
+  fp8_block_dequant(in.subspan(0, weight), in.subspan(weight, scales), c.rows, c.cols, c.block_rows, c.block_cols,
+                    p.dtype, out.subspan(0, done), key);
+  const std::span<const std::byte> rest = in.subspan(weight + scales);
+  if (rest.size() != out.size() - done) {
+    throw Error(ErrorCode::kInternal, p.name + ": " + std::to_string(rest.size()) + " assembled bytes for " +
+                                          std::to_string(out.size() - done) + " after the dequantized ones");
+  }
+  if (!rest.empty()) std::memcpy(out.data() + done, rest.data(), rest.size());
+}
+
 DeviceBuffer& PlanRunner::buffer_of(uint32_t i) {
   ParamState& s = state_[i];
   std::call_once(s.allocated, [&] {
     s.buffer = device_.allocate_reserved(reservation_, params_[i].nbytes, params_[i].name);
+    if (params_[i].converts()) s.assembled.resize(params_[i].assembled_bytes);
     if (s.regions) return;
     s.dst = device_.begin_write(*s.buffer);
     if (options_.prefault) prefault(s.dst);
@@ -428,8 +453,13 @@ std::span<std::byte> PlanRunner::dst_of(uint32_t i) {
   return state_[i].dst;
 }
 
+std::span<std::byte> PlanRunner::write_of(uint32_t i) {
+  std::span<std::byte> dst = dst_of(i);
+  return params_[i].converts() ? std::span<std::byte>(state_[i].assembled) : dst;
+}
+
 std::byte* PlanRunner::target(uint32_t param, uint64_t dst_off, uint64_t len, Scratch& scratch) {
-  if (!state_[param].regions) return dst_of(param).data() + dst_off;
+  if (!state_[param].regions) return write_of(param).data() + dst_off;
   for (auto it = scratch.regions.rbegin(); it != scratch.regions.rend(); ++it) {
     const StagedRegion& r = it->region;
     if (it->param == param && dst_off >= r.offset && dst_off + len <= r.offset + r.host.size()) {

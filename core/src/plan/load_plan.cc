@@ -239,16 +239,57 @@ class PlanBuilder {
     for (size_t i = 0; i < ps.pieces.size(); ++i)
       broken = !add_piece(pp, ps, ps.pieces[i], records[i], total) || broken;
     broken = !add_must_match(pp, ps) || broken;
-    pp.broken = broken || total != pp.nbytes;
-    if (!broken && total != pp.nbytes) {
+    pp.convert = ps.convert;
+    pp.assembled_bytes = total;
+    const std::optional<uint64_t> want = broken ? std::optional<uint64_t>(pp.nbytes) : assembled_size(pp, ps);
+    pp.broken = broken || !want || total != *want;
+    if (!broken && want && total != *want) {
       problem(PlanProblem::Kind::kSpec, ps.name,
               plugin_label_ + ": " + ps.name + " " + std::string(dtype_name(pp.dtype)) + shape_text(pp.shape) +
-                  " needs " + std::to_string(pp.nbytes) + " bytes but its pieces give " + std::to_string(total));
+                  (pp.converts() ? " (" + std::string(conversion_name(pp.convert.kind)) + ")" : std::string()) +
+                  " needs " + std::to_string(*want) + " bytes but its pieces give " + std::to_string(total));
     }
     for (const auto& piece : pp.pieces) {
       if (piece.record) plan_.readers_[catalog_.index_of(*piece.record)]++;
     }
     push(std::move(pp));
+  }
+
+  // The bytes a parameter's pieces must give: nbytes, or what its conversion reads; nullopt (a
+  // spec problem, reported here) when the conversion does not fit the parameter.
+  std::optional<uint64_t> assembled_size(const PlannedParam& pp, const ParamSpec& ps) {
+    const Conversion& c = ps.convert;
+    auto bad = [&](const std::string& why) -> std::optional<uint64_t> {
+      problem(PlanProblem::Kind::kSpec, ps.name,
+              plugin_label_ + ": " + ps.name + ": " + std::string(conversion_name(c.kind)) + " " + why);
+      return std::nullopt;
+    };
+    switch (c.kind) {
+      case Conversion::Kind::kNone: return pp.nbytes;
+      case Conversion::Kind::kF32ToBf16:
+        if (pp.dtype != DType::kBF16) return bad("needs a BF16 parameter, not " + std::string(dtype_name(pp.dtype)));
+        return 2 * pp.nbytes;
+      case Conversion::Kind::kFp8BlockDequant: {
+        const uint64_t esize = pp.dtype == DType::kF32 ? 4 : pp.dtype == DType::kBF16 ? 2 : 0;
+        if (esize == 0) return bad("needs an F32 or BF16 parameter, not " + std::string(dtype_name(pp.dtype)));
+        if (c.block_rows == 0 || c.block_cols == 0 || ps.pieces.size() < 2)
+          return bad("needs blocks, a weight and scales");
+        const uint64_t out = c.rows * c.cols * esize;
+        if (c.rows == 0 || c.cols == 0 || out / esize / c.cols != c.rows || out > pp.nbytes) {
+          return bad("of [" + std::to_string(c.rows) + ", " + std::to_string(c.cols) + "] does not fit in " +
+                     std::to_string(pp.nbytes) + " bytes");
+        }
+        const uint64_t scales = ceil_div(c.rows, c.block_rows) * ceil_div(c.cols, c.block_cols) * 4;
+        if (pp.pieces.size() >= 2 && (pp.pieces[0].out_bytes != c.rows * c.cols || pp.pieces[1].out_bytes != scales)) {
+          return bad("needs its first piece to be the F8 weight [" + std::to_string(c.rows) + ", " +
+                     std::to_string(c.cols) + "] and its second the F32 scales (" + std::to_string(scales) +
+                     " bytes); they give " + std::to_string(pp.pieces[0].out_bytes) + " and " +
+                     std::to_string(pp.pieces[1].out_bytes));
+        }
+        return c.rows * c.cols + scales + (pp.nbytes - out);
+      }
+    }
+    return bad("is unknown");
   }
 
   void add_alias(PlannedParam pp, const ParamSpec& ps) {
@@ -488,7 +529,7 @@ std::string LoadPlan::plan_id() const {
 std::string LoadPlan::to_json() const { return json_text(true); }
 
 std::string LoadPlan::json_text(bool with_id) const {
-  std::string o = "{\"format\":\"wmap-plan\",\"version\":5";
+  std::string o = "{\"format\":\"wmap-plan\",\"version\":6";
   if (with_id) o += ",\"plan_id\":\"" + plan_id() + "\"";
   o += ",\"catalog_id\":\"" + catalog_id() + "\",\"plugin\":" + json_string(plugin_) +
        ",\"architecture\":" + json_string(architecture_);
@@ -513,6 +554,14 @@ std::string LoadPlan::json_text(bool with_id) const {
          ",\"dtype\":\"" + std::string(dtype_name(p.dtype)) + "\",\"shape\":" + dims(p.shape) +
          ",\"nbytes\":" + std::to_string(p.nbytes);
     if (!p.alias_of.empty()) o += ",\"alias_of\":" + json_string(p.alias_of);
+    if (p.converts()) {
+      o += ",\"convert\":{\"kind\":\"" + std::string(conversion_name(p.convert.kind)) + "\"";
+      if (p.convert.kind == Conversion::Kind::kFp8BlockDequant) {
+        o += ",\"rows\":" + std::to_string(p.convert.rows) + ",\"cols\":" + std::to_string(p.convert.cols) +
+             ",\"block\":[" + std::to_string(p.convert.block_rows) + "," + std::to_string(p.convert.block_cols) + "]";
+      }
+      o += ",\"assembled_bytes\":" + std::to_string(p.assembled_bytes) + "}";
+    }
     if (p.absent) o += ",\"absent\":true";
     if (!p.must_match.empty()) {
       o += ",\"must_match\":[";

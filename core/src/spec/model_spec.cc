@@ -9,6 +9,15 @@
 
 namespace wmap {
 
+std::string_view conversion_name(Conversion::Kind kind) {
+  switch (kind) {
+    case Conversion::Kind::kNone: return "";
+    case Conversion::Kind::kF32ToBf16: return "f32_to_bf16";
+    case Conversion::Kind::kFp8BlockDequant: return "fp8_block_dequant";
+  }
+  return "?";
+}
+
 namespace spec {
 
 Piece whole(std::string source, std::vector<uint64_t> shape) {
@@ -136,6 +145,28 @@ Piece widened_bf16_to_f32(Piece p) {
   p.source_dtype = DType::kBF16;
   p.pad = std::move(out);
   p.transform = "bf16_to_f32";
+  return p;
+}
+
+ParamSpec narrowed_to_bf16(ParamSpec p) {
+  for (Piece& piece : p.pieces) piece.source_dtype = DType::kF32;
+  p.dtype = DType::kBF16;
+  p.convert.kind = Conversion::Kind::kF32ToBf16;
+  return p;
+}
+
+ParamSpec fp8_block_dequantized(ParamSpec p, uint64_t rows, uint64_t cols, uint64_t block_rows, uint64_t block_cols) {
+  if (p.pieces.size() < 2 || block_rows == 0 || block_cols == 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                p.name + ": fp8_block_dequantized needs a weight piece, a scale piece and non-zero blocks");
+  }
+  p.pieces[0].source_dtype = DType::kF8_E4M3;
+  p.pieces[1].source_dtype = DType::kF32;
+  p.convert = {.kind = Conversion::Kind::kFp8BlockDequant,
+               .rows = rows,
+               .cols = cols,
+               .block_rows = block_rows,
+               .block_cols = block_cols};
   return p;
 }
 

@@ -33,7 +33,8 @@
 // 3: engine targets (WmapPluginInfo::targets, Layout::target and its splits, ParamSpec::must_match_close).
 // 4: KeyProbe is a CheckpointExtent (highest_index, largest_dim) for ConfigBounds.
 // 5: Piece::pad (zero padding), Piece::reverse, Layout::moe_backend, TransformFn's shape.
-#define WMAP_PLUGIN_ABI_VERSION 5u
+// 6: ParamSpec::convert (Conversion: F32 -> BF16 narrowing, FP8 block dequantization).
+#define WMAP_PLUGIN_ABI_VERSION 6u
 
 WMAP_PUBLIC_BEGIN
 extern "C" {

@@ -71,6 +71,13 @@ struct PlannedParam {
   // Source tensors whose bytes must be equal (fused NVFP4 global scales), checked on load.
   std::vector<std::pair<const TensorRecord*, const TensorRecord*>> must_match;
   bool must_match_close = false;  // F32 values within torch.allclose's default tolerance suffice
+  // A dtype conversion after assembly (ParamSpec::convert): the pieces fill `assembled_bytes`
+  // (their out_bytes, in their source dtypes), which are then converted into the nbytes.
+  Conversion convert;
+  uint64_t assembled_bytes = 0;
+  bool converts() const { return convert.kind != Conversion::Kind::kNone; }
+  // The bytes the pieces write: nbytes, or the assembled bytes of a converted parameter.
+  uint64_t written_bytes() const { return converts() ? assembled_bytes : nbytes; }
 };
 
 struct PlanProblem {

@@ -43,6 +43,26 @@ struct Piece {
   bool is_zero() const { return source.empty(); }
 };
 
+// A dtype conversion of a whole parameter, done once all its pieces have landed: the pieces are
+// assembled one after the other in their source dtypes (their `source_dtype`), then converted
+// into the parameter's dtype. For the engines that hold a checkpoint's F32 tensor as BF16, or
+// dequantize an FP8 weight while loading it (docs/plugins.md "Building blocks").
+struct Conversion {
+  enum class Kind : uint8_t {
+    kNone,
+    kF32ToBf16,       // F32 -> BF16, round to nearest even (torch's copy_); assembled = 2 x the parameter
+    kFp8BlockDequant  // F8_E4M3 [rows, cols] x its F32 block scales -> F32, then the parameter's dtype
+  };
+  Kind kind = Kind::kNone;
+  // kFp8BlockDequant: the assembled bytes start with the F8_E4M3 weight [rows, cols], then its F32
+  // scales [ceil(rows / block_rows), ceil(cols / block_cols)]; they give the parameter's first
+  // rows x cols elements (F32 or BF16, RNE). Assembled bytes after them are copied unchanged
+  // into the rest of the parameter (vLLM's fused indexer wk_weights_proj: [dequantized wk; weights_proj]).
+  uint64_t rows = 0, cols = 0, block_rows = 0, block_cols = 0;
+  bool operator==(const Conversion&) const = default;
+};
+std::string_view conversion_name(Conversion::Kind kind);  // "", "f32_to_bf16", "fp8_block_dequant"
+
 struct ParamSpec {
   std::string name;
   std::vector<uint64_t> shape;  // per rank
@@ -56,6 +76,7 @@ struct ParamSpec {
   // The pairs need only agree as F32 values within |a-b| <= 1e-8 + 1e-5*|b| (torch.allclose's
   // default), as TensorRT-LLM compares a routed expert's w3/w1 global scales.
   bool must_match_close = false;
+  Conversion convert;  // none: the pieces' bytes are the parameter's
 };
 
 struct ModuleSpec {
@@ -112,6 +133,12 @@ Piece padded(Piece p, std::vector<uint64_t> extents);
 // parameter's dtype must be F32 and its shape the cut's. Throws kInvalidArgument for a piece
 // already padded or transformed, or a scalar.
 Piece widened_bf16_to_f32(Piece p);
+// `p` (whose pieces are F32 cuts) held as BF16, rounded to nearest even once assembled.
+ParamSpec narrowed_to_bf16(ParamSpec p);
+// An F8_E4M3 weight cut [rows, cols] and its F32 block-scale cut, dequantized (w x scale in F32)
+// into the first rows x cols elements of a BF16 or F32 parameter; pieces after these two are
+// copied after them. `p`'s shape and dtype are the parameter's; its first two pieces the weight and the scales.
+ParamSpec fp8_block_dequantized(ParamSpec p, uint64_t rows, uint64_t cols, uint64_t block_rows, uint64_t block_cols);
 // A split of a dimension padded before the split (TensorRT-LLM pads MXFP4 experts to an
 // alignment, then ceil-splits): part s.rank of `padded_width` split by `s`, as the source range
 // it covers (clipped to `width`, possibly empty) and the part's size (rows past `width` are zeros).
