@@ -12,6 +12,14 @@
 // vocabulary, keeps kv_b_proj whole per head and loads no MTP layer. Attention data parallelism
 // (TensorRT-LLM's enable_attention_dp) replicates all but the routed experts.
 //
+// DeepSeek-V3.2 (DeepseekV32ForCausalLM) is V3 with F32 RMSNorm weights in the checkpoint (both
+// engines hold BF16: round to nearest even) and a lightning indexer in every layer (MTP
+// included): wq_b (FP8) replicated; vLLM fuses wk (dequantized to BF16) and weights_proj into
+// `indexer.wk_weights_proj` (deepseek_v2.py @002d6073, PR #38684: the newest layout, followed
+// here); TensorRT-LLM holds wk in F32 dequantized with its block scale, as its fix (PR #18665) for
+// issue #18658 does (releases with the bug copy the FP8 codes without the scale), and
+// weights_proj in F32 (docs/families/glm-dsv32-phi3-kimi.md section 2).
+//
 // GLM-4.5 / 4.6 / 4.5-Air (Glm4MoeForCausalLM) is this family's MoE, dense layers, shared experts
 // and MTP layers with Llama-style attention (q/k/v biases fused, optional q/k norms, head_dim from
 // the config): TensorRT-LLM's modeling_glm.py builds it from DeepSeek-V3's gate, MoE and MTP;
@@ -35,6 +43,7 @@ using wmap::ModelConfig;
 using wmap::ModelSpec;
 using wmap::ModuleSpec;
 using wmap::ParamSpec;
+using wmap::Piece;
 using wmap::Range;
 namespace spec = wmap::spec;
 
@@ -96,6 +105,9 @@ struct DeepseekShape {
   uint64_t kv_lora = 0, nope = 0, rope = 0, v = 0;  // MLA (DeepSeek)
   // GLM-4.5: Llama-style attention instead of MLA.
   bool glm = false, attention_bias = false, qk_norm = false;
+  // DeepSeek-V3.2: F32 norms held as BF16, and the indexer.
+  bool v32 = false;
+  uint64_t index_heads = 0, index_head_dim = 0;
   uint64_t kv_heads = 0, head_dim = 0;
   uint64_t experts = 0, moe_intermediate = 0, shared_experts = 0, first_dense = 0, moe_freq = 1;
   uint64_t mtp_in_checkpoint = 0, mtp = 0;
@@ -122,6 +134,17 @@ DeepseekShape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyP
   s.vocab = bounds.dim("vocab_size");
   s.intermediate = c.require_positive("intermediate_size");
   s.glm = c.architecture() == "Glm4MoeForCausalLM";
+  s.v32 = c.architecture() == "DeepseekV32ForCausalLM";
+  if (s.v32) {
+    s.index_heads = c.require_positive("index_n_heads");
+    s.index_head_dim = bounds.dim("index_head_dim");
+    bounds.dim("index_n_heads * index_head_dim",
+               bounds.mul(s.index_heads, s.index_head_dim, "index_n_heads * index_head_dim"));
+    if (c.get_non_negative("index_topk_freq", 1) != 1) {
+      c.fail("index_topk_freq",
+             "indexers on only some layers (IndexCache) are not served: DeepSeek-V3.2 has one in every layer");
+    }
+  }
   if (s.glm) {
     // GLM FP8 checkpoints (zai-org/GLM-4.5-FP8) have not been read: their scales would be lost.
     if (c.has("quantization_config")) {
@@ -305,6 +328,61 @@ wmap::Split mlp_split(uint64_t width, bool node_cap, const DeepseekShape& s, con
   return l.gcd_split(width / (s.fp8 ? s.fp8->rows : 1), node_cap);
 }
 
+// An RMSNorm weight: replicated; DeepSeek-V3.2's are F32 in the checkpoint and BF16 in both
+// engines (RMSNorm in the model dtype, filled by copy_: round to nearest even).
+ParamSpec norm(const std::string& dst, const std::string& src, uint64_t width, const DeepseekShape& s) {
+  ParamSpec p = spec::replicated(dst, src, {width});
+  return s.v32 ? spec::narrowed_to_bf16(std::move(p)) : p;
+}
+
+// DeepSeek-V3.2's lightning indexer of one layer (replicated under every layout).
+void indexer(ModelSpec& m, const std::string& da, const std::string& ca, const DeepseekShape& s, const Layout& l) {
+  const std::string d = da + "indexer.", c = ca + "indexer.";
+  const uint64_t h = s.hidden, dim = s.index_head_dim, heads = s.index_heads;
+  m.modules.push_back(module(
+      d + "wq_b", linear(d + "wq_b", {spec::whole_linear(c + "wq_b", {heads * dim, s.q_lora.value_or(h)})}, s, l)));
+  std::vector<Piece> wk{spec::whole(c + "wk.weight", {dim, h})};
+  if (s.fp8) {
+    wk.push_back(
+        spec::whole(c + "wk.weight_scale_inv", {wmap::ceil_div(dim, s.fp8->rows), wmap::ceil_div(h, s.fp8->cols)}));
+  }
+  const Piece proj = spec::whole(c + "weights_proj.weight", {heads, h});
+  auto dequantized = [&](ParamSpec p) {
+    return s.fp8 ? spec::fp8_block_dequantized(std::move(p), dim, h, s.fp8->rows, s.fp8->cols) : p;
+  };
+  if (l.target == wmap::Target::kVllm) {
+    // deepseek_v2.py Indexer: MergedColumnParallelLinear([dim, heads], disable_tp) in BF16, wk
+    // dequantized (_try_load_fp8_indexer_wk: scaled_dequantize, then the model dtype).
+    ParamSpec p;
+    p.name = d + "wk_weights_proj.weight";
+    p.shape = {dim + heads, h};
+    p.dtype = wmap::DType::kBF16;
+    p.pieces = wk;
+    p.pieces.push_back(proj);
+    p.pieces.back().source_dtype = wmap::DType::kBF16;
+    m.modules.push_back(module(d + "wk_weights_proj", {dequantized(std::move(p))}));
+  } else {
+    // TensorRT-LLM indexer.py: wk = Linear(dtype=float32); weights_proj F32 (PR #9243).
+    ParamSpec p;
+    p.name = d + "wk.weight";
+    p.shape = {dim, h};
+    p.dtype = wmap::DType::kF32;
+    p.pieces = wk;
+    if (!s.fp8) p.pieces[0] = spec::widened_bf16_to_f32(p.pieces[0]);
+    m.modules.push_back(module(d + "wk", {dequantized(std::move(p))}));
+    ParamSpec w;
+    w.name = d + "weights_proj.weight";
+    w.shape = {heads, h};
+    w.dtype = wmap::DType::kF32;
+    w.pieces = {spec::widened_bf16_to_f32(proj)};
+    m.modules.push_back(module(d + "weights_proj", {std::move(w)}));
+  }
+  // A LayerNorm with a bias: F32 in the checkpoint and in vLLM (layernorm.py LayerNorm); kept F32
+  // under TensorRT-LLM too (its dtype there has not been read).
+  m.modules.push_back(module(d + "k_norm", {spec::replicated(d + "k_norm.weight", c + "k_norm.weight", {dim}),
+                                            spec::replicated(d + "k_norm.bias", c + "k_norm.bias", {dim})}));
+}
+
 // DeepSeek's multi-head latent attention.
 void mla_attention(ModelSpec& m, const std::string& da, const std::string& ca, const DeepseekShape& s,
                    const Layout& l) {
@@ -312,8 +390,7 @@ void mla_attention(ModelSpec& m, const std::string& da, const std::string& ca, c
   const TargetRules& rules = rules_for(l.target);
   const wmap::Split attn = l.attention();
   auto rep = [&](const std::string& name, std::vector<uint64_t> shape) {
-    m.modules.push_back(
-        module(da + name, {spec::replicated(da + name + ".weight", ca + name + ".weight", std::move(shape))}));
+    m.modules.push_back(module(da + name, {norm(da + name + ".weight", ca + name + ".weight", shape.at(0), s)}));
   };
   // Kimi K2 checkpoints carry each layer's rotary inv_freq; no engine loads it (vLLM
   // deepseek_v2.py load_weights: `if "rotary_emb.inv_freq" in name: continue`; TensorRT-LLM loads
@@ -349,6 +426,7 @@ void mla_attention(ModelSpec& m, const std::string& da, const std::string& ca, c
   }
   const std::vector<uint64_t> o{h, s.heads * s.v};
   m.modules.push_back(module(da + "o_proj", linear(da + "o_proj", {spec::linear_cols(ca + "o_proj", o, attn)}, s, l)));
+  if (s.v32) indexer(m, da, ca, s, l);
 }
 
 // GLM-4.5's attention: Llama's fused qkv_proj (biases head-wise, KV heads duplicated when fewer
@@ -429,8 +507,7 @@ void add_layer(ModelSpec& m, uint64_t dst_i, uint64_t src_i, const DeepseekShape
   const std::string da = d + "self_attn.", ca = c + "self_attn.";
   const uint64_t h = s.hidden;
   auto rep = [&](const std::string& name, std::vector<uint64_t> shape) {
-    m.modules.push_back(
-        module(d + name, {spec::replicated(d + name + ".weight", c + name + ".weight", std::move(shape))}));
+    m.modules.push_back(module(d + name, {norm(d + name + ".weight", c + name + ".weight", shape.at(0), s)}));
   };
   rep("input_layernorm", {h});
   if (s.glm) {
@@ -462,20 +539,20 @@ ModelSpec build_deepseek(const ModelConfig& c, const Layout& l, const wmap::KeyP
     // An MTP layer uses the model's embed_tokens and lm_head: its own copies are not parameters.
     m.skipped_keys.push_back(c2 + "embed_tokens.weight");
     m.skipped_keys.push_back(c2 + "shared_head.head.weight");
-    m.modules.push_back(module(d + "enorm", {spec::replicated(d + "enorm.weight", c2 + "enorm.weight", {h})}));
-    m.modules.push_back(module(d + "hnorm", {spec::replicated(d + "hnorm.weight", c2 + "hnorm.weight", {h})}));
+    m.modules.push_back(module(d + "enorm", {norm(d + "enorm.weight", c2 + "enorm.weight", h, s)}));
+    m.modules.push_back(module(d + "hnorm", {norm(d + "hnorm.weight", c2 + "hnorm.weight", h, s)}));
     // eh_proj stays BF16 in FP8 checkpoints (no weight_scale_inv); row-parallel in TensorRT-LLM's MTP.
     m.modules.push_back(module(
         d + "eh_proj", {spec::row_parallel(d + "eh_proj.weight", c2 + "eh_proj.weight", {h, 2 * h}, l.attention())}));
-    m.modules.push_back(module(d + "shared_head.norm",
-                               {spec::replicated(d + "shared_head.norm.weight", c2 + "shared_head.norm.weight", {h})}));
+    m.modules.push_back(
+        module(d + "shared_head.norm", {norm(d + "shared_head.norm.weight", c2 + "shared_head.norm.weight", h, s)}));
     add_layer(m, dst, src, s, l);
   }
   if (s.mtp == 0) {
     for (uint64_t k = 0; k < s.mtp_in_checkpoint; ++k)
       m.skipped_prefixes.push_back("model.layers." + std::to_string(s.layers + k));
   }
-  m.modules.push_back(module("model.norm", {spec::replicated("model.norm.weight", "model.norm.weight", {h})}));
+  m.modules.push_back(module("model.norm", {norm("model.norm.weight", "model.norm.weight", h, s)}));
   spec::add_lm_head(m, embed, s.vocab, h, s.tie, l, vocab);
   return m;
 }
@@ -484,5 +561,5 @@ void register_deepseek(wmap::PluginRegistrar& registrar) { registrar.set_model_b
 
 }  // namespace
 
-WMAP_DEFINE_PLUGIN("deepseek_v3", "1.2", register_deepseek, ("trtllm", "vllm"), "DeepseekV3ForCausalLM",
-                   "Glm4MoeForCausalLM")
+WMAP_DEFINE_PLUGIN("deepseek_v3", "1.3", register_deepseek, ("trtllm", "vllm"), "DeepseekV3ForCausalLM",
+                   "DeepseekV32ForCausalLM", "Glm4MoeForCausalLM")

@@ -132,6 +132,13 @@ TEST(FakeCuda, Llama4BothTargetsBitExactThroughTheFake) {
                                          {{2}, {4, 0, 2}, {2, 0, 1, Target::kVllm}, {4, 0, 4, Target::kVllm}});
 }
 
+// Converted parameters (DeepSeek-V3.2's F32 norms narrowed to BF16, its FP8 indexer wk
+// dequantized): assembled whole on the host, converted, then published through the staging ring.
+TEST(FakeCuda, DeepseekV32ConversionsBitExactThroughTheFake) {
+  TempDir dir;
+  expect_every_rank_matches_through_fake(synth(dir, "deepseek_v32", "--fp8"), {{2}, {1, 0, 1, Target::kVllm}});
+}
+
 // Global scales inverted by the "kernel" (the host rule, run by the fake's stream) region by region.
 TEST(FakeCuda, Nvfp4ScaleInversionsQueuedAfterTheirCopies) {
   TempDir dir;

@@ -453,17 +453,17 @@ TEST(BuildingBlocks, WidenedPiecesCastABf16CutToF32Exactly) {
 // ties to even, keeps NaN a (quiet) NaN and infinities; FP8 E4M3 ("fn") decodes normals,
 // subnormals and its one NaN pattern.
 TEST(BuildingBlocks, F32ToBf16RoundsToNearestEvenAndFp8E4m3Decodes) {
-  EXPECT_EQ(f32_bits_to_bf16_rne(0x3f800000u), 0x3f80);           // 1.0
-  EXPECT_EQ(f32_bits_to_bf16_rne(0x3f808000u), 0x3f80);           // halfway, even below: down
-  EXPECT_EQ(f32_bits_to_bf16_rne(0x3f818000u), 0x3f82);           // halfway, odd below: up
-  EXPECT_EQ(f32_bits_to_bf16_rne(0x3f808001u), 0x3f81);           // above halfway: up
-  EXPECT_EQ(f32_bits_to_bf16_rne(0x7f7fffffu), 0x7f80);           // FLT_MAX rounds to +inf, as torch does
-  EXPECT_EQ(f32_bits_to_bf16_rne(0xff800000u), 0xff80);           // -inf
-  EXPECT_EQ(f32_bits_to_bf16_rne(0x7f800001u) & 0x7fc0, 0x7fc0);  // a NaN stays a NaN
-  EXPECT_EQ(fp8_e4m3_to_f32(0x38), 1.0f);                         // 0.0111.000
-  EXPECT_EQ(fp8_e4m3_to_f32(0xc4), -3.0f);                        // 1.1000.100 = -(1.5 x 2)
-  EXPECT_EQ(fp8_e4m3_to_f32(0x7e), 448.0f);                       // the largest finite value
-  EXPECT_EQ(fp8_e4m3_to_f32(0x01), std::ldexp(1.0f, -9));         // the smallest subnormal
+  EXPECT_EQ(f32_bits_to_bf16_rne(0x3f800000u), 0x3f80);    // 1.0
+  EXPECT_EQ(f32_bits_to_bf16_rne(0x3f808000u), 0x3f80);    // halfway, even below: down
+  EXPECT_EQ(f32_bits_to_bf16_rne(0x3f818000u), 0x3f82);    // halfway, odd below: up
+  EXPECT_EQ(f32_bits_to_bf16_rne(0x3f808001u), 0x3f81);    // above halfway: up
+  EXPECT_EQ(f32_bits_to_bf16_rne(0x7f7fffffu), 0x7f80);    // FLT_MAX rounds to +inf, as torch does
+  EXPECT_EQ(f32_bits_to_bf16_rne(0xff800000u), 0xff80);    // -inf
+  EXPECT_EQ(f32_bits_to_bf16_rne(0xff800001u), 0x7fc0);    // any NaN: torch's canonical one
+  EXPECT_EQ(fp8_e4m3_to_f32(0x38), 1.0f);                  // 0.0111.000
+  EXPECT_EQ(fp8_e4m3_to_f32(0xc4), -3.0f);                 // 1.1000.100 = -(1.5 x 2)
+  EXPECT_EQ(fp8_e4m3_to_f32(0x7e), 448.0f);                // the largest finite value
+  EXPECT_EQ(fp8_e4m3_to_f32(0x01), std::ldexp(1.0f, -9));  // the smallest subnormal
   EXPECT_TRUE(std::isnan(fp8_e4m3_to_f32(0x7f)));
   EXPECT_EQ(fp8_e4m3_to_f32(0x80), -0.0f);
 }

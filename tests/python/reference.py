@@ -1104,6 +1104,7 @@ DOC_FAMILIES = {
     "Phi3ForCausalLM": ("phi3_reference", "Phi3Builder"),
     "Glm4MoeForCausalLM": ("glm4_moe_reference", "Glm4MoeBuilder"),
     "Qwen3NextForCausalLM": ("qwen3_next_reference", "Qwen3NextBuilder"),
+    "DeepseekV32ForCausalLM": ("deepseek_v32_reference", "DeepseekV32Builder"),
 }
 
 

@@ -424,10 +424,11 @@ def expand_pattern(name):
     return out
 
 
-def shards_from_inventory(path, n_files):
+def shards_from_inventory(path, n_files, k_width=1, n_width=1):
     """A tensor_inventory.json (name patterns with `{a-b}` ranges, shape, dtype: a header
     inventory without the per-file map) as `n_files` shards of about equal bytes, in model order
-    (embeddings, layer by layer, the rest), named model-{k}-of-{n}.safetensors as Kimi-K2-Instruct's."""
+    (embeddings, layer by layer, the rest), named as the inventory's `files` names them
+    (model-1-of-61 for Kimi-K2-Instruct, model-00001-of-000163 for DeepSeek-V3.2)."""
     with open(path) as f:
         listed = json.load(f)["tensors"]
     tensors = []
@@ -449,7 +450,7 @@ def shards_from_inventory(path, n_files):
     for t in tensors:
         groups[min(n_files - 1, acc * n_files // total)].append(t)
         acc += DTYPE_BYTES[t[1]] * math.prod(t[2])
-    return [(f"model-{k + 1}-of-{n_files}.safetensors", g) for k, g in enumerate(groups) if g]
+    return [(f"model-{k + 1:0{k_width}d}-of-{n_files:0{n_width}d}.safetensors", g) for k, g in enumerate(groups) if g]
 
 
 def build(layout_dir, out_dir):
@@ -473,10 +474,10 @@ def build(layout_dir, out_dir):
     elif os.path.exists(os.path.join(layout_dir, "tensor_inventory.json")):
         inventory = os.path.join(layout_dir, "tensor_inventory.json")
         with open(inventory) as f:
-            files = re.search(r"model-1-of-(\d+)\.safetensors", json.load(f).get("files", ""))
+            files = re.search(r"model-(\d+)-of-(\d+)\.safetensors", json.load(f).get("files", ""))
         if not files:
-            raise LayoutError(f"{inventory}: 'files' does not say how many model-1-of-N.safetensors shards there are")
-        shards = shards_from_inventory(inventory, int(files.group(1)))
+            raise LayoutError(f"{inventory}: 'files' does not say how many model-K-of-N.safetensors shards there are")
+        shards = shards_from_inventory(inventory, int(files.group(2)), len(files.group(1)), len(files.group(2)))
         weight_map = {name: file for file, ts in shards for name, _, _ in ts}
         expected_total = sum(DTYPE_BYTES[d] * math.prod(s) for _, ts in shards for _, d, s in ts)
         with open(os.path.join(out_dir, INDEX_NAME), "w") as f:

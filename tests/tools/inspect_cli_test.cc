@@ -324,7 +324,7 @@ TEST(SynthErrors, UnknownFamilyExitsTwo) {
   EXPECT_NE(
       r.err.find(
           "FAMILY: gpt9 not in {llama,mistral,qwen2,qwen3,qwen3_moe,mixtral,deepseek_v3,gpt_oss,llama4,llama4_text,"
-          "phi3,kimi_k2,glm4_moe,qwen3_next}"),
+          "phi3,kimi_k2,glm4_moe,qwen3_next,deepseek_v32}"),
       std::string::npos)
       << r.err;
   EXPECT_FALSE(fs::exists(dir / "out" / "model.safetensors.index.json"));

@@ -35,10 +35,10 @@ int run_synth(SynthOptions& o) {
   if (o.mtp >= 0) c.mtp = static_cast<uint64_t>(o.mtp);
   if (o.q_lora >= 0) c.q_lora = static_cast<uint64_t>(o.q_lora);
   if (c.qk_norm && c.family != "glm4_moe") throw Error(ErrorCode::kInvalidArgument, "synth: --qk-norm is for glm4_moe");
-  if (c.fp8 && c.family != "deepseek_v3" && c.family != "kimi_k2")
-    throw Error(ErrorCode::kInvalidArgument, "synth: --fp8 is only for deepseek_v3 and kimi_k2");
-  if (c.nvfp4 && (c.family == "deepseek_v3" || c.family == "kimi_k2" || c.family == "glm4_moe" ||
-                  c.family == "gpt_oss" || c.family == "phi3" || c.family == "qwen3_next")) {
+  if (c.fp8 && c.family != "deepseek_v3" && c.family != "kimi_k2" && c.family != "deepseek_v32")
+    throw Error(ErrorCode::kInvalidArgument, "synth: --fp8 is only for deepseek_v3, deepseek_v32 and kimi_k2");
+  if (c.nvfp4 && (c.family == "deepseek_v3" || c.family == "deepseek_v32" || c.family == "kimi_k2" ||
+                  c.family == "glm4_moe" || c.family == "gpt_oss" || c.family == "phi3" || c.family == "qwen3_next")) {
     throw Error(ErrorCode::kInvalidArgument,
                 "synth: --nvfp4 is for llama, mistral, qwen2, qwen3, qwen3_moe and mixtral");
   }
@@ -70,7 +70,8 @@ Runner add_synth(CLI::App& app) {
          "(Llama4ForCausalLM), phi3 "
          "(Phi3ForCausalLM: fused qkv_proj and gate_up_proj), kimi_k2 (DeepseekV3ForCausalLM with rotary_emb.inv_freq "
          "keys, no MTP), glm4_moe (Glm4MoeForCausalLM: GLM-4.5-Air-like, tiny only), qwen3_next "
-         "(Qwen3NextForCausalLM: gated-delta and gated full attention, tiny only)")
+         "(Qwen3NextForCausalLM: gated-delta and gated full attention, tiny only), deepseek_v32 "
+         "(DeepseekV32ForCausalLM: F32 norms, an indexer per layer)")
       ->check(CLI::IsMember(synth_family_names()))
       ->required();
   sub->add_option("OUT_DIR", o->out, "Directory to write")->required();

@@ -38,22 +38,23 @@ constexpr Family kFamilies[] = {
     {"kimi_k2", "DeepseekV3ForCausalLM", "kimi_k2", false, false, false, true},
     {"glm4_moe", "Glm4MoeForCausalLM", "glm4_moe", true, false, false, true},
     {"qwen3_next", "Qwen3NextForCausalLM", "qwen3_next", false, true, false, true},
+    {"deepseek_v32", "DeepseekV32ForCausalLM", "deepseek_v32", false, false, false, true},
 };
 
 // DeepSeek-V3's layout; Kimi K2 is that architecture with its own data (model_type kimi_k2, no
 // MTP layer, a rotary_emb.inv_freq tensor in every layer's attention).
 // GLM-4.5 is DeepSeek-V3's MoE, dense layers and MTP with Llama-style attention.
 bool deepseek_like(const std::string& family) {
-  return family == "deepseek_v3" || family == "kimi_k2" || family == "glm4_moe";
+  return family == "deepseek_v3" || family == "kimi_k2" || family == "glm4_moe" || family == "deepseek_v32";
 }
 
 const Family& family_of(const std::string& name) {
   for (const auto& f : kFamilies) {
     if (name == f.name) return f;
   }
-  throw Error(ErrorCode::kInvalidArgument, "synth: unknown family '" + name +
-                                               "' (known: llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, "
-                                               "deepseek_v3, gpt_oss, llama4, llama4_text, phi3)");
+  std::string known;
+  for (const auto& f : kFamilies) known += (known.empty() ? "" : ", ") + std::string(f.name);
+  throw Error(ErrorCode::kInvalidArgument, "synth: unknown family '" + name + "' (known: " + known + ")");
 }
 
 constexpr const char* kPresets[] = {"tiny", "small", "1g", "4g"};
@@ -167,6 +168,10 @@ namespace {
 // DeepSeek-V3: MLA attention, dense then MoE layers, MTP layers after the last one.
 std::vector<SynthTensor> deepseek_tensors(const SynthConfig& c) {
   const DType d = c.dtype, w = c.fp8 ? DType::kF8_E4M3 : c.dtype;
+  // DeepSeek-V3.2 keeps its RMSNorm weights in F32, and an indexer in every layer.
+  const bool v32 = c.family == "deepseek_v32";
+  const DType nd = v32 ? DType::kF32 : d;
+  const uint64_t index_heads = 4, index_dim = 128;
   const uint64_t h = c.hidden;
   std::vector<SynthTensor> out;
   auto lin = [&](const std::string& name, uint64_t rows, uint64_t cols) {
@@ -184,13 +189,13 @@ std::vector<SynthTensor> deepseek_tensors(const SynthConfig& c) {
     const std::string a = p + "self_attn.";
     if (i >= c.layers) {
       out.push_back({p + "embed_tokens.weight", {c.vocab, h}, d});
-      out.push_back({p + "enorm.weight", {h}, d});
-      out.push_back({p + "hnorm.weight", {h}, d});
+      out.push_back({p + "enorm.weight", {h}, nd});
+      out.push_back({p + "hnorm.weight", {h}, nd});
       out.push_back({p + "eh_proj.weight", {h, 2 * h}, d});
-      out.push_back({p + "shared_head.norm.weight", {h}, d});
+      out.push_back({p + "shared_head.norm.weight", {h}, nd});
       out.push_back({p + "shared_head.head.weight", {c.vocab, h}, d});
     }
-    out.push_back({p + "input_layernorm.weight", {h}, d});
+    out.push_back({p + "input_layernorm.weight", {h}, nd});
     if (c.family == "kimi_k2") out.push_back({a + "rotary_emb.inv_freq", {56}, DType::kBF16});  // as Kimi-K2-Instruct
     if (c.family == "glm4_moe") {  // Llama-style attention with q/k/v biases
       const uint64_t q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim;
@@ -205,18 +210,25 @@ std::vector<SynthTensor> deepseek_tensors(const SynthConfig& c) {
       out.push_back({a + "o_proj.weight", {h, q}, d});
     } else if (c.q_lora) {
       lin(a + "q_a_proj", c.q_lora, h);
-      out.push_back({a + "q_a_layernorm.weight", {c.q_lora}, d});
+      out.push_back({a + "q_a_layernorm.weight", {c.q_lora}, nd});
       lin(a + "q_b_proj", c.heads * (c.nope + c.rope), c.q_lora);
     } else {
       lin(a + "q_proj", c.heads * (c.nope + c.rope), h);
     }
     if (c.family != "glm4_moe") {
       lin(a + "kv_a_proj_with_mqa", c.kv_lora + c.rope, h);
-      out.push_back({a + "kv_a_layernorm.weight", {c.kv_lora}, d});
+      out.push_back({a + "kv_a_layernorm.weight", {c.kv_lora}, nd});
       lin(a + "kv_b_proj", c.heads * (c.nope + c.v_head), c.kv_lora);
       lin(a + "o_proj", h, c.heads * c.v_head);
     }
-    out.push_back({p + "post_attention_layernorm.weight", {h}, d});
+    if (v32) {
+      lin(a + "indexer.wq_b", index_heads * index_dim, c.q_lora ? c.q_lora : h);
+      lin(a + "indexer.wk", index_dim, h);
+      out.push_back({a + "indexer.k_norm.weight", {index_dim}, DType::kF32});
+      out.push_back({a + "indexer.k_norm.bias", {index_dim}, DType::kF32});
+      out.push_back({a + "indexer.weights_proj.weight", {index_heads, h}, d});  // never quantised
+    }
+    out.push_back({p + "post_attention_layernorm.weight", {h}, nd});
     if (i < c.first_dense) {
       mlp(p + "mlp.", c.intermediate);
       continue;
@@ -226,7 +238,7 @@ std::vector<SynthTensor> deepseek_tensors(const SynthConfig& c) {
     if (c.shared_experts) mlp(p + "mlp.shared_experts.", c.moe_intermediate * c.shared_experts);
     for (uint64_t j = 0; j < c.experts; ++j) mlp(p + "mlp.experts." + std::to_string(j) + ".", c.moe_intermediate);
   }
-  out.push_back({"model.norm.weight", {h}, d});
+  out.push_back({"model.norm.weight", {h}, nd});
   out.push_back({"lm_head.weight", {c.vocab, h}, d});
   return out;
 }
@@ -545,6 +557,11 @@ std::string synth_config_json(const SynthConfig& c) {
     j["n_group"] = 1;
     j["topk_group"] = 1;
   } else if (deepseek_like(c.family)) {
+    if (c.family == "deepseek_v32") {
+      j["index_n_heads"] = 4;
+      j["index_head_dim"] = 128;
+      j["index_topk"] = 64;
+    }
     j["q_lora_rank"] = c.q_lora ? nlohmann::ordered_json(c.q_lora) : nlohmann::ordered_json(nullptr);
     j["kv_lora_rank"] = c.kv_lora;
     j["qk_nope_head_dim"] = c.nope;

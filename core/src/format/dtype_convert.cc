@@ -9,7 +9,7 @@
 namespace wmap {
 
 uint16_t f32_bits_to_bf16_rne(uint32_t f) {
-  if ((f & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((f >> 16) | 0x0040u);  // NaN, quieted
+  if ((f & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;  // any NaN: torch's canonical BF16 NaN
   return static_cast<uint16_t>((f + 0x7fffu + ((f >> 16) & 1u)) >> 16);
 }
 

@@ -14,7 +14,7 @@
 WMAP_PUBLIC_BEGIN
 namespace wmap {
 
-// Round to nearest, ties to even; NaN stays NaN (quiet, its sign kept).
+// Round to nearest, ties to even; any NaN becomes 0x7fc0 (c10::detail::round_to_nearest_even).
 uint16_t f32_bits_to_bf16_rne(uint32_t f);
 float fp8_e4m3_to_f32(uint8_t v);
 
