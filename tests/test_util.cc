@@ -71,6 +71,22 @@ CommandResult run_command(const std::string& command) {
 
 CommandResult run_wmap(const std::string& args) { return run_command(shell_quote(WMAP_CLI_PATH) + " -q " + args); }
 
+std::filesystem::path synth_checkpoint(const std::filesystem::path& dir, const std::string& family,
+                                       const std::string& name, const std::string& args) {
+  const auto ckpt = dir / name;
+  const auto r = run_wmap("synth " + family + " " + shell_quote(ckpt.string()) + " " + args);
+  EXPECT_EQ(r.exit_code, 0) << family << " " << args << "\n" << r.err;
+  return ckpt;
+}
+
+std::filesystem::path sparse_layout(const std::string& layout, const std::filesystem::path& out) {
+  const auto r =
+      run_command(shell_quote(python()) + " " + shell_quote((source_dir() / "tests/python/sparse_layout.py").string()) +
+                  " " + shell_quote((testdata_dir() / "layouts" / layout).string()) + " " + shell_quote(out.string()));
+  EXPECT_EQ(r.exit_code, 0) << layout << "\n" << r.err;
+  return out;
+}
+
 std::filesystem::path testdata_dir() { return WMAP_TESTDATA_DIR; }
 std::filesystem::path source_dir() { return WMAP_SOURCE_DIR; }
 std::string python() { return WMAP_PYTHON; }

@@ -46,6 +46,12 @@ struct CommandResult {
 CommandResult run_command(const std::string& command);
 // Runs the wmap CLI with the given (shell-quoted by the caller) arguments.
 CommandResult run_wmap(const std::string& args);
+// `wmap synth FAMILY DIR/NAME ARGS` (expects success); returns the checkpoint folder.
+std::filesystem::path synth_checkpoint(const std::filesystem::path& dir, const std::string& family,
+                                       const std::string& name, const std::string& args = "");
+// tests/data/layouts/LAYOUT rebuilt as sparse files in OUT by tests/python/sparse_layout.py
+// (expects success); returns OUT.
+std::filesystem::path sparse_layout(const std::string& layout, const std::filesystem::path& out);
 std::string shell_quote(const std::string& s);
 
 std::filesystem::path testdata_dir();  // tests/data

@@ -13,10 +13,7 @@ namespace wmap::test {
 namespace {
 
 std::filesystem::path synth_v32(const TempDir& dir, const std::string& name, const std::string& args) {
-  const auto ckpt = dir / name;
-  auto r = run_wmap("synth deepseek_v32 " + shell_quote(ckpt.string()) + " " + args);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return ckpt;
+  return synth_checkpoint(dir.path(), "deepseek_v32", name, args);
 }
 
 TEST(DeepseekV32Load, VllmBitExactWithTheFusedDequantizedIndexer) {
@@ -28,9 +25,10 @@ TEST(DeepseekV32Load, VllmBitExactWithTheFusedDequantizedIndexer) {
   const auto bf16 = synth_v32(dir, "bf16", "");
   for (uint32_t t : {1u, 2u}) expect_every_rank_matches(bf16, t, "--target vllm --ep-size " + std::to_string(t));
   const auto plan = run_wmap("plan " + shell_quote(fp8.string()) + " --target vllm --json");
-  EXPECT_NE(plan.out.find("\"name\":\"model.layers.0.self_attn.indexer.wk_weights_proj.weight\",\"module\":"
-                          "\"model.layers.0.self_attn.indexer.wk_weights_proj\",\"dtype\":\"BF16\",\"shape\":[132,128]"),
-            std::string::npos);
+  EXPECT_NE(
+      plan.out.find("\"name\":\"model.layers.0.self_attn.indexer.wk_weights_proj.weight\",\"module\":"
+                    "\"model.layers.0.self_attn.indexer.wk_weights_proj\",\"dtype\":\"BF16\",\"shape\":[132,128]"),
+      std::string::npos);
   EXPECT_NE(plan.out.find("\"convert\":{\"kind\":\"fp8_block_dequant\",\"rows\":128,\"cols\":128,\"block\":[128,128]"),
             std::string::npos);
   EXPECT_NE(plan.out.find("\"name\":\"model.norm.weight\",\"module\":\"model.norm\",\"dtype\":\"BF16\""),
@@ -69,12 +67,7 @@ TEST(DeepseekV32Load, WhatIsNotServedIsRefusedWithTheReason) {
 // 1,766 non-expert tensors and its experts in 58 layers.
 TEST(DeepseekV32Load, RealLayoutPlansCompleteAtTp8Ep8UnderBothTargets) {
   TempDir dir;
-  const auto ckpt = dir / "v32";
-  const auto built = run_command(shell_quote(python()) + " " +
-                                 shell_quote((source_dir() / "tests/python/sparse_layout.py").string()) + " " +
-                                 shell_quote((testdata_dir() / "layouts/deepseek-v3.2").string()) + " " +
-                                 shell_quote(ckpt.string()));
-  ASSERT_EQ(built.exit_code, 0) << built.err;
+  const auto ckpt = sparse_layout("deepseek-v3.2", dir / "v32");
   for (const char* target : {"trtllm", "vllm"}) {
     const bool vllm = std::string(target) == "vllm";
     for (uint64_t p : {8u, 16u}) {
@@ -84,10 +77,10 @@ TEST(DeepseekV32Load, RealLayoutPlansCompleteAtTp8Ep8UnderBothTargets) {
       ASSERT_EQ(r.exit_code, 0) << layout << "\n" << r.err;
       const uint64_t consumed = vllm ? 1766 + 256 / p * 6 * 58 : 1799 + 256 / p * 6 * 59;
       const uint64_t skipped = vllm ? 1571 : 2;
-      EXPECT_NE(r.out.find("from " + std::to_string(consumed) + " of 92425 checkpoint tensors, " +
-                           std::to_string(skipped) + " skipped, " + std::to_string(92425 - skipped - consumed) +
-                           " left to other ranks"),
-                std::string::npos)
+      EXPECT_NE(
+          r.out.find("from " + std::to_string(consumed) + " of 92425 checkpoint tensors, " + std::to_string(skipped) +
+                     " skipped, " + std::to_string(92425 - skipped - consumed) + " left to other ranks"),
+          std::string::npos)
           << layout << "\n"
           << r.out;
     }

@@ -13,10 +13,7 @@ namespace wmap::test {
 namespace {
 
 std::filesystem::path synth_glm(const TempDir& dir, const std::string& name, const std::string& args) {
-  const auto ckpt = dir / name;
-  auto r = run_wmap("synth glm4_moe " + shell_quote(ckpt.string()) + " " + args);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return ckpt;
+  return synth_checkpoint(dir.path(), "glm4_moe", name, args);
 }
 
 TEST(Glm4MoeLoad, VllmBitExactAtEveryRankWithAnF32Router) {

@@ -11,10 +11,7 @@ namespace wmap::test {
 namespace {
 
 std::filesystem::path synth_kimi(const TempDir& dir, const std::string& name, const std::string& args) {
-  const auto ckpt = dir / name;
-  auto r = run_wmap("synth kimi_k2 " + shell_quote(ckpt.string()) + " " + args);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return ckpt;
+  return synth_checkpoint(dir.path(), "kimi_k2", name, args);
 }
 
 TEST(KimiK2Load, BitExactAtEveryRankUnderBothTargetsWithInvFreqIgnored) {

@@ -11,10 +11,7 @@ namespace wmap::test {
 namespace {
 
 std::filesystem::path synth_phi3(const TempDir& dir, const std::string& name, const std::string& args) {
-  const auto ckpt = dir / name;
-  auto r = run_wmap("synth phi3 " + shell_quote(ckpt.string()) + " " + args);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return ckpt;
+  return synth_checkpoint(dir.path(), "phi3", name, args);
 }
 
 // tiny: 8 heads, 2 KV heads (duplicated at T = 4 under vllm), vocabulary 250 (uneven over 4),

@@ -12,12 +12,7 @@
 namespace wmap::test {
 namespace {
 
-std::filesystem::path synth_qwen3_next(const TempDir& dir) {
-  const auto ckpt = dir / "q3n";
-  auto r = run_wmap("synth qwen3_next " + shell_quote(ckpt.string()));
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return ckpt;
-}
+std::filesystem::path synth_qwen3_next(const TempDir& dir) { return synth_checkpoint(dir.path(), "qwen3_next", "q3n"); }
 
 TEST(Qwen3NextLoad, VllmBitExactAtEveryRankGroupedRows) {
   TempDir dir;
