@@ -24,6 +24,7 @@ TEST(DeepseekV32Load, VllmBitExactWithTheFusedDequantizedIndexer) {
   expect_every_rank_matches(fp8, 2, "--target vllm --ep-size 2");
   const auto bf16 = synth_v32(dir, "bf16", "");
   for (uint32_t t : {1u, 2u}) expect_every_rank_matches(bf16, t, "--target vllm --ep-size " + std::to_string(t));
+  expect_every_rank_matches(bf16, 4, "--target vllm");  // BF16: no FP8 block to keep whole at T = 4
   const auto plan = run_wmap("plan " + shell_quote(fp8.string()) + " --target vllm --json");
   EXPECT_NE(
       plan.out.find("\"name\":\"model.layers.0.self_attn.indexer.wk_weights_proj.weight\",\"module\":"
