@@ -334,30 +334,54 @@ def write_sparse_shard(path, tensors, metadata=None):
     return size, offset
 
 
+def model_order(name):
+    """Sort key of a tensor name in a list with no file order: embeddings, then layer by layer,
+    then the rest (a stable sort keeps the list's order within each)."""
+    m = re.match(r"model\.layers\.(\d+)\.", name)
+    if m:
+        return (1, int(m.group(1)))
+    return (0 if "embed_tokens" in name else 2, 0)
+
+
+def group_by_bytes(tensors, max_bytes):
+    """(name, dtype, shape) in order, cut into groups of at most `max_bytes` of data (a tensor
+    larger than that gets a group of its own)."""
+    groups, size = [[]], 0
+    for t in tensors:
+        nbytes = DTYPE_BYTES[t[1]] * math.prod(t[2])
+        if groups[-1] and size + nbytes > max_bytes:
+            groups.append([])
+            size = 0
+        groups[-1].append(t)
+        size += nbytes
+    return groups
+
+
+def write_index(out_dir, shards):
+    """The index of generated shards ([(file, [(name, dtype, shape)])]); returns its total_size."""
+    weight_map = {name: file for file, ts in shards for name, _, _ in ts}
+    total = sum(DTYPE_BYTES[d] * math.prod(s) for _, ts in shards for _, d, s in ts)
+    with open(os.path.join(out_dir, INDEX_NAME), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}, f, indent=2)
+    return total
+
+
 def shards_from_list(path, cfg, max_bytes=4_800_000_000):
     """Shards of a tensors.json list, in list order, each at most `max_bytes` of data (a tensor
     larger than that gets a shard of its own). gpt-oss names them as its converter's
     save_sharded_model (model-{k:05d}-of-{N-1:05d}), others as transformers (model-{k:05d}-of-{N:05d})."""
     with open(path) as f:
         listed = json.load(f)["tensors"]
-    groups, size = [[]], 0
     expanded = []
     for entry in listed:  # names may be patterns ({a-b} ranges, {x,y} alternatives): GLM-4.5-Air's
         # A dtype marked "BF16?" is assumed, not seen (GLM-4.5-Air's MTP layer): used as given.
         pattern, shape, dtype = entry[0], list(entry[1]), entry[2].rstrip("?")
         if dtype not in DTYPE_BYTES:
             raise LayoutError(f"{path}: {pattern}: unknown dtype {dtype}")
-        expanded.extend((name, shape, dtype) for name in expand_pattern(pattern))
+        expanded.extend((name, dtype, shape) for name in expand_pattern(pattern))
     if any("{" in e[0] for e in listed):  # a pattern list is in no file order: model order
-        expanded.sort(key=lambda t: (1, int(re.match(r"model\.layers\.(\d+)\.", t[0]).group(1)))
-                      if re.match(r"model\.layers\.\d+\.", t[0]) else (0 if "embed_tokens" in t[0] else 2, 0))
-    for name, shape, dtype in expanded:
-        nbytes = DTYPE_BYTES[dtype] * math.prod(shape)
-        if groups[-1] and size + nbytes > max_bytes:
-            groups.append([])
-            size = 0
-        groups[-1].append((name, dtype, shape))
-        size += nbytes
+        expanded.sort(key=lambda t: model_order(t[0]))
+    groups = group_by_bytes(expanded, max_bytes)
     n = len(groups)
     arch = (cfg.get("architectures") or ["?"])[0]
     if arch == "GptOssForCausalLM":
@@ -438,13 +462,7 @@ def shards_from_inventory(path, n_files, k_width=1, n_width=1):
             raise LayoutError(f"{path}: {pattern}: unknown dtype {dtype}")
         tensors.extend((name, dtype, shape) for name in expand_pattern(pattern))
 
-    def order(t):
-        m = re.match(r"model\.layers\.(\d+)\.", t[0])
-        if m:
-            return (1, int(m.group(1)))
-        return (0 if "embed_tokens" in t[0] else 2, 0)
-
-    tensors.sort(key=order)  # stable: the inventory's order within a layer
+    tensors.sort(key=lambda t: model_order(t[0]))  # stable: the inventory's order within a layer
     total = sum(DTYPE_BYTES[d] * math.prod(s) for _, d, s in tensors)
     groups, acc = [[] for _ in range(n_files)], 0
     for t in tensors:
@@ -478,35 +496,16 @@ def build(layout_dir, out_dir):
         if not files:
             raise LayoutError(f"{inventory}: 'files' does not say how many model-K-of-N.safetensors shards there are")
         shards = shards_from_inventory(inventory, int(files.group(2)), len(files.group(1)), len(files.group(2)))
-        weight_map = {name: file for file, ts in shards for name, _, _ in ts}
-        expected_total = sum(DTYPE_BYTES[d] * math.prod(s) for _, ts in shards for _, d, s in ts)
-        with open(os.path.join(out_dir, INDEX_NAME), "w") as f:
-            json.dump({"metadata": {"total_size": expected_total}, "weight_map": dict(sorted(weight_map.items()))}, f,
-                      indent=2)
+        expected_total = write_index(out_dir, shards)
         approximate = None
     elif os.path.exists(os.path.join(layout_dir, "tensors.json")):
         shards = shards_from_list(os.path.join(layout_dir, "tensors.json"), cfg)
-        weight_map = {name: file for file, ts in shards for name, _, _ in ts}
-        expected_total = sum(DTYPE_BYTES[d] * math.prod(s) for _, ts in shards for _, d, s in ts)
-        with open(os.path.join(out_dir, INDEX_NAME), "w") as f:
-            json.dump({"metadata": {"total_size": expected_total}, "weight_map": dict(sorted(weight_map.items()))}, f,
-                      indent=2)
+        expected_total = write_index(out_dir, shards)
         approximate = None
     elif (cfg.get("architectures") or ["?"])[0] == "Qwen3NextForCausalLM":
-        groups, size = [[]], 0
-        for t in qwen3_next_tensors(cfg):  # shards of at most 4.8e9 bytes, in model order
-            nbytes = DTYPE_BYTES[t[1]] * math.prod(t[2])
-            if groups[-1] and size + nbytes > 4_800_000_000:
-                groups.append([])
-                size = 0
-            groups[-1].append(t)
-            size += nbytes
+        groups = group_by_bytes(qwen3_next_tensors(cfg), 4_800_000_000)  # model order
         shards = [(f"model-{k + 1:05d}-of-{len(groups):05d}.safetensors", g) for k, g in enumerate(groups)]
-        weight_map = {name: file for file, ts in shards for name, _, _ in ts}
-        expected_total = sum(DTYPE_BYTES[d] * math.prod(s) for _, ts in shards for _, d, s in ts)
-        with open(os.path.join(out_dir, INDEX_NAME), "w") as f:
-            json.dump({"metadata": {"total_size": expected_total}, "weight_map": dict(sorted(weight_map.items()))}, f,
-                      indent=2)
+        expected_total = write_index(out_dir, shards)
         approximate = None
     else:
         arch = (cfg.get("architectures") or ["?"])[0]
@@ -516,11 +515,7 @@ def build(layout_dir, out_dir):
         sizes = read_shard_sizes(os.path.join(layout_dir, "shard_sizes.tsv"))
         tensors = deepseek_v3_tensors(cfg)
         shards = list(zip([n for n, _ in sizes], split_by_sizes(tensors, sizes)))
-        weight_map = {name: file for file, ts in shards for name, _, _ in ts}
-        total = sum(DTYPE_BYTES[d] * math.prod(s) for _, d, s in tensors)
-        with open(os.path.join(out_dir, INDEX_NAME), "w") as f:
-            json.dump({"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}, f, indent=2)
-        expected_total = total
+        expected_total = write_index(out_dir, shards)
         approximate = None
     shutil.copyfile(os.path.join(layout_dir, "config.json"), os.path.join(out_dir, "config.json"))
 
