@@ -5,6 +5,8 @@
 
 #include "commands.h"
 #include "wmap/catalog/catalog.h"
+#include "wmap/catalog/shard_digests.h"
+#include "wmap/util/error.h"
 #include "wmap/format/torch_checkpoint.h"
 #include "wmap/util/log.h"
 #include "wmap/util/progress.h"
@@ -18,6 +20,8 @@ struct InspectOptions {
   bool json = false;
   bool prefer_consolidated = false;
   std::string save_catalog;
+  bool digests = false;  // hash every shard into the saved catalog
+  std::string manifest;  // expected digests the hashes must match before they are recorded
 };
 
 std::string human_bytes(uint64_t b) {
@@ -30,14 +34,35 @@ std::string human_bytes(uint64_t b) {
   return buf;
 }
 
+// Hashes every shard into the catalog. A shard whose hash differs from a digest already known
+// for it (hf cache, local-dir metadata, --manifest) is not recorded: the command fails naming it,
+// so a saved catalog never blesses a corrupt file.
+void record_digests(const ShardSet& set, const std::string& manifest, Catalog& cat) {
+  uint64_t total = 0;
+  for (size_t i = 0; i < set.files.size(); ++i) total += std::filesystem::file_size(set.path_of(i));
+  Progress progress("sha256", total, true, Progress::kBytes);
+  VerifyOptions vo;
+  vo.progress = [&](uint64_t done, uint64_t) { progress.update(done); };
+  DigestSources sources;
+  sources.manifest = manifest;
+  const auto expected = expected_digests(set.root, set.files, sources);
+  const std::vector<ShardCheck> checks = verify_files(set.root, set.files, expected, vo);
+  progress.finish();
+  for (const ShardCheck& c : checks) {
+    if (c.failed()) throw Error(ErrorCode::kValidation, "not recording digests: " + c.line());
+  }
+  for (size_t i = 0; i < checks.size(); ++i) cat.set_shard_sha256(static_cast<uint32_t>(i), checks[i].actual);
+}
+
 int run_inspect(const InspectOptions& o) {
   ShardSet set = discover_shards(o.path, {.prefer_consolidated = o.prefer_consolidated});
   for (const auto& w : set.warnings) log_warn(w);
   Progress progress("catalog", set.files.size(), true, " shards");
   CatalogBuildOptions build;
   build.progress = [&](size_t done, size_t) { progress.update(done); };
-  const Catalog cat = Catalog::build(set, build);
+  Catalog cat = Catalog::build(set, build);
   progress.finish();
+  if (o.digests) record_digests(set, o.manifest, cat);
   if (!o.save_catalog.empty()) cat.save_json_file(o.save_catalog);
   if (o.json) {
     const std::string text = cat.to_json(true);
@@ -86,6 +111,9 @@ Runner add_inspect(CLI::App& app) {
   sub->add_option("PATH", opts->path, "Checkpoint directory or one .safetensors file")->required();
   sub->add_flag("--json", opts->json, "Print the catalog as JSON (shards, tensors sorted by name)");
   sub->add_option("--save-catalog", opts->save_catalog, "Write the catalog, with its content id, for offline planning");
+  sub->add_flag("--digests", opts->digests,
+                "Hash every shard (SHA-256) into the catalog: expected digests for `verify` and `load --verify`");
+  sub->add_option("--manifest", opts->manifest, "With --digests: digests (sha256sum format) the shards must match");
   sub->add_flag("--prefer-consolidated", opts->prefer_consolidated, "Use consolidated*.safetensors over sharded files");
   return [opts] { return run_inspect(*opts); };
 }

@@ -10,6 +10,7 @@
 #include "rank_context.h"
 #include "wmap/util/error.h"
 #include "wmap/util/progress.h"
+#include "wmap/util/xxh3.h"
 
 namespace wmap::cli {
 namespace {
@@ -25,6 +26,9 @@ struct LoadOptions {
   std::string prefault = "on";
   bool allow_partial = false;
   std::string io_policy = "native";
+  std::string verify;    // "", "read" (--verify) or "full"
+  std::string manifest;  // expected digests, sha256sum format
+  bool digests = false;  // each parameter's XXH3-64 in the report
 };
 
 std::string replace_rank(std::string s, uint32_t rank) {
@@ -46,6 +50,10 @@ ExecOptions exec_options(const LoadOptions& o) {
   exec.read_workers = o.read_workers ? o.read_workers : env_read;
   exec.load_workers = o.workers ? o.workers : env_load;
   exec.prefault = o.prefault == "on";
+  exec.digests = o.digests;
+  exec.verify = o.verify == "full"   ? ExecOptions::Verify::kFull
+                : o.verify == "read" ? ExecOptions::Verify::kRead
+                                     : ExecOptions::Verify::kOff;
   return exec;
 }
 
@@ -100,8 +108,35 @@ void print_load_json(const LoadReport& r, const RankContext& ranks) {
   j["plan_seconds"] = r.prepared.plan_seconds;
   j["plan_id"] = r.prepared.plan->plan_id();
   j["layout"] = nlohmann::ordered_json::parse(r.prepared.plan->layout().to_json());  // as `wmap plan --json`
+  if (!s.verification.empty()) {
+    nlohmann::ordered_json v = nlohmann::ordered_json::array();
+    for (const ShardCheck& c : s.verification) v.push_back(nlohmann::ordered_json::parse(c.json()));
+    j["verification"] = std::move(v);
+    j["verify_extra_bytes"] = s.verify_extra_bytes;
+  }
+  if (!r.model.digests.empty()) {
+    nlohmann::ordered_json d = nlohmann::ordered_json::object();
+    for (size_t i = 0; i < r.model.params.size(); ++i) d[r.model.params[i].name] = xxh3_hex(r.model.digests[i]);
+    j["digests"] = std::move(d);
+  }
   ranks.add_json_fields(j, s);
   print_json_line(j);
+}
+
+// One line per shard that is not a match, then a count (the matches are in --json).
+void print_verification(const LoadStats& s) {
+  if (s.verification.empty()) return;
+  size_t ok = 0, partial = 0, none = 0;
+  for (const ShardCheck& c : s.verification) {
+    ok += c.status == ShardCheck::Status::kMatch;
+    partial += c.status == ShardCheck::Status::kPartial;
+    none += c.status == ShardCheck::Status::kNoDigest;
+    if (c.status != ShardCheck::Status::kMatch) std::printf("  %s\n", c.line().c_str());
+  }
+  std::printf(
+      "  verify: %zu of %zu shards match their expected SHA-256, %zu have no expected digest, %zu not verified "
+      "(partial read); %.1f MiB read only to hash\n",
+      ok, s.verification.size(), none, partial, static_cast<double>(s.verify_extra_bytes) / (1 << 20));
 }
 
 void print_load_text(const LoadReport& r) {
@@ -123,6 +158,12 @@ void print_load_text(const LoadReport& r) {
       static_cast<unsigned long long>(s.reads), r.device_open_seconds, r.prepared.catalog_seconds,
       r.prepared.plan_seconds, s.seconds, s.setup_seconds, r.stream_gbps(), s.read_seconds, s.transform_seconds,
       s.copy_seconds);
+  print_verification(s);
+  if (!r.model.digests.empty()) {
+    for (size_t i = 0; i < r.model.params.size(); ++i) {
+      std::printf("  xxh3 %s  %s\n", xxh3_hex(r.model.digests[i]).c_str(), r.model.params[i].name.c_str());
+    }
+  }
 }
 
 int run_load(const LoadOptions& o) {
@@ -140,6 +181,9 @@ int run_load(const LoadOptions& o) {
   auto prepared = ranks.phase("catalog/plan", [&] { return session->prepare(); });
   report_plan(*prepared, true);
   ExecOptions exec = exec_options(o);
+  if (exec.verify != ExecOptions::Verify::kOff) {
+    exec.expected_sha256 = expected_digests(*prepared->catalog, o.manifest, o.common.catalog);
+  }
   Progress bar("load", prepared->plan->bytes_to_load(), true, Progress::kBytes);
   exec.progress = [&bar](uint64_t done, uint64_t) { bar.update(done); };
   ranks.before_load(*prepared, *device, exec);
@@ -189,6 +233,14 @@ Runner add_load(CLI::App& app) {
   sub->add_option("--prefetch", o->prefetch, "auto, on or off (auto: when the bytes fit in 90% of available memory)")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
+  sub->add_flag("--verify{read}", o->verify,
+                "SHA-256 of each shard from the bytes the load reads, compared with its expected digest (hf cache, "
+                "local-dir metadata, --manifest, the --catalog's digests); a mismatch fails the load. --verify=full "
+                "also reads what this rank's plan does not, to hash every shard")
+      ->check(CLI::IsMember({"read", "full"}));
+  sub->add_option("--manifest", o->manifest, "With --verify: expected digests in sha256sum format");
+  sub->add_flag("--digests", o->digests,
+                "Report each parameter's XXH3-64 over its final bytes (after fusion, split, transforms)");
   sub->add_flag("--allow-partial", o->allow_partial, "Load what the plan can, even when it reports problems (exit 1)");
   sub->add_option(
          "--io-policy", o->io_policy,

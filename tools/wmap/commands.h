@@ -24,5 +24,6 @@ Runner add_inspect(CLI::App& app);
 Runner add_synth(CLI::App& app);
 Runner add_plan(CLI::App& app);
 Runner add_load(CLI::App& app);
+Runner add_verify(CLI::App& app);
 
 }  // namespace wmap::cli

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   add(wmap::cli::add_synth);
   add(wmap::cli::add_plan);
   add(wmap::cli::add_load);
+  add(wmap::cli::add_verify);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <charconv>
 #include <fstream>
 #include <future>
@@ -377,6 +378,16 @@ void append_name(std::string& out, std::string_view s) {
 
 }  // namespace
 
+void Catalog::set_shard_sha256(uint32_t shard, std::string_view hex) {
+  if (shard >= shards_.size()) throw Error(ErrorCode::kInvalidArgument, "no shard " + std::to_string(shard));
+  if (!looks_like_sha256(hex)) {
+    throw Error(ErrorCode::kInvalidArgument, shards_[shard].file + ": '" + std::string(hex) + "' is not a SHA-256");
+  }
+  std::string lower(hex);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  shards_[shard].sha256 = std::move(lower);
+}
+
 std::string Catalog::to_json(bool with_signatures) const {
   std::string out;
   size_t estimate = 1024 + shards_.size() * 256;
@@ -401,6 +412,7 @@ std::string Catalog::to_json(bool with_signatures) const {
       append_int(out, s.signature.mtime_ns);
       out += ",\"inode\":";
       append_uint(out, s.signature.inode);
+      if (!s.sha256.empty()) out += ",\"sha256\":\"" + s.sha256 + "\"";
     }
     out += ",\"metadata\":{";
     for (size_t m = 0; m < s.metadata.size(); ++m) {
@@ -499,6 +511,11 @@ Catalog Catalog::parse_json(std::string_view json, const std::string& label) {
     r.signature.inode = get_field<uint64_t>(so, "inode", label, where);
     r.header_bytes = get_field<uint64_t>(so, "header_bytes", label, where);
     r.tensor_count = get_field<uint64_t>(so, "tensors", label, where);
+    std::string_view digest;
+    if (!so["sha256"].get(digest)) {
+      if (!looks_like_sha256(digest)) bad_catalog(label, where + ": sha256 is not 64 hex digits");
+      r.sha256 = std::string(digest);
+    }
     simdjson::dom::object meta;
     if (!so["metadata"].get(meta)) {
       for (auto m : meta) {

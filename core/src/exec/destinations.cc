@@ -204,11 +204,16 @@ LoadIntoReport execute_into(const LoadPlan& plan, Device& device, const std::vec
   for (const Destination& d : destinations) by_name.emplace(exec_detail::plain_param_name(d.name), &d);
   DestinationDevice into(device, by_name);
   device.fence_external();  // the caller's queued work on its tensors comes first
-  LoadedModel model = exec_detail::PlanRunner(plan, into, options).run();
+  ExecOptions run_options = options;
+  run_options.name_written_on_failure = true;  // a failed load leaves the caller's buffers part-written
+  LoadedModel model = exec_detail::PlanRunner(plan, into, run_options).run();
   into.synchronize();
   LoadIntoReport r;
   r.stats = std::move(model.stats);
   for (const auto& p : model.params) r.params += by_name.count(p.name);
+  for (size_t i = 0; i < model.digests.size(); ++i) {
+    if (by_name.count(model.params[i].name)) r.digests.emplace_back(model.params[i].name, model.digests[i]);
+  }
   r.engine_owned = std::move(check.engine_owned);
   r.ignored = std::move(check.ignored);
   r.unfilled = std::move(check.unfilled);

@@ -8,6 +8,7 @@
 #include "copy_kernels.h"
 #include "plan_runner.h"
 #include "wmap/format/safetensors_writer.h"
+#include "wmap/util/xxh3.h"
 #include "wmap/util/env.h"
 #include "wmap/util/error.h"
 
@@ -48,6 +49,23 @@ IoMode choose_io_mode(const LoadPlan&, std::string* reason) {
 LoadedModel execute_plan(const LoadPlan& plan, Device& device, const ExecOptions& options) {
   plan.require_runnable(options.allow_partial);
   return exec_detail::PlanRunner(plan, device, options).run();
+}
+
+std::vector<uint64_t> param_digests(const LoadedModel& model, Device& device) {
+  std::vector<uint64_t> out;
+  out.reserve(model.params.size());
+  std::vector<std::byte> staged;
+  for (const LoadedParam& p : model.params) {
+    const uint64_t n = p.buffer ? p.buffer->size() : 0;
+    const std::byte* host = n ? p.buffer->host_data() : nullptr;
+    if (n && host == nullptr) {
+      if (staged.size() < n) staged.resize(n);
+      device.copy_to_host(*p.buffer, std::span(staged.data(), n));
+      host = staged.data();
+    }
+    out.push_back(xxh3_64({host, n}));
+  }
+  return out;
 }
 
 uint64_t dump_safetensors(const LoadedModel& model, Device& device, const std::filesystem::path& file) {

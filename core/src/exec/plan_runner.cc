@@ -35,7 +35,8 @@ PlanRunner::PlanRunner(const LoadPlan& plan, Device& device, const ExecOptions& 
       state_(plan.params().size()),
       items_(plan.params().size(), 0),
       transforms_(plan.params().size()),
-      unit_done_(schedule_.units().size(), 0) {
+      unit_done_(schedule_.units().size(), 0),
+      hasher_(plan, options, [this](uint32_t shard) -> const RandomAccessFile& { return file_for(shard); }) {
   configure();
 }
 
@@ -136,6 +137,7 @@ LoadedModel PlanRunner::run() {
   }
   device_.synchronize();
   if (error_) std::rethrow_exception(error_);
+  check_digests();
   reservation_.reset();  // what was set aside and not carved goes back with the last buffer
   // (the zero-size parameters below take no memory)
   // Parameters with nothing to read (zero-size) still get their (empty) buffer.
@@ -144,7 +146,9 @@ LoadedModel PlanRunner::run() {
     if (p.absent || p.broken || !p.alias_of.empty() || items_[i] != 0) continue;
     finish(static_cast<uint32_t>(i));
   }
-  return report();
+  LoadedModel model = report();
+  if (options_.digests) model.digests = param_digests(model, device_);
+  return model;
 }
 
 void PlanRunner::read_worker() {
@@ -208,6 +212,10 @@ void PlanRunner::read_span(size_t ui) {
     read_bytes_ += len;
     ++read_calls_;
     read_ns_ += ns_since(t0);
+    if (hasher_.hashes(ui)) {
+      const ShardHasher::Part part{u.begin, f.view(u.begin, len).data(), len};
+      hasher_.hash_unit(ui, std::span(&part, 1), true, failed_);
+    }
     queue_->push({Job::Kind::kCopyView, ui, u.param, {}});
     return;
   }
@@ -219,6 +227,10 @@ void PlanRunner::read_span(size_t ui) {
   read_bytes_ += len;
   ++read_calls_;
   read_ns_ += ns_since(t0);
+  if (hasher_.hashes(ui)) {
+    const ShardHasher::Part part{u.begin, buf.data(), len};
+    hasher_.hash_unit(ui, std::span(&part, 1), false, failed_);
+  }
   queue_->push({Job::Kind::kCopyStaged, ui, u.param, std::move(lease)});  // refused: the lease goes back
 }
 
@@ -237,6 +249,10 @@ void PlanRunner::read_runs(size_t ui, Scratch& scratch) {
       ++read_calls_;
     });
     read_ns_ += ns_since(t0);
+    if (hasher_.hashes(ui)) {
+      const ShardHasher::Part part{u.begin, f.view(u.begin, u.end - u.begin).data(), u.end - u.begin};
+      hasher_.hash_unit(ui, std::span(&part, 1), true, failed_);
+    }
     queue_->push({Job::Kind::kCopyView, ui, 0, {}});
     return;
   }
@@ -248,12 +264,62 @@ void PlanRunner::read_runs(size_t ui, Scratch& scratch) {
   read_bytes_ += f.read_segments(scratch.reads);
   ++read_calls_;
   read_ns_ += ns_since(t1);
+  if (hasher_.hashes(ui)) hash_read(ui, scratch);
   close_regions(scratch);
   uint64_t n = 0;
   for (const UnitSegment& s : segs) n += s.len;
   add_done(n);
   unit_consumed(ui);
   for (const UnitSegment& s : segs) piece_done(s.param, 1, false);
+}
+
+// The parts in file order. In region mode they are staged regions, published (and reused) once
+// closed: copied out first, so a worker waiting for its shard's turn holds no staging slab.
+void PlanRunner::hash_read(size_t ui, Scratch& scratch) {
+  std::vector<ShardHasher::Part>& parts = scratch.parts;
+  parts.clear();
+  for (const ReadSegment& r : scratch.reads) parts.push_back({r.offset, r.dst, r.len});
+  std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.offset < b.offset; });
+  if (!scratch.regions.empty()) {
+    uint64_t n = 0;
+    for (const auto& p : parts) n += p.len;
+    if (scratch.hash_copy.size() < n) scratch.hash_copy.resize(n);
+    uint64_t at = 0;
+    for (auto& p : parts) {
+      std::memcpy(scratch.hash_copy.data() + at, p.data, p.len);
+      p.data = scratch.hash_copy.data() + at;
+      at += p.len;
+    }
+    close_regions(scratch);
+  }
+  hasher_.hash_unit(ui, parts, false, failed_);
+}
+
+// Every shard hashed during the load against its expected digest. A mismatch fails the load
+// before any parameter is handed over; into the caller's buffers, it names those written.
+void PlanRunner::check_digests() {
+  if (!hasher_.enabled()) return;
+  stats_.verification = hasher_.finish();
+  stats_.verify_extra_bytes = hasher_.extra_bytes();
+  std::string bad;
+  for (const ShardCheck& c : stats_.verification) {
+    if (c.failed())
+      bad +=
+          (bad.empty() ? "" : "; ") + std::string("SHA-256 mismatch: ") + c.line().substr(c.status_name().size() + 2);
+  }
+  if (bad.empty()) return;
+  if (options_.name_written_on_failure) {
+    std::string names;
+    size_t n = 0;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (!state_[i].buffer) continue;
+      names += (n++ ? ", " : "") + params_[i].name;
+    }
+    bad += "; destinations already written (" + std::to_string(n) + "): " + names;
+  } else {
+    bad += "; no parameter was handed over";
+  }
+  throw Error(ErrorCode::kValidation, bad);
 }
 
 void PlanRunner::copy_unit(Job& job, Scratch& scratch) {
@@ -545,6 +611,7 @@ void PlanRunner::fail() {
   failed_ = true;
   queue_->fail();
   staging_->wake();
+  hasher_.wake_all();
 }
 
 Error PlanRunner::sigbus_error(const ReadUnit& u, const std::byte* base, const void* fault) const {

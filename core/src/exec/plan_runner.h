@@ -20,6 +20,7 @@
 
 #include "wmap/exec/executor.h"
 #include "wmap/util/error.h"
+#include "shard_hasher.h"
 #include "work_queues.h"
 
 namespace wmap::exec_detail {
@@ -61,9 +62,12 @@ class PlanRunner {
     std::vector<UnitSegment> segments;  // the unit's, expanded from its slices
     std::vector<ReadSegment> reads;
     std::vector<std::byte*> dsts;
-    std::vector<std::byte> gathered;  // a strided source in row-major order
-    std::vector<OpenRegion> regions;  // the unit's staged regions (region-mode parameters)
+    std::vector<std::byte> gathered;       // a strided source in row-major order
+    std::vector<OpenRegion> regions;       // the unit's staged regions (region-mode parameters)
+    std::vector<ShardHasher::Part> parts;  // what the unit read, for the shard's hash
+    std::vector<std::byte> hash_copy;      // region mode: the parts, kept while the regions are published
   };
+  void hash_read(size_t ui, Scratch& scratch);  // the unit's reads (scratch.reads) into its shard's hash
   void read_unit(size_t ui, Scratch& scratch);
   void read_span(size_t ui);
   void read_runs(size_t ui, Scratch& scratch);
@@ -72,6 +76,7 @@ class PlanRunner {
   void copy_runs(size_t ui, Scratch& scratch);
   void finish(uint32_t param);  // transforms and publication once every byte is in
   void unit_consumed(size_t ui);
+  void check_digests();  // after the last unit: every hashed shard against its expected digest
   void release(size_t ui) const;
   LoadedModel report();
   // Pool bodies.
@@ -139,6 +144,8 @@ class PlanRunner {
   std::mutex release_mutex_;
   std::vector<uint8_t> unit_done_;
   size_t watermark_ = 0;  // units [0, watermark_) are consumed and their ranges released
+
+  ShardHasher hasher_;  // ExecOptions::verify
 };
 
 }  // namespace wmap::exec_detail

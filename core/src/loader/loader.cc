@@ -168,7 +168,12 @@ LoadedModel LoaderSession::load(const PreparedLoad& prepared, Device& device, Ex
   WeightCache& cache = WeightCache::process();
   const std::string key = WeightCache::key_of(*prepared.plan);
   if (limits.max_entries > 0) {
-    if (auto hit = cache.lookup(key)) return std::move(*hit);
+    if (auto hit = cache.lookup(key)) {
+      // Nothing is read on a hit: no shard is hashed (stats.verification stays empty); the
+      // parameters' digests are still what the caller asked for.
+      if (exec.digests) hit->digests = param_digests(*hit, device);
+      return std::move(*hit);
+    }
   }
   LoadedModel model = execute_plan(*prepared.plan, device, session_exec(std::move(exec)));
   const bool kept = cache.insert(key, model, limits);

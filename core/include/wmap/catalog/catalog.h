@@ -32,6 +32,9 @@ struct ShardRecord {
   uint64_t header_bytes = 0;  // safetensors: JSON length N; PyTorch: size of data.pkl
   uint64_t tensor_count = 0;
   std::vector<std::pair<std::string, std::string>> metadata;  // `__metadata__`
+  // The file's SHA-256 (hex) when recorded (`inspect --save-catalog --digests`): an expected
+  // digest for `verify` and `load --verify`. Like the signature, not part of the content id.
+  std::string sha256;
 };
 
 struct CatalogBuildOptions {
@@ -66,6 +69,8 @@ class Catalog {
   const std::filesystem::path& root() const { return root_; }
   // Points a catalog loaded from JSON at the directory holding its shards.
   void set_root(std::filesystem::path root) { root_ = std::move(root); }
+  // Records a shard's SHA-256 (64 hex digits, stored lowercase) to be saved with the catalog.
+  void set_shard_sha256(uint32_t shard, std::string_view hex);
   std::filesystem::path shard_path(uint32_t shard) const { return root_ / shards_[shard].file; }
   std::span<const ShardRecord> shards() const { return shards_; }
   std::span<const TensorRecord> tensors() const { return tensors_; }

@@ -72,6 +72,8 @@ struct LoadIntoReport {
   std::vector<std::string> ignored;
   std::vector<std::string> unfilled;  // "name: why"
   std::string device;
+  // ExecOptions::digests: (destination, XXH3-64 of its bytes as written), in plan order.
+  std::vector<std::pair<std::string, uint64_t>> digests;
 };
 
 // Checks the table (throws kValidation with DestinationCheck::message() when it fails: nothing is

@@ -7,10 +7,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "wmap/catalog/catalog.h"
+#include "wmap/catalog/shard_digests.h"
 #include "wmap/device/device.h"
 #include "wmap/io/file_io.h"
 #include "wmap/plan/load_plan.h"
@@ -49,6 +51,10 @@ struct LoadStats {
   std::string cache = "off";
   // Busy seconds summed over the workers of each pool (so they can exceed `seconds`).
   double read_seconds = 0, copy_seconds = 0, transform_seconds = 0;
+  // ExecOptions::verify: one check per shard (catalog order), and the bytes read only to hash
+  // (headers, skipped tensors; whole shards under kFull when the plan's reads cannot feed a hash).
+  std::vector<ShardCheck> verification;
+  uint64_t verify_extra_bytes = 0;
 };
 
 struct ExecOptions {
@@ -67,6 +73,17 @@ struct ExecOptions {
   // memory available (cgroup-aware); the window ahead is bounded by prefetch_window_bytes.
   enum class Prefetch { kAuto, kOff, kOn } prefetch = Prefetch::kAuto;
   uint64_t prefetch_window_bytes = uint64_t{256} << 20;
+  // SHA-256 of every shard from the bytes the load reads (core/src/exec/shard_hasher.h): kRead
+  // hashes the shards this rank reads (nearly) whole and reports the others as partial; kFull
+  // also reads what the plan does not, to hash every shard. A digest that differs from
+  // `expected_sha256` (per catalog shard; see wmap/catalog/shard_digests.h) fails the load, naming
+  // the shard, both digests and their source, before any parameter is handed over.
+  enum class Verify { kOff, kRead, kFull } verify = Verify::kOff;
+  std::vector<std::optional<ExpectedDigest>> expected_sha256;
+  // LoadedModel::digests: each parameter's XXH3-64 over its final bytes (param_digests).
+  bool digests = false;
+  // On a failure, name the destinations already written (execute_into: the caller's buffers).
+  bool name_written_on_failure = false;
 };
 
 // Defaults from the core count: min(hardware threads, 4) for each pool.
@@ -88,12 +105,20 @@ IoMode choose_io_mode(const LoadPlan& plan, std::string* reason = nullptr);
 struct LoadedModel {
   std::vector<LoadedParam> params;  // in plan order; absent optional params left out
   LoadStats stats;
+  std::vector<uint64_t> digests;  // ExecOptions::digests: XXH3-64 of each params entry's bytes
   const LoadedParam* find(std::string_view name) const;
 };
 
 // Refuses a plan that may not run (LoadPlan::require_runnable), then runs its schedule over the
 // plan's own catalog.
 LoadedModel execute_plan(const LoadPlan& plan, Device& device, const ExecOptions& options);
+
+// XXH3-64 of each parameter's final bytes (after fusion, split, transforms and conversions), in
+// model.params order, so two holders can compare weights without moving them. A buffer with host
+// memory is hashed in place; a device buffer is copied back (Device::copy_to_host, one parameter
+// at a time) and hashed on the host: the staged bytes are not final, since device kernels (scale
+// inversions) run after staging. Equal bytes give equal digests on every device.
+std::vector<uint64_t> param_digests(const LoadedModel& model, Device& device);
 
 // Writes every parameter, under its name and sorted by name, as one safetensors file.
 uint64_t dump_safetensors(const LoadedModel& model, Device& device, const std::filesystem::path& file);
