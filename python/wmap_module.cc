@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "wmap/catalog/catalog.h"
+#include "wmap/catalog/shard_digests.h"
 #include "wmap/device/device.h"
 #include "wmap/device/device_spec.h"
 #include "wmap/format/dtype.h"
@@ -37,6 +38,7 @@
 #include "wmap/util/log.h"
 #include "wmap/spec/layout.h"
 #include "wmap/util/progress.h"
+#include "wmap/util/xxh3.h"
 #include "wmap/catalog/shard_set.h"
 
 namespace py = pybind11;
@@ -209,8 +211,11 @@ alignas(64) std::byte g_empty[64];  // the address of zero-byte tensors (never r
 // a cached load's (read_only).
 class Tensor {
  public:
-  Tensor(const wmap::LoadedParam& p, std::shared_ptr<const LoadState> state)
-      : name_(p.name), dtype_(p.dtype), shape_(p.shape), buffer_(p.buffer), state_(std::move(state)) {}
+  Tensor(const wmap::LoadedParam& p, std::shared_ptr<const LoadState> state, std::optional<uint64_t> digest = {})
+      : name_(p.name), dtype_(p.dtype), shape_(p.shape), buffer_(p.buffer), state_(std::move(state)), digest_(digest) {}
+
+  // load(digests=True): XXH3-64 of the bytes as loaded, 16 hex digits; None otherwise.
+  py::object digest() const { return digest_ ? py::object(py::str(wmap::xxh3_hex(*digest_))) : py::none(); }
 
   const std::string& name() const { return name_; }
   std::string dtype() const { return std::string(wmap::dtype_name(dtype_)); }
@@ -353,6 +358,7 @@ class Tensor {
   std::vector<uint64_t> shape_;
   std::shared_ptr<wmap::DeviceBuffer> buffer_;
   std::shared_ptr<const LoadState> state_;
+  std::optional<uint64_t> digest_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -373,6 +379,9 @@ struct Request {
   wmap::DeviceSpec device;
   bool quiet = false, cache = false;
   std::vector<std::string> ignore;
+  wmap::ExecOptions::Verify verify = wmap::ExecOptions::Verify::kOff;  // verify=True / 'full'
+  std::optional<std::filesystem::path> manifest;
+  bool digests = false;
 };
 
 // What every entry takes (plan() and load() the same), then each one's own.
@@ -381,6 +390,7 @@ std::vector<std::string> keywords(Entry e) {
   for (const char* n : {"catalog", "config", "plugin_dir", "mappings", "quiet", "max_read_gap"}) k.push_back(n);
   if (e == Entry::kLoad) k.insert(k.end(), {"device", "cache"});
   if (e == Entry::kLoadInto) k.push_back("ignore");
+  if (e != Entry::kPlan) k.insert(k.end(), {"verify", "manifest", "digests"});
   return k;
 }
 
@@ -424,6 +434,17 @@ std::optional<uint32_t> optional_count_arg(const std::string& name, py::handle v
 std::optional<std::filesystem::path> optional_path_arg(py::handle v) {
   if (v.is_none()) return std::nullopt;
   return v.cast<std::filesystem::path>();
+}
+
+// verify=False / True (the shards this rank reads whole) / 'full' (every shard).
+wmap::ExecOptions::Verify verify_arg(py::handle v) {
+  if (PyBool_Check(v.ptr())) return v.cast<bool>() ? wmap::ExecOptions::Verify::kRead : wmap::ExecOptions::Verify::kOff;
+  if (py::isinstance<py::str>(v)) {
+    const std::string s = v.cast<std::string>();
+    if (s == "full") return wmap::ExecOptions::Verify::kFull;
+    if (s == "read") return wmap::ExecOptions::Verify::kRead;
+  }
+  throw py::value_error("verify must be False, True or 'full', not " + std::string(py::repr(v)));
 }
 
 Request parse_request(Entry e, const py::kwargs& kw) {
@@ -471,6 +492,12 @@ Request parse_request(Entry e, const py::kwargs& kw) {
       r.device = wmap::DeviceSpec::parse(v.cast<std::string>());
     else if (key == "ignore")
       r.ignore = v.cast<std::vector<std::string>>();
+    else if (key == "verify")
+      r.verify = verify_arg(v);
+    else if (key == "manifest")
+      r.manifest = optional_path_arg(v);
+    else if (key == "digests")
+      r.digests = v.cast<bool>();
   }
   return r;
 }
@@ -517,7 +544,8 @@ Prepared prepare(const Request& r) {
 Prepared resolve(Entry e, py::handle source, Request& r) {
   if (py::isinstance<Plan>(source)) {
     for (const auto& k : r.given) {
-      if (k != "quiet" && k != "device" && k != "cache" && k != "ignore") {
+      if (k != "quiet" && k != "device" && k != "cache" && k != "ignore" && k != "verify" && k != "manifest" &&
+          k != "digests") {
         throw py::type_error(entry_name(e) + ": a wmap.Plan already fixes the checkpoint and the layout; '" + k +
                              "' belongs to wmap.plan()");
       }
@@ -542,11 +570,41 @@ std::string problem_line(const wmap::PlanProblem& p) {
   return std::string(wmap::problem_kind_name(p.kind)) + ": " + p.message;
 }
 
-wmap::ExecOptions front_end_exec() {
+wmap::ExecOptions front_end_exec(const Request& r, const wmap::PreparedLoad& prepared) {
   wmap::ExecOptions exec;  // I/O path chosen per checkpoint, as the CLI's default `--io auto`
   exec.read_workers = wmap::worker_count_from_env("WMAP_READ_WORKERS");
   exec.load_workers = wmap::worker_count_from_env("WMAP_LOAD_WORKERS");
+  exec.digests = r.digests;
+  exec.verify = r.verify;
+  if (r.verify != wmap::ExecOptions::Verify::kOff) {
+    exec.expected_sha256 = wmap::expected_digests(*prepared.catalog, r.manifest.value_or(std::filesystem::path()),
+                                                  r.catalog.value_or(std::filesystem::path()));
+  }
   return exec;
+}
+
+// A verified load's shards that did not match, one line each on stderr, and a count (as `wmap load`).
+void report_verification(const wmap::LoadStats& s, bool quiet) {
+  if (quiet || s.verification.empty()) return;
+  size_t ok = 0;
+  std::string lines;
+  for (const auto& c : s.verification) {
+    if (c.status == wmap::ShardCheck::Status::kMatch) {
+      ++ok;
+    } else {
+      lines += "wmap: verify: " + c.line() + "\n";
+    }
+  }
+  lines += "wmap: verify: " + std::to_string(ok) + " of " + std::to_string(s.verification.size()) +
+           " shards match their expected SHA-256\n";
+  std::fwrite(lines.data(), 1, lines.size(), stderr);
+}
+
+py::list verification_list(const wmap::LoadStats& s) {
+  py::module_ json = py::module_::import("json");
+  py::list out;
+  for (const auto& c : s.verification) out.append(json.attr("loads")(c.json()));
+  return out;
 }
 
 // wmap.load: the CLI's `wmap load`, returning the rank's parameters in plan order.
@@ -562,7 +620,7 @@ py::dict load(py::object source, py::kwargs kw) {
     state->device = wmap::make_device(r.device);
     state->device_name = state->device->name();
     state->dl_device = dl_device_of(state->device->spec());
-    wmap::ExecOptions exec = front_end_exec();
+    wmap::ExecOptions exec = front_end_exec(r, *p.prepared);
     wmap::Progress bar("load", p.prepared->plan->bytes_to_load(), !r.quiet, wmap::Progress::kBytes);
     exec.progress = [&bar](uint64_t done, uint64_t) { bar.update(done); };
     // As `wmap load`: an I/O error while reading tensor data is a load failure, not unusable input.
@@ -570,10 +628,15 @@ py::dict load(py::object source, py::kwargs kw) {
     state->device->synchronize();
     bar.finish();
     state->read_only = model.stats.cache == "hit" || model.stats.cache == "miss";  // shared with the cache
+    report_verification(model.stats, r.quiet);
   }
   std::shared_ptr<const LoadState> shared = state;
   py::dict out;
-  for (const auto& param : model.params) out[py::str(param.name)] = py::cast(Tensor(param, shared));
+  for (size_t i = 0; i < model.params.size(); ++i) {
+    const auto& param = model.params[i];
+    const std::optional<uint64_t> digest = i < model.digests.size() ? std::optional(model.digests[i]) : std::nullopt;
+    out[py::str(param.name)] = py::cast(Tensor(param, shared, digest));
+  }
   return out;
 }
 
@@ -691,13 +754,23 @@ py::dict load_into(py::object source, py::object params, py::kwargs kw) {
                                       ", which this process cannot write: " + e.what());
     }
     report = wmap::run_as_load_failure(
-        [&] { return p.session->load_into(*p.prepared, *device, dests, front_end_exec(), opts); });
+        [&] { return p.session->load_into(*p.prepared, *device, dests, front_end_exec(r, *p.prepared), opts); });
+    report_verification(report.stats, r.quiet);
   }
   py::dict out;
   out["params"] = report.params;
   out["bytes"] = report.stats.bytes_loaded;
   out["bytes_read"] = report.stats.bytes_read;
   out["reads"] = report.stats.reads;
+  if (!report.stats.verification.empty()) {
+    out["verification"] = verification_list(report.stats);
+    out["verify_extra_bytes"] = report.stats.verify_extra_bytes;
+  }
+  if (r.digests) {
+    py::dict d;
+    for (const auto& [name, digest] : report.digests) d[py::str(name)] = wmap::xxh3_hex(digest);
+    out["digests"] = d;
+  }
   out["seconds"] = report.stats.seconds;
   out["gbps"] =
       report.stats.seconds > 0 ? static_cast<double>(report.stats.bytes_loaded) / report.stats.seconds / 1e9 : 0.0;
@@ -754,6 +827,8 @@ PYBIND11_MODULE(_wmap, m) {
       .def_property_readonly("shape", &Tensor::shape)
       .def_property_readonly("ndim", [](const Tensor& t) { return py::len(t.shape()); })
       .def_property_readonly("nbytes", &Tensor::nbytes)
+      .def_property_readonly("digest", &Tensor::digest,
+                             "load(digests=True): XXH3-64 of the bytes as loaded (16 hex digits); else None")
       .def_property_readonly("device", &Tensor::device, "'host' or 'cuda:N'")
       .def_property_readonly("read_only", &Tensor::read_only,
                              "True for a cached load's tensors (shared with the weight cache): numpy views are not\n"
@@ -846,7 +921,10 @@ PYBIND11_MODULE(_wmap, m) {
       "Keywords (every entry): tp_size=1, tp_rank=0, ep_size=1, mtp_layers=None, target='trtllm' (or 'vllm'),\n"
       "attention_dp=False, gpus_per_node=8, moe_backend=None; catalog=None, config=None (plan offline from a saved "
       "catalog),\n"
-      "plugin_dir=None, mappings=None, quiet=False. `source` is a checkpoint path, or a wmap.Plan (which fixes\n"
+      "plugin_dir=None, mappings=None, quiet=False. load and load_into also take verify=False (True: SHA-256 of the\n"
+      "shards this rank reads whole, from the bytes as read; 'full': every shard), manifest=None (sha256sum file)\n"
+      "and digests=False (each parameter's XXH3-64: Tensor.digest, or the report's 'digests'). `source` is a "
+      "checkpoint path, or a wmap.Plan (which fixes\n"
       "the checkpoint and the layout: it is loaded exactly as planned).";
   m.def("load", &load,
         ("Loads one rank's parameters, as `wmap load`: validates the plan (an incomplete one raises\n"

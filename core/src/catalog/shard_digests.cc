@@ -145,8 +145,9 @@ std::vector<std::optional<ExpectedDigest>> expected_digests(const fs::path& root
     if (!out[i]) {
       auto it = saved.find(files[i]);
       if (it != saved.end()) {
-        const std::string label =
-            sources.saved_catalog_file.empty() ? "saved catalog" : "saved catalog " + sources.saved_catalog_file.string();
+        const std::string label = sources.saved_catalog_file.empty()
+                                      ? "saved catalog"
+                                      : "saved catalog " + sources.saved_catalog_file.string();
         out[i] = ExpectedDigest{it->second->sha256, label};
       }
     }
@@ -216,7 +217,8 @@ ShardCheck compare_digest(std::string file, std::string actual, uint64_t bytes,
   return c;
 }
 
-std::string sha256_file(const RandomAccessFile& file, uint64_t chunk_bytes, const std::function<void(uint64_t)>& on_bytes) {
+std::string sha256_file(const RandomAccessFile& file, uint64_t chunk_bytes,
+                        const std::function<void(uint64_t)>& on_bytes) {
   Sha256 sha;
   std::vector<std::byte> buf(std::max<uint64_t>(chunk_bytes, 4096));
   const uint64_t size = file.size();

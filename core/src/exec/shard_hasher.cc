@@ -45,9 +45,11 @@ ShardHasher::ShardHasher(const LoadPlan& plan, const ExecOptions& options, FileF
   for (size_t i = 0; i < shards.size(); ++i) {
     Shard& s = *shards_[i];
     const uint64_t size = shards[i].signature.size;
-    // Hashed as read when in order and this rank reads at least 7/8 of it (the rest, headers and
-    // skipped tensors, is read by the hasher); --verify=full hashes every shard it reads at all.
-    const bool most = s.read > 0 && s.read >= size - size / 8;
+    const uint64_t data = size - std::min(size, 8 + shards[i].header_bytes);
+    // Hashed as read when in order and this rank reads at least 7/8 of its tensor data (the
+    // rest, the header and skipped tensors, is read by the hasher); --verify=full hashes every
+    // shard it reads at all.
+    const bool most = s.read > 0 && s.read >= data - data / 8;
     if (s.ordered && s.read > 0 && (most || mode_ == ExecOptions::Verify::kFull)) s.sha.emplace();
   }
   const auto& units = plan.schedule().units();
@@ -146,8 +148,9 @@ std::vector<ShardCheck> ShardHasher::finish() {
       if (want) c.expected = want->sha256, c.source = want->source;
       const uint64_t size = cat.shards()[i].signature.size;
       c.note = s.read == 0 ? "this rank reads none of it"
-               : !s.ordered ? "the plan reads it out of file order"
-                            : "this rank reads " + std::to_string(s.read) + " of its " + std::to_string(size) + " bytes";
+               : !s.ordered
+                   ? "the plan reads it out of file order"
+                   : "this rank reads " + std::to_string(s.read) + " of its " + std::to_string(size) + " bytes";
       c.note += "; --verify=full reads the rest to hash it";
       out.push_back(std::move(c));
     }

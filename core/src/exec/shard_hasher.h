@@ -6,7 +6,8 @@
 // bytes are hashed once every earlier unit of its shard has been (the worker waits for its turn,
 // holding only what it read; the earliest unit never waits, so the wait always ends). Bytes the
 // plan does not read (the header, skipped tensors, gaps between a unit's runs) are read by the
-// hasher where they fall, and counted. A shard this rank reads less than 7/8 of is "partial": not
+// hasher where they fall, and counted. A shard this rank reads less than 7/8 of the tensor data of
+// is "partial": not
 // hashed unless `--verify=full`, which then reads the rest; full also hashes a shard this rank
 // does not read at all. Digests are compared after the last unit, before anything is handed over.
 
@@ -57,8 +58,8 @@ class ShardHasher {
     std::condition_variable turn;
     std::optional<Sha256> sha;  // set: hashed as read
     uint32_t hashed_units = 0;
-    uint64_t next = 0;  // bytes [0, next) hashed
-    uint64_t read = 0;  // bytes this rank's plan reads of it
+    uint64_t next = 0;   // bytes [0, next) hashed
+    uint64_t read = 0;   // bytes this rank's plan reads of it
     uint64_t extra = 0;  // bytes read only for the hash
     bool ordered = true;
   };

@@ -37,9 +37,9 @@ struct ExpectedDigest {
 };
 
 struct DigestSources {
-  std::filesystem::path manifest;             // empty: none
-  const Catalog* saved_catalog = nullptr;     // a catalog loaded from a file, with its digests
-  std::filesystem::path saved_catalog_file;   // for reports
+  std::filesystem::path manifest;            // empty: none
+  const Catalog* saved_catalog = nullptr;    // a catalog loaded from a file, with its digests
+  std::filesystem::path saved_catalog_file;  // for reports
 };
 
 // For each of `paths` (in order), the first source that knows it, or nullopt. A malformed
@@ -71,14 +71,14 @@ struct ShardCheck {
 
   bool failed() const { return status == Status::kMismatch; }
   std::string_view status_name() const;  // "ok", "MISMATCH", "no digest", "not verified"
-  std::string line() const;               // one report line
+  std::string line() const;              // one report line
   std::string json() const;
 };
 
 struct VerifyOptions {
-  unsigned jobs = 0;                    // files hashed at once; 0: hardware threads
+  unsigned jobs = 0;                         // files hashed at once; 0: hardware threads
   uint64_t chunk_bytes = uint64_t{4} << 20;  // per read; memory is jobs x chunk_bytes
-  const FileSystem* fs = nullptr;       // default FileSystem::posix()
+  const FileSystem* fs = nullptr;            // default FileSystem::posix()
   // Bytes hashed so far over all files, of total; called from workers, serialised.
   std::function<void(uint64_t done, uint64_t total)> progress;
 };
