@@ -68,7 +68,8 @@ class Verify : public ::testing::Test {
 TEST_F(Verify, ManifestMatchesEveryShardExitZero) {
   auto r = verify(ckpt_, "--manifest " + q(manifest_));
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  for (const auto& [f, d] : digest_) EXPECT_NE(r.out.find("ok  " + (ckpt_ / f).string() + "  sha256 " + d), std::string::npos) << r.out;
+  for (const auto& [f, d] : digest_)
+    EXPECT_NE(r.out.find("ok  " + (ckpt_ / f).string() + "  sha256 " + d), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("3 of 3 shards match"), std::string::npos) << r.out;
   auto j = verify(ckpt_, "--manifest " + q(manifest_) + " --json");
   EXPECT_EQ(j.exit_code, 0) << j.err;
@@ -78,9 +79,9 @@ TEST_F(Verify, ManifestMatchesEveryShardExitZero) {
 TEST_F(Verify, NoExpectedDigestIsAClearLineNotAFailure) {
   auto r = verify(ckpt_);
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("no digest  " + (ckpt_ / kShard2).string() + ": sha256 " + digest_[kShard2] +
-                       "; no expected digest"),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find("no digest  " + (ckpt_ / kShard2).string() + ": sha256 " + digest_[kShard2] + "; no expected digest"),
+      std::string::npos)
       << r.out;
   EXPECT_EQ(verify(ckpt_, "--require-digests").exit_code, 1);
 }
@@ -148,7 +149,8 @@ TEST_F(Verify, LocalDirMetadataEtagsAreTheExpectedDigests) {
   fs::create_directories(meta);
   const double now = static_cast<double>(time(nullptr)) + 5;
   for (const auto& [f, d] : digest_) {
-    write_file(meta / (f + ".metadata"), "11c5a3d5811f50298f278a704980280950aedb10\n" + d + "\n" + std::to_string(now) + "\n");
+    write_file(meta / (f + ".metadata"),
+               "11c5a3d5811f50298f278a704980280950aedb10\n" + d + "\n" + std::to_string(now) + "\n");
   }
   auto r = verify(ckpt_);
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -209,8 +211,7 @@ TEST_F(Verify, PartialReadRankSaysSoAndFullReadsTheRest) {
   const size_t pt = read_file(ckpt_ / kShard2).find("\"pt\"");
   ASSERT_NE(pt, std::string::npos);
   corrupt_byte(ckpt_ / kShard2, pt + 1, 'q');
-  expect_mismatch(load(ckpt_, "--tp-size 2 --tp-rank 1 --verify=full --manifest " + q(manifest_)), kShard2,
-                  "manifest");
+  expect_mismatch(load(ckpt_, "--tp-size 2 --tp-rank 1 --verify=full --manifest " + q(manifest_)), kShard2, "manifest");
 }
 
 // The TP1 load hashes every shard from its own reads: the bytes read only for the hash are the
@@ -257,9 +258,9 @@ TEST_F(Verify, LoadIntoMismatchNamesTheDestinationsWritten) {
   ExecOptions exec;
   exec.verify = ExecOptions::Verify::kRead;
   exec.expected_sha256 = expected_digests(*prepared->catalog, manifest_);
-  expect_wmap_error([&] { session.load_into(*prepared, *host, dests, exec); },
-                    {"SHA-256 mismatch", kShard3, digest_[kShard3], "destinations already written (",
-                     "model.embed_tokens.weight"});
+  expect_wmap_error(
+      [&] { session.load_into(*prepared, *host, dests, exec); },
+      {"SHA-256 mismatch", kShard3, digest_[kShard3], "destinations already written (", "model.embed_tokens.weight"});
 }
 
 }  // namespace

@@ -65,6 +65,7 @@ void PlanRunner::configure() {
     prefetch_ = avail > 0 && static_cast<double>(stats_.bytes_needed) < 0.9 * static_cast<double>(avail);
   }
   stats_.prefetch = prefetch_;
+  claim_order_ = hasher_.claim_order();
   queue_ = std::make_unique<JobQueue>(2 * static_cast<size_t>(load_workers_) + read_workers_);
   staging_ = std::make_unique<StagingPool>(static_cast<size_t>(read_workers_) + load_workers_);
   for (const ReadUnit& u : units_) {
@@ -153,9 +154,9 @@ LoadedModel PlanRunner::run() {
 
 void PlanRunner::read_worker() {
   Scratch scratch;
-  for (size_t ui; !failed_ && (ui = next_.fetch_add(1)) < units_.size();) {
+  for (size_t pos; !failed_ && (pos = next_.fetch_add(1)) < units_.size();) {
     try {
-      read_unit(ui, scratch);
+      read_unit(pos, scratch);
     } catch (...) {
       fail();
     }
@@ -176,13 +177,13 @@ void PlanRunner::load_worker() {
 }
 
 // Keeps readahead (will_need) up to prefetch_window_bytes ahead of the bytes claimed so far.
-void PlanRunner::admit(size_t ui) {
-  const ReadUnit& u = units_[ui];
+void PlanRunner::admit(size_t pos) {
+  const ReadUnit& u = units_[unit_at(pos)];
   std::lock_guard<std::mutex> lock(prefetch_mutex_);
   claimed_bytes_ += u.end - u.begin;
-  prefetch_next_ = std::max(prefetch_next_, ui);
+  prefetch_next_ = std::max(prefetch_next_, pos);
   while (prefetch_next_ < units_.size() && prefetched_bytes_ < claimed_bytes_ + options_.prefetch_window_bytes) {
-    const ReadUnit& w = units_[prefetch_next_++];
+    const ReadUnit& w = units_[unit_at(prefetch_next_++)];
     if (w.kind == ReadUnit::Kind::kZero) continue;
     const uint64_t span = w.end - w.begin;
     prefetched_bytes_ += span;
@@ -191,9 +192,10 @@ void PlanRunner::admit(size_t ui) {
   }
 }
 
-void PlanRunner::read_unit(size_t ui, Scratch& scratch) {
+void PlanRunner::read_unit(size_t pos, Scratch& scratch) {
+  const size_t ui = unit_at(pos);
   const ReadUnit& u = units_[ui];
-  if (prefetch_ && u.kind != ReadUnit::Kind::kZero) admit(ui);
+  if (prefetch_ && u.kind != ReadUnit::Kind::kZero) admit(pos);
   switch (u.kind) {
     case ReadUnit::Kind::kZero: queue_->push({Job::Kind::kZero, ui, u.param, {}}); return;
     case ReadUnit::Kind::kCopy: return read_span(ui);

@@ -56,7 +56,8 @@ class PlanRunner {
 
   void configure();
   // Stages.
-  void admit(size_t ui);  // readahead over the window ahead of the claimed units
+  void admit(size_t pos);  // readahead over the window ahead of the claimed units (claim positions)
+  size_t unit_at(size_t pos) const { return claim_order_.empty() ? pos : claim_order_[pos]; }
   // Per-worker buffers, reused from unit to unit.
   struct Scratch {
     std::vector<UnitSegment> segments;  // the unit's, expanded from its slices
@@ -67,8 +68,8 @@ class PlanRunner {
     std::vector<ShardHasher::Part> parts;  // what the unit read, for the shard's hash
     std::vector<std::byte> hash_copy;      // region mode: the parts, kept while the regions are published
   };
-  void hash_read(size_t ui, Scratch& scratch);  // the unit's reads (scratch.reads) into its shard's hash
-  void read_unit(size_t ui, Scratch& scratch);
+  void hash_read(size_t ui, Scratch& scratch);   // the unit's reads (scratch.reads) into its shard's hash
+  void read_unit(size_t pos, Scratch& scratch);  // the unit claimed at position `pos`
   void read_span(size_t ui);
   void read_runs(size_t ui, Scratch& scratch);
   void copy_unit(Job& job, Scratch& scratch);
@@ -136,7 +137,10 @@ class PlanRunner {
   std::unique_ptr<StagingPool> staging_;
   std::unique_ptr<JobQueue> queue_;  // after staging_: jobs still queued give their leases back first
 
-  std::atomic<size_t> next_{0};  // the next unit a read worker claims
+  std::atomic<size_t> next_{0};  // the next claim position
+  // Claim order (empty: the schedule's). Under verify, the hashed shards' units interleaved
+  // (ShardHasher::claim_order) so shards are hashed on several cores at once.
+  std::vector<uint32_t> claim_order_;
   std::mutex prefetch_mutex_;
   size_t prefetch_next_ = 0;
   uint64_t prefetched_bytes_ = 0, claimed_bytes_ = 0;

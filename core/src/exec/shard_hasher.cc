@@ -60,6 +60,25 @@ ShardHasher::ShardHasher(const LoadPlan& plan, const ExecOptions& options, FileF
   }
 }
 
+std::vector<uint32_t> ShardHasher::claim_order() const {
+  if (!enabled()) return {};
+  size_t hashed = 0;
+  for (const auto& s : shards_) hashed += s->sha.has_value();
+  if (hashed < 2) return {};
+  const auto& units = plan_.schedule().units();
+  const auto& shards = plan_.catalog().shards();
+  std::vector<uint32_t> order(units.size());
+  std::vector<double> key(units.size());
+  for (size_t i = 0; i < units.size(); ++i) {
+    order[i] = static_cast<uint32_t>(i);
+    const ReadUnit& u = units[i];
+    const double size = static_cast<double>(std::max<uint64_t>(1, shards[u.shard].signature.size));
+    key[i] = u.kind == ReadUnit::Kind::kZero ? -1.0 : static_cast<double>(u.begin) / size;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return key[a] < key[b]; });
+  return order;
+}
+
 void ShardHasher::hash_range(uint32_t shard, Shard& s, uint64_t offset, const std::byte* data, uint64_t len,
                              bool mapped) {
   if (offset + len <= s.next) return;  // a shared source already hashed for an earlier reader

@@ -33,6 +33,11 @@ class ShardHasher {
   ShardHasher(const LoadPlan& plan, const ExecOptions& options, FileFor file_for);
 
   bool enabled() const { return mode_ != ExecOptions::Verify::kOff; }
+  // The order for the read pool to claim units in: one core hashes one shard at a time, and the
+  // schedule takes shards one after the other, so with two or more hashed shards their units are
+  // interleaved by progress through each shard (each shard's own order kept: the wait for a
+  // turn still ends). Empty: the schedule's order. Zero units stay first.
+  std::vector<uint32_t> claim_order() const;
   bool hashes(size_t unit) const { return enabled() && unit_seq_[unit] != kNone; }
 
   struct Part {
