@@ -9,7 +9,7 @@
 //   load --verify   hashed as read
 //   load + verify   the naive alternative: load, then a second pass over every shard
 //
-//   wmap_verify_bench DIR [--runs N]
+//   wmap_verify_bench DIR [--runs N] [--chunk-kib N (verify's read size, default 4096)]
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -71,8 +71,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   int runs = 5;
+  wmap::VerifyOptions vo;  // verify's defaults unless --chunk-kib
   for (int i = 2; i + 1 < argc; i += 2) {
     if (std::string(argv[i]) == "--runs") runs = std::max(1, std::atoi(argv[i + 1]));
+    if (std::string(argv[i]) == "--chunk-kib") vo.chunk_bytes = uint64_t(std::atoi(argv[i + 1])) << 10;
   }
   try {
     const wmap::ShardSet set = wmap::discover_shards(argv[1]);
@@ -96,7 +98,7 @@ int main(int argc, char** argv) {
     read_all(paths, cores);  // warm the page cache
     const double read_s = best_of(runs, [&] { read_all(paths, cores); });
     const std::vector<std::optional<wmap::ExpectedDigest>> none(set.files.size());
-    const double verify_s = best_of(runs, [&] { wmap::verify_files(set.root, set.files, none); });
+    const double verify_s = best_of(runs, [&] { wmap::verify_files(set.root, set.files, none, vo); });
     const double limit = std::min(gb / read_s, cores * sha_core);
 
     wmap::LoaderOptions lo;
