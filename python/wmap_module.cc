@@ -873,6 +873,9 @@ PYBIND11_MODULE(_wmap, m) {
       .def_property_readonly("unconsumed", [](const Plan& p) { return p.plan().unconsumed(); })
       .def_property_readonly("coverage", [](const Plan& p) { return p.plan().coverage(); })
       .def_property_readonly(
+          "certificate", [](const Plan& p) { return p.plan().certificate(); },
+          "The coverage certificate's one-line verdict, as `wmap plan` prints it after 'certificate: '")
+      .def_property_readonly(
           "layout", [](const Plan& p) { return layout_dict(p.plan().layout()); },
           "The plan's layout as `wmap plan --json` writes it")
       .def_property_readonly("plan_id", [](const Plan& p) { return p.plan().plan_id(); })

@@ -306,6 +306,7 @@ std::vector<ParamSpec> kv_b(const std::string& d, const std::string& src, const 
           {part(k, sshape, sview, {0, ns}, {}), part(k, sshape, sview, {ns, ns + vs}, {})});
     scale(d + "k_b_proj_trans_scale", {hl, rs, ns}, {part(k, sshape, sview, {0, ns}, {0, 2, 1})});
     scale(d + "v_b_proj_scale", {hl, vs, rs}, {part(k, sshape, sview, {ns, ns + vs}, {})});
+    for (size_t i = 0; i < 3; ++i) out[i].scales = {out[3 + i].name};  // each FP8 weight and its scales
   }
   return out;
 }

@@ -157,6 +157,12 @@ ParamSpec param(std::string name, std::vector<uint64_t> shape, DType dtype, std:
   return p;
 }
 
+// An MXFP4 weight (packed FP4 blocks), which the plan refuses without its E8M0 block scales.
+ParamSpec mxfp4(ParamSpec weight, std::string scale) {
+  weight.scales = {std::move(scale)};
+  return weight;
+}
+
 // vLLM (Triton MoE backend): rows [s, e) of I for moe tp rank rm, Ir = cdiv(I/32, Tm) * 32 (a
 // rank past I holds none), landing in the top-left corner of zero params padded to
 // Ip = rup(I / Tm, 64) (mxfp4_round_up_hidden_size_and_intermediate_size); the gate/up
@@ -184,16 +190,17 @@ std::vector<ParamSpec> vllm_experts(const std::string& dst, const std::string& s
   {
     Piece w = cut(src + ".gate_up_proj_blocks", {E, 2 * I, H / kGroup, 16}, {ex, r2, {0, H / kGroup}, {0, 16}},
                   {El, 2 * ip, H / kGroup, 16});
-    out.push_back(param(dst + ".w13_weight", {El, 2 * ip, H / 2}, DType::kU8, {w}));
+    out.push_back(mxfp4(param(dst + ".w13_weight", {El, 2 * ip, H / 2}, DType::kU8, {w}), dst + ".w13_weight_scale"));
   }
   out.push_back(param(dst + ".w13_weight_scale", {El, 2 * ip, H / kGroup}, DType::kU8,
                       {cut(src + ".gate_up_proj_scales", {E, 2 * I, H / kGroup}, {ex, r2, {0, H / kGroup}},
                            {El, 2 * ip, H / kGroup})}));
   out.push_back(param(dst + ".w13_bias", {El, 2 * ip}, DType::kBF16,
                       {cut(src + ".gate_up_proj_bias", {E, 2 * I}, {ex, r2}, {El, 2 * ip})}));
-  out.push_back(param(
-      dst + ".w2_weight", {El, H, ip / 2}, DType::kU8,
-      {cut(src + ".down_proj_blocks", {E, H, I / kGroup, 16}, {ex, all_h, g, {0, 16}}, {El, H, ip / kGroup, 16})}));
+  out.push_back(mxfp4(param(dst + ".w2_weight", {El, H, ip / 2}, DType::kU8,
+                            {cut(src + ".down_proj_blocks", {E, H, I / kGroup, 16}, {ex, all_h, g, {0, 16}},
+                                 {El, H, ip / kGroup, 16})}),
+                      dst + ".w2_weight_scale"));
   out.push_back(param(dst + ".w2_weight_scale", {El, H, ip / kGroup}, DType::kU8,
                       {cut(src + ".down_proj_scales", {E, H, I / kGroup}, {ex, all_h, g}, {El, H, ip / kGroup})}));
   Piece bias;
@@ -259,7 +266,8 @@ std::vector<ParamSpec> trtllm_experts(const std::string& dst, const std::string&
   s13.source_dtype = DType::kU8;
   s13.transform = "block_scale_interleave_128x4";  // per expert and stream: ipad is a multiple of 128
   std::vector<ParamSpec> out;
-  out.push_back(param(dst + ".w3_w1_weight", {El, 2 * ipad, hp / 16}, DType::kI64, {w13}));
+  out.push_back(
+      mxfp4(param(dst + ".w3_w1_weight", {El, 2 * ipad, hp / 16}, DType::kI64, {w13}), dst + ".w3_w1_weight_scale"));
   out.push_back(param(dst + ".w3_w1_bias", {El, 2 * ipad}, DType::kBF16,
                       {up_gate(src + ".gate_up_proj_bias", {E, I, 2}, {El, 2, ipad})}));
   out.push_back(param(dst + ".w3_w1_weight_scale", {El, 2 * ipad, hp / 128}, DType::kI32, {s13}));
@@ -268,8 +276,9 @@ std::vector<ParamSpec> trtllm_experts(const std::string& dst, const std::string&
   w2.source_shape = {E, H, I / kGroup, 16};
   w2.source_dtype = DType::kU8;
   w2.box = {ex, {0, H}, g, {0, 16}};
-  out.push_back(
-      param(dst + ".w2_weight", {El, hp, ipad / 16}, DType::kI64, {spec::padded(w2, {El, hp, ipad / kGroup, 16})}));
+  out.push_back(mxfp4(
+      param(dst + ".w2_weight", {El, hp, ipad / 16}, DType::kI64, {spec::padded(w2, {El, hp, ipad / kGroup, 16})}),
+      dst + ".w2_weight_scale"));
   Piece b2;
   b2.source = src + ".down_proj_bias";
   b2.source_shape = {E, H};

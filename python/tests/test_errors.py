@@ -158,6 +158,7 @@ def test_plan_problems_as_cli():
         eq(p.problems, lines, "problems")
         eq([k for k, _, _ in p.problem_details], ["missing"] * 9, "problem kinds")
         check("plan: %s\n" % p.coverage in out, "coverage as the CLI prints it")
+        check("certificate: %s\n" % p.certificate in out, "certificate as the CLI prints it")
         eq(p.to_json(), cli("plan", ck, "--json")[1], "plan JSON")
         json.loads(p.to_json())
         # load refuses it with the CLI's message.
@@ -178,6 +179,10 @@ def test_plan_and_inspect_outputs():
                                                                             "--max-read-gap", 0])):
             p = wmap.plan(ck, **layout)
             check(p.ok and p.problems == [], "complete plan")
+            cert = json.loads(p.to_json())["certificate"]
+            check(cert["ok"] and cert["certified"] == cert["params"] > 0, "every parameter certified: %r" % cert)
+            check(p.certificate.startswith("certified: every destination byte of %d parameters" % cert["params"]),
+                  "the certificate's verdict: " + p.certificate)
             eq(p.to_json(), cli("plan", ck, "--json", *args, check=0)[1], "plan JSON %r" % layout)
             eq(p.architecture, "LlamaForCausalLM", "architecture")
             eq(p.plugin, "llama", "plugin")

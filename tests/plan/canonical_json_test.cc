@@ -28,25 +28,28 @@ const std::string kCatalogCanonical =
     "\n";
 const std::string kCatalogId = "14a8fd23af26df1930b0d02843baa9b0719c7968848d077bb17bc440773f474a";
 const std::string kPlanJson =
-    R"({"format":"wmap-plan","version":6,"plan_id":"5cb2846b2856df163373020a10c1ce7e6fa50dd1658cf83ef49ddb3d2592fd7b)"
+    R"({"format":"wmap-plan","version":7,"plan_id":"9f796f3b2d080c9fe26649a40a2608d83896849b0d6788c07a143557fb2d35d0)"
     R"(","catalog_id":"14a8fd23af26df1930b0d02843baa9b0719c7968848d077bb17bc440773f474a","plugin":)"
     R"("pin","architecture":"PinForCausalLM","layout":{"tp_size":1,"tp_rank":0,"ep_size":1,"mtp_layers":null,"target":"trtllm")"
     R"(,"attention_dp":false,"gpus_per_node":8,"moe_backend":null},"ok":true,"cove)"
     R"(rage":"complete: 2 parameters (24 bytes) from 2 of 2 checkpoint tensors","bytes_to_load":24,"bytes_t)"
-    R"(o_read":24,"problems":[],"params":[)"
+    R"(o_read":24,"certificate":{"params":2,"certified":2,"ranges":2,"bytes":24,"scaled":0,"ok":true},"prob)"
+    R"(lems":[],"params":[)"
     "\n"
-    R"({"name":"m.weight","module":"m","dtype":"F32","shape":[2,2],"nbytes":16,"pieces":[{"source":"m.weigh)"
+    R"({"name":"m.weight","module":"m","dtype":"F32","shape":[2,2],"nbytes":16,"coverage":{"ranges":1,"bytes")"
+    R"(:16,"ok":true},"pieces":[{"source":"m.weigh)"
     R"(t","key":"m.weight","shard":0,"span":[88,104],"bytes":16,"view":[2,2],"box":[[0,2],[0,2]],"perm":[0,)"
     R"(1]}]},)"
     "\n"
-    R"({"name":"m.bias","module":"m","dtype":"BF16","shape":[4],"nbytes":8,"pieces":[{"source":"m.bias","ke)"
+    R"({"name":"m.bias","module":"m","dtype":"BF16","shape":[4],"nbytes":8,"coverage":{"ranges":1,"bytes":8,)"
+    R"("ok":true},"pieces":[{"source":"m.bias","ke)"
     R"(y":"m.bias","shard":0,"span":[104,112],"bytes":8,"view":[4],"box":[[0,4]],"perm":[0]}]}],"read_order)"
     R"(":[0,1],"schedule":{"chunk_bytes":16777216,"max_read_gap":65536,"unit_fields":["kind","shard","begin","end","segments","p)"
     R"(aram","piece","releases"],"units":[)"
     "\n"
     R"(["read",0,88,112,2,null,null,[88,112]]]}})"
     "\n";
-const std::string kPlanId = "5cb2846b2856df163373020a10c1ce7e6fa50dd1658cf83ef49ddb3d2592fd7b";
+const std::string kPlanId = "9f796f3b2d080c9fe26649a40a2608d83896849b0d6788c07a143557fb2d35d0";
 
 Catalog tiny_catalog() {
   ShardRecord shard;

@@ -22,6 +22,9 @@ class RealLayoutPlan : public ::testing::Test {
     auto r = run_wmap("plan " + shell_quote(dir.string()) + " " + layout);
     EXPECT_EQ(r.exit_code, 0) << layout << "\n" << r.err;
     EXPECT_NE(r.out.find("plan: complete"), std::string::npos) << r.out;
+    // The coverage certificate: every parameter's bytes written exactly once, quantised weights
+    // (DeepSeek-R1's FP8 linears) with their scales.
+    EXPECT_NE(r.out.find("certificate: certified: every destination byte of "), std::string::npos) << r.out;
   }
   TempDir dir_;
 };

@@ -33,6 +33,7 @@ int run_plan(const CommonLoadOptions& o, const std::string& expect) {
     std::printf("layout: %s\n", plan.layout().to_string().c_str());
     std::printf("catalog: %zu tensors in %zu shards\n", prepared->catalog->size(), prepared->catalog->shards().size());
     std::printf("plan: %s\n", plan.coverage().c_str());
+    std::printf("certificate: %s\n", plan.certificate().c_str());
     std::printf("bytes: %llu to load, %llu to read; catalog %.3fs, plan %.3fs\n",
                 static_cast<unsigned long long>(plan.bytes_to_load()),
                 static_cast<unsigned long long>(plan.bytes_to_read()), prepared->catalog_seconds,

@@ -330,17 +330,19 @@ void PlanRunner::copy_unit(Job& job, Scratch& scratch) {
   const ReadUnit& u = units_[job.unit];
   if (job.kind == Job::Kind::kZero) {
     const auto t0 = Clock::now();
-    const PlannedPiece& piece = params_[u.param].pieces[u.piece];
+    // The bytes the plan's certificate checked (ReadSchedule::unit_output): the zero piece's.
+    const ByteRange out = schedule_.unit_output(u, params_);
+    const uint64_t bytes = out.end - out.begin;
     // Staged in bounded regions: a zero piece can be as large as a padded vocabulary.
-    const uint64_t step = state_[u.param].regions ? schedule_.chunk_bytes() : std::max<uint64_t>(piece.out_bytes, 1);
-    for (uint64_t at = 0; at < piece.out_bytes; at += step) {
-      const uint64_t n = std::min(step, piece.out_bytes - at);
-      open_region(u.param, u.dst_off + at, n, scratch);
-      std::memset(target(u.param, u.dst_off + at, n, scratch), 0, n);
+    const uint64_t step = state_[u.param].regions ? schedule_.chunk_bytes() : std::max<uint64_t>(bytes, 1);
+    for (uint64_t at = 0; at < bytes; at += step) {
+      const uint64_t n = std::min(step, bytes - at);
+      open_region(u.param, out.begin + at, n, scratch);
+      std::memset(target(u.param, out.begin + at, n, scratch), 0, n);
       close_regions(scratch);
     }
     copy_ns_ += ns_since(t0);
-    add_done(piece.out_bytes);
+    add_done(bytes);
     unit_consumed(job.unit);
     return piece_done(u.param, 1, true);
   }
@@ -355,15 +357,16 @@ void PlanRunner::copy_piece_unit(Job& job, Scratch& scratch) {
   std::vector<std::byte>& gathered = scratch.gathered;
   const auto t0 = Clock::now();
   // A band of rows of the outer dim (ReadSchedule: its output is a contiguous range), or the
-  // whole piece; the region staged is the unit's output, bounded as its read is.
+  // whole piece; the region staged is the unit's output (ReadSchedule::unit_output, the bytes
+  // the plan's certificate checked), bounded as its read is.
   const bool band = u.rows_end > 0;
   const uint64_t rows0 = piece.box.empty() ? 0 : piece.box.front().begin;
   const CopyGeometry g =
       band ? copy_geometry(piece, Range{rows0 + u.rows_begin, rows0 + u.rows_end}) : copy_geometry(piece);
-  const uint64_t out_bytes =
-      band ? (u.rows_end - u.rows_begin) * (piece.out_bytes / piece.box.front().size()) : piece.out_bytes;
-  open_region(u.param, u.dst_off, out_bytes, scratch);
-  std::byte* dst = target(u.param, u.dst_off, out_bytes, scratch);
+  const ByteRange out = schedule_.unit_output(u, params_);
+  const uint64_t out_bytes = out.end - out.begin;
+  open_region(u.param, out.begin, out_bytes, scratch);
+  std::byte* dst = target(u.param, out.begin, out_bytes, scratch);
   const uint64_t before = u.begin - piece.record->offset;  // geometry is tensor-relative
   // A strided source (non-contiguous PyTorch view) seen in its own shape is copied with its
   // strides (the geometry has them); reshaped by the spec, its whole span was read and is

@@ -7,6 +7,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "wmap/plan/piece_runs.h"
 #include "wmap/util/error.h"
 #include "wmap/util/json_text.h"
 #include "wmap/util/sha256.h"
@@ -20,12 +21,52 @@ std::string_view problem_kind_name(PlanProblem::Kind kind) {
     case PlanProblem::Kind::kShape: return "shape";
     case PlanProblem::Kind::kDtype: return "dtype";
     case PlanProblem::Kind::kUnconsumed: return "unconsumed";
+    case PlanProblem::Kind::kCoverage: return "coverage";
     case PlanProblem::Kind::kDestination: return "destination";
   }
   return "?";
 }
 
+std::string coverage_fault(std::span<DestRange> ranges, uint64_t size) {
+  auto before = [](const DestRange& a, const DestRange& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  };
+  // Ranges arrive in the schedule's order, which is mostly their parameter's: sorted already.
+  if (!std::is_sorted(ranges.begin(), ranges.end(), before)) std::sort(ranges.begin(), ranges.end(), before);
+  auto bytes = [](uint64_t a, uint64_t b) {
+    return "destination bytes [" + std::to_string(a) + ", " + std::to_string(b) + ")";
+  };
+  // Everything below `pos` is written exactly once, the last of it by piece `owner`.
+  uint64_t pos = 0;
+  uint32_t owner = 0;
+  for (const DestRange& r : ranges) {
+    if (r.end <= r.begin) continue;  // writes nothing
+    if (r.begin < pos) {
+      const uint32_t a = std::min(owner, r.piece), b = std::max(owner, r.piece);
+      return bytes(r.begin, std::min(pos, r.end)) + " written twice (" +
+             (a == b ? "piece " + std::to_string(a) : "pieces " + std::to_string(a) + " and " + std::to_string(b)) +
+             ")";
+    }
+    if (r.begin > pos && pos < size) return bytes(pos, std::min(r.begin, size)) + " written by no piece";
+    if (r.end > size) {
+      return bytes(std::max(r.begin, size), r.end) + " written past the parameter's " + std::to_string(size) +
+             " bytes (piece " + std::to_string(r.piece) + ")";
+    }
+    pos = r.end;
+    owner = r.piece;
+  }
+  if (pos < size) return bytes(pos, size) + " written by no piece";
+  return "";
+}
+
 namespace {
+
+// Dtypes whose values mean nothing without a scale: a parameter held in one is a quantised weight
+// (or a scale of one, as NVFP4's F8_E4M3 block scales are).
+bool quantised_dtype(DType d) {
+  return d == DType::kF4 || d == DType::kF6_E2M3 || d == DType::kF6_E3M2 || d == DType::kF8_E5M2 ||
+         d == DType::kF8_E4M3;
+}
 
 // A piece's zero padding, in addressable units: each output dim's extent at least the box's
 // (padding only grows a piece), sub-byte last dims in whole bytes. An unpadded extent list is
@@ -179,11 +220,16 @@ class PlanBuilder {
     for (const ModuleSpec& module : spec_.modules) {
       for (const ParamSpec& ps : module.params) add_param(module, ps);
     }
+    check_scales();
     list_unconsumed();
+    // The schedule and its certificate: a parameter the certificate refuses leaves the schedule,
+    // which is rebuilt without it (and certified again: the others' units are unchanged).
+    do {
+      plan_.schedule_ = ReadSchedule::build(plan_.params_, options_.chunk_bytes, options_.max_read_gap);
+    } while (certify());
     std::stable_sort(plan_.problems_.begin(), plan_.problems_.end(), [](const PlanProblem& a, const PlanProblem& b) {
       return a.kind != b.kind ? a.kind < b.kind : a.key < b.key;
     });
-    plan_.schedule_ = ReadSchedule::build(plan_.params_, options_.chunk_bytes, options_.max_read_gap);
     plan_.read_order_ = plan_.schedule_.param_order(plan_.params_.size());
   }
 
@@ -193,6 +239,9 @@ class PlanBuilder {
   }
   const std::string& file_of(const TensorRecord* r) const { return catalog_.shards()[r->shard].file; }
   void push(PlannedParam pp) {
+    // Each piece's run bytes, for certify(), taken while the piece is in cache (the schedule
+    // visits pieces in file order: a cache miss each, 3 ms of a 140k-piece plan).
+    for (const PlannedPiece& q : pp.pieces) piece_runs_.push_back(q.record ? piece_run_bytes(q) : 0);
     param_index_[pp.name] = plan_.params_.size();
     plan_.params_.push_back(std::move(pp));
   }
@@ -203,6 +252,7 @@ class PlanBuilder {
     pp.module = module.name;
     pp.shape = ps.shape;
     pp.alias_of = ps.alias_of;
+    if (ps.alias_of.empty()) pp.scales = ps.scales;
     if (param_index_.count(ps.name)) {
       problem(PlanProblem::Kind::kSpec, ps.name, plugin_label_ + " declares parameter '" + ps.name + "' twice");
       return;
@@ -244,10 +294,20 @@ class PlanBuilder {
     const std::optional<uint64_t> want = broken ? std::optional<uint64_t>(pp.nbytes) : assembled_size(pp, ps);
     pp.broken = broken || !want || total != *want;
     if (!broken && want && total != *want) {
+      // The pieces append, each after the one before: their destination ranges tile [0, total),
+      // so against [0, want) only a total that differs can fail the interval check, which names
+      // the first bytes written by no piece or past the end.
+      std::vector<DestRange> ranges;
+      uint64_t at = 0;
+      for (size_t j = 0; j < pp.pieces.size(); ++j) {
+        ranges.push_back({at, at + pp.pieces[j].out_bytes, static_cast<uint32_t>(j)});
+        at += pp.pieces[j].out_bytes;
+      }
       problem(PlanProblem::Kind::kSpec, ps.name,
               plugin_label_ + ": " + ps.name + " " + std::string(dtype_name(pp.dtype)) + shape_text(pp.shape) +
                   (pp.converts() ? " (" + std::string(conversion_name(pp.convert.kind)) + ")" : std::string()) +
-                  " needs " + std::to_string(*want) + " bytes but its pieces give " + std::to_string(total));
+                  " needs " + std::to_string(*want) + " bytes but its pieces give " + std::to_string(total) + ": " +
+                  coverage_fault(ranges, *want));
     }
     for (const auto& piece : pp.pieces) {
       if (piece.record) plan_.readers_[catalog_.index_of(*piece.record)]++;
@@ -405,6 +465,140 @@ class PlanBuilder {
     return ok;
   }
 
+  // The parameter an alias shares (itself when not an alias); aliases are pushed only when their
+  // target was declared before them.
+  PlannedParam& target_of(PlannedParam& p) {
+    return p.alias_of.empty() ? p : plan_.params_[param_index_.at(p.alias_of)];
+  }
+  // A parameter refused after its aliases were planned: they are refused with it.
+  void sync_aliases() {
+    for (PlannedParam& p : plan_.params_) {
+      if (!p.alias_of.empty()) p.broken = p.broken || target_of(p).broken;
+    }
+  }
+  std::string described(const PlannedParam& p) const {
+    return p.name + " " + std::string(dtype_name(p.dtype)) + shape_text(p.shape) + " (bytes [0, " +
+           std::to_string(p.nbytes) + "))";
+  }
+
+  // Every quantised weight has its scales: each parameter a loaded one names in ParamSpec::scales
+  // is declared and loaded (not absent, not broken; an alias stands for its target), and a
+  // parameter held in a quantised dtype (quantised_dtype(), as stored: not converted) that
+  // declares no scales and is no parameter's scale is refused. A refused weight is broken (a
+  // partial load skips it: its bytes alone are not its values); repeated until nothing changes,
+  // as a scale refused here may be a weight's.
+  void check_scales() {
+    std::vector<PlannedParam>& params = plan_.params_;
+    std::vector<bool> is_scale(params.size(), false);
+    for (const PlannedParam& p : params) {
+      for (const std::string& s : p.scales) {
+        if (auto it = param_index_.find(s); it != param_index_.end()) is_scale[it->second] = true;
+      }
+    }
+    auto holds_quantised = [](const PlannedParam& p) {
+      if (p.converts()) return false;
+      if (quantised_dtype(p.dtype)) return true;
+      return std::any_of(p.pieces.begin(), p.pieces.end(),
+                         [](const PlannedPiece& q) { return q.record && quantised_dtype(q.record->dtype); });
+    };
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t i = 0; i < params.size(); ++i) {
+        PlannedParam& p = params[i];
+        if (p.absent || p.broken || !p.alias_of.empty()) continue;
+        std::string why;
+        for (const std::string& s : p.scales) {
+          const auto it = param_index_.find(s);
+          const PlannedParam* scale = it == param_index_.end() ? nullptr : &target_of(params[it->second]);
+          if (!scale) {
+            why = "its scale '" + s + "' is not a parameter of the spec";
+          } else if (scale->absent) {
+            why = "its scale '" + s + "' is absent (optional, and its sources are not in the checkpoint)";
+          } else if (scale->broken) {
+            why = "its scale '" + s + "' has a problem of its own and is not loaded";
+          }
+          if (!why.empty()) {
+            why = described(p) + ": " + why + "; the weight is not loaded without it";
+            break;
+          }
+        }
+        if (why.empty() && p.scales.empty() && !is_scale[i] && holds_quantised(p)) {
+          why = described(p) +
+                " holds quantised values but declares no scales (ParamSpec::scales) and is no parameter's scale";
+        }
+        if (why.empty()) continue;
+        problem(PlanProblem::Kind::kCoverage, p.name, std::move(why));
+        p.broken = true;
+        changed = true;
+      }
+    }
+    sync_aliases();
+  }
+
+  // The coverage certificate (ParamCertificate): every destination range of the schedule (zero
+  // and copy units' outputs, read units' slices: what the executor writes), bucketed by parameter
+  // and piece (a counting sort: two passes over the units), each parameter's ranges checked by
+  // coverage_fault(). Pieces fill their parameter in order and a piece's units come in its output
+  // order, so a parameter's ranges arrive sorted and the check is one pass (a stacked expert
+  // tensor's pieces are read in file order, which is not theirs: bucketing by parameter alone
+  // left them to a sort). A fault is a `coverage` problem and the parameter is broken; returns
+  // whether one was found (the caller then rebuilds the schedule without it).
+  bool certify() {
+    std::vector<PlannedParam>& params = plan_.params_;
+    const ReadSchedule& schedule = plan_.schedule_;
+    const size_t n = params.size();
+    std::vector<uint64_t> first_piece(n + 1, 0);  // global piece index of each parameter's first piece
+    for (size_t i = 0; i < n; ++i) first_piece[i + 1] = first_piece[i] + params[i].pieces.size();
+    const std::vector<uint64_t>& run = piece_runs_;  // by global piece (push())
+    if (run.size() != first_piece[n]) throw Error(ErrorCode::kInternal, "certify: pieces changed after planning");
+    std::vector<uint64_t> start(first_piece[n] + 1, 0);  // by global piece: where its ranges start
+    for (const ReadUnit& u : schedule.units()) {
+      if (u.kind != ReadUnit::Kind::kRead) {
+        ++start[first_piece[u.param] + u.piece + 1];
+        continue;
+      }
+      for (const UnitSlice& sl : schedule.slices(u)) ++start[first_piece[sl.param] + sl.piece + 1];
+    }
+    for (size_t k = 0; k + 1 < start.size(); ++k) start[k + 1] += start[k];
+    std::vector<DestRange> ranges(start.back());
+    std::vector<uint64_t> next(start.begin(), start.end() - 1);
+    for (const ReadUnit& u : schedule.units()) {
+      if (u.kind != ReadUnit::Kind::kRead) {
+        const ByteRange r = schedule.unit_output(u, params);
+        ranges[next[first_piece[u.param] + u.piece]++] = {r.begin, r.end, u.piece};
+        continue;
+      }
+      for (const UnitSlice& sl : schedule.slices(u)) {
+        const uint64_t k = first_piece[sl.param] + sl.piece;
+        const ByteRange r = schedule.slice_output(sl, run[k]);
+        ranges[next[k]++] = {r.begin, r.end, sl.piece};
+      }
+    }
+    plan_.certificates_.assign(n, {});
+    bool refused = false;
+    for (size_t i = 0; i < n; ++i) {
+      PlannedParam& p = params[i];
+      ParamCertificate& c = plan_.certificates_[i];
+      if (p.absent || !p.alias_of.empty()) continue;
+      c.checked = true;
+      const uint64_t begin = start[first_piece[i]], end = start[first_piece[i + 1]];
+      c.ranges = end - begin;
+      if (p.broken) continue;  // refused with a problem already: not scheduled
+      const std::string fault =
+          coverage_fault(std::span<DestRange>(ranges.data() + begin, end - begin), p.written_bytes());
+      if (fault.empty()) {
+        c.ok = true;
+        c.bytes = p.written_bytes();
+        continue;
+      }
+      problem(PlanProblem::Kind::kCoverage, p.name, p.name + ": " + fault);
+      p.broken = true;
+      refused = true;
+    }
+    if (refused) sync_aliases();
+    return refused;
+  }
+
   // Checkpoint tensors nothing reads, minus ignored and declared-skipped ones.
   void list_unconsumed() {
     // Mark declared-skipped and handed-off subtrees by their ranges in the sorted renamed catalog
@@ -461,6 +655,7 @@ class PlanBuilder {
   const PlanOptions& options_;
   const std::string plugin_label_;
   std::unordered_map<std::string, size_t> param_index_;
+  std::vector<uint64_t> piece_runs_;  // piece_run_bytes() of every planned piece, in params order
 };
 
 LoadPlan LoadPlan::build(const ModelSpec& spec, std::shared_ptr<const Catalog> catalog, const RenamedCatalog& renamed,
@@ -513,6 +708,39 @@ std::string LoadPlan::coverage() const {
   return s;
 }
 
+namespace {
+
+// The certificate's totals over a plan's parameters (its verdict and its JSON summary).
+struct CertificateTotals {
+  size_t checked = 0, certified = 0, scaled = 0;
+  uint64_t ranges = 0, bytes = 0;
+};
+CertificateTotals totals_of(const std::vector<ParamCertificate>& certificates,
+                            const std::vector<PlannedParam>& params) {
+  CertificateTotals t;
+  for (size_t i = 0; i < certificates.size(); ++i) {
+    const ParamCertificate& c = certificates[i];
+    t.checked += c.checked;
+    t.certified += c.ok;
+    t.scaled += c.ok && !params[i].scales.empty();
+    t.ranges += c.ranges;
+    t.bytes += c.bytes;
+  }
+  return t;
+}
+
+}  // namespace
+
+std::string LoadPlan::certificate() const {
+  const CertificateTotals t = totals_of(certificates_, params_);
+  std::string s = t.certified == t.checked ? "certified: "
+                                           : "REFUSED for " + std::to_string(t.checked - t.certified) + " of " +
+                                                 std::to_string(t.checked) + " parameters (their problems say why); ";
+  return s + "every destination byte of " + std::to_string(t.certified) + " parameters (" + std::to_string(t.bytes) +
+         " bytes) written exactly once, by " + std::to_string(t.ranges) + " ranges; " + std::to_string(t.scaled) +
+         " quantised weight(s) with their scales";
+}
+
 std::string LoadPlan::report(bool verdict_when_ok) const {
   std::string out;
   for (const auto& p : problems_) out += "wmap: " + std::string(problem_kind_name(p.kind)) + ": " + p.message + "\n";
@@ -529,7 +757,7 @@ std::string LoadPlan::plan_id() const {
 std::string LoadPlan::to_json() const { return json_text(true); }
 
 std::string LoadPlan::json_text(bool with_id) const {
-  std::string o = "{\"format\":\"wmap-plan\",\"version\":6";
+  std::string o = "{\"format\":\"wmap-plan\",\"version\":7";
   if (with_id) o += ",\"plan_id\":\"" + plan_id() + "\"";
   o += ",\"catalog_id\":\"" + catalog_id() + "\",\"plugin\":" + json_string(plugin_) +
        ",\"architecture\":" + json_string(architecture_);
@@ -537,6 +765,10 @@ std::string LoadPlan::json_text(bool with_id) const {
   o += ",\"ok\":" + std::string(ok() ? "true" : "false") + ",\"coverage\":" + json_string(coverage());
   o +=
       ",\"bytes_to_load\":" + std::to_string(bytes_to_load()) + ",\"bytes_to_read\":" + std::to_string(bytes_to_read());
+  const CertificateTotals t = totals_of(certificates_, params_);
+  o += ",\"certificate\":{\"params\":" + std::to_string(t.checked) + ",\"certified\":" + std::to_string(t.certified) +
+       ",\"ranges\":" + std::to_string(t.ranges) + ",\"bytes\":" + std::to_string(t.bytes) +
+       ",\"scaled\":" + std::to_string(t.scaled) + ",\"ok\":" + (t.certified == t.checked ? "true" : "false") + "}";
   o += ",\"problems\":[";
   for (size_t i = 0; i < problems_.size(); ++i) {
     o += (i ? ",\n" : "\n") + std::string("{\"kind\":\"") + std::string(problem_kind_name(problems_[i].kind)) +
@@ -571,6 +803,15 @@ std::string LoadPlan::json_text(bool with_id) const {
       }
       o += "]";
       if (p.must_match_close) o += ",\"must_match_close\":true";
+    }
+    if (!p.scales.empty()) {
+      o += ",\"scales\":[";
+      for (size_t j = 0; j < p.scales.size(); ++j) o += (j ? "," : "") + json_string(p.scales[j]);
+      o += "]";
+    }
+    if (const ParamCertificate& c = certificates_[i]; c.checked) {
+      o += ",\"coverage\":{\"ranges\":" + std::to_string(c.ranges) + ",\"bytes\":" + std::to_string(c.bytes) +
+           ",\"ok\":" + (c.ok ? "true" : "false") + "}";
     }
     o += ",\"pieces\":[";
     for (size_t j = 0; j < p.pieces.size(); ++j) {

@@ -25,6 +25,17 @@ std::pair<uint64_t, uint64_t> part_of(uint64_t k, uint64_t per_run, uint64_t run
   return {at, std::min(chunk, run - at)};
 }
 
+// Segment k of slice `sl`: its offset in its run, its length, and where it lands in its parameter.
+// One arithmetic for what the executor writes (segments()) and what the plan certifies
+// (slice_output()).
+struct SegmentPart {
+  uint64_t at, len, dst;
+};
+SegmentPart segment_part(const UnitSlice& sl, uint64_t k, uint64_t per_run, uint64_t run, uint64_t chunk) {
+  const auto [at, len] = part_of(k, per_run, run, chunk);
+  return {at, len, sl.dst_off + (k / per_run) * run + at};
+}
+
 // A copy piece can be cut into bands of rows of its outermost dim when that dim stays outermost
 // in the output and is not padded (each band's output is then a contiguous, equal slice) and
 // the source is row-major over the view (so a band's rows are neighbours in the file).
@@ -216,10 +227,25 @@ void ReadSchedule::segments(const ReadUnit& u, const std::vector<PlannedParam>& 
     runs.seek(sl.first / per_run);
     for (uint64_t k = sl.first; k < sl.first + sl.count; ++k) {
       if (k > sl.first && k % per_run == 0) runs.next();
-      const auto [at, len] = part_of(k, per_run, run, chunk_bytes_);
-      out.push_back({r.offset + runs.offset() + at, len, sl.dst_off + (k / per_run) * run + at, sl.param, r.shard});
+      const SegmentPart g = segment_part(sl, k, per_run, run, chunk_bytes_);
+      out.push_back({r.offset + runs.offset() + g.at, g.len, g.dst, sl.param, r.shard});
     }
   }
+}
+
+ByteRange ReadSchedule::unit_output(const ReadUnit& u, const std::vector<PlannedParam>& params) const {
+  const PlannedPiece& piece = params[u.param].pieces[u.piece];
+  if (u.kind == ReadUnit::Kind::kCopy && u.rows_end > 0) {  // a band: rows of the outer dim (bandable())
+    return {u.dst_off, u.dst_off + (u.rows_end - u.rows_begin) * (piece.out_bytes / piece.box.front().size())};
+  }
+  return {u.dst_off, u.dst_off + piece.out_bytes};
+}
+
+ByteRange ReadSchedule::slice_output(const UnitSlice& s, uint64_t run) const {
+  if (s.count == 0 || run == 0) return {s.dst_off, s.dst_off};
+  const uint64_t per_run = (run + chunk_bytes_ - 1) / chunk_bytes_;
+  const SegmentPart last = segment_part(s, s.first + s.count - 1, per_run, run, chunk_bytes_);
+  return {segment_part(s, s.first, per_run, run, chunk_bytes_).dst, last.dst + last.len};
 }
 
 void ReadSchedule::assign_releases() {

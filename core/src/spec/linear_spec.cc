@@ -108,6 +108,11 @@ void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const st
     rows += s.rows.size();
   }
   params.push_back(concat_param(dst + sep + "weight", std::move(weight), rows, cols, leading));
+  // The weight names its scale parameters (ParamSpec::scales): the plan refuses it without them.
+  if (quant.kind == Kind::kFp8Block) params.back().scales = {dst + sep + quant.scale_name};
+  if (quant.kind == Kind::kNvfp4) {
+    params.back().scales = {dst + sep + "weight_scale", dst + sep + "weight_scale_2", dst + sep + "input_scale"};
+  }
 
   if (quant.kind == Kind::kFp8Block) {
     std::vector<Piece> scale;

@@ -34,7 +34,8 @@
 // 4: KeyProbe is a CheckpointExtent (highest_index, largest_dim) for ConfigBounds.
 // 5: Piece::pad (zero padding), Piece::reverse, Layout::moe_backend, TransformFn's shape.
 // 6: ParamSpec::convert (Conversion: F32 -> BF16 narrowing, FP8 block dequantization).
-#define WMAP_PLUGIN_ABI_VERSION 6u
+// 7: ParamSpec::scales (a quantised weight's scale parameters, checked by the plan).
+#define WMAP_PLUGIN_ABI_VERSION 7u
 
 WMAP_PUBLIC_BEGIN
 extern "C" {

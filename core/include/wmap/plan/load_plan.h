@@ -3,14 +3,16 @@
 // rank, its sources (after renames), the byte ranges read, the transform, and the schedule the
 // executor runs (read units, their order, release points: read_schedule.h).
 // Built from a ModelSpec and a catalog's headers alone; validated against that catalog at once
-// (missing sources, shape/dtype mismatches, unconsumed checkpoint tensors, spec errors),
-// problems sorted. Immutable after build(); thread-safe to read. Serialises to JSON with an id.
-// The plan shares ownership of the Catalog it was built from (its pieces point at the catalog's
-// records), so moving or dropping the caller's handle cannot leave it dangling.
+// (missing sources, shape/dtype mismatches, unconsumed checkpoint tensors, spec errors), and
+// certified: every loaded parameter's bytes are written exactly once by the schedule and every
+// quantised weight has its scales (ParamCertificate), problems sorted. Immutable after build(); thread-safe to read.
+// Serialises to JSON with an id. The plan shares ownership of the Catalog it was built from (its pieces point at the
+// catalog's records), so moving or dropping the caller's handle cannot leave it dangling.
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -78,10 +80,38 @@ struct PlannedParam {
   bool converts() const { return convert.kind != Conversion::Kind::kNone; }
   // The bytes the pieces write: nbytes, or the assembled bytes of a converted parameter.
   uint64_t written_bytes() const { return converts() ? assembled_bytes : nbytes; }
+  // The parameters holding its quantisation scales (ParamSpec::scales), each checked loaded.
+  std::vector<std::string> scales;
 };
 
+// A parameter's coverage certificate, made when the plan is built (LoadPlan::certificates()):
+// every destination range the executor writes to it (the schedule's zero and copy units and
+// read-unit slices, ReadSchedule::unit_output / slice_output) sorted and checked disjoint and
+// covering [0, written_bytes()) exactly once (coverage_fault: an interval check, so an overlap
+// and a gap cannot cancel), and its declared scales loaded. A fault is a `coverage` problem
+// naming the parameter and the bytes, and the parameter is broken (it leaves the schedule).
+struct ParamCertificate {
+  bool checked = false;  // loaded: not absent, not an alias (its target's certificate covers it)
+  bool ok = false;       // checked and certified (false for a parameter with any problem)
+  uint64_t ranges = 0;   // destination ranges the schedule writes to it
+  uint64_t bytes = 0;    // bytes certified written exactly once: written_bytes() when ok, else 0
+};
+
+// One destination range of a parameter, [begin, end) of its written bytes, and the piece writing it.
+struct DestRange {
+  uint64_t begin = 0, end = 0;
+  uint32_t piece = 0;
+};
+// The coverage check of one parameter of `size` bytes: `ranges` (sorted here, by begin) must be
+// disjoint and cover [0, size) exactly; empty ranges write nothing. Returns "" when they do, else
+// the first fault by position: "destination bytes [a, b) written twice (pieces i and j)",
+// "destination bytes [a, b) written by no piece", "destination bytes [a, b) written past the
+// parameter's N bytes (piece i)".
+std::string coverage_fault(std::span<DestRange> ranges, uint64_t size);
+
 struct PlanProblem {
-  enum class Kind { kSpec, kMissing, kShape, kDtype, kUnconsumed, kDestination };  // kDestination: load_into's table
+  // kCoverage: the certificate (ParamCertificate); kDestination: load_into's table.
+  enum class Kind { kSpec, kMissing, kShape, kDtype, kUnconsumed, kCoverage, kDestination };
   Kind kind;
   std::string key;      // the parameter or checkpoint key concerned
   std::string message;  // one line, naming file, key, expected and actual values
@@ -142,6 +172,9 @@ class LoadPlan {
   uint64_t bytes_to_load() const;  // parameter bytes (aliases counted once)
   uint64_t bytes_to_read() const;  // source bytes the pieces need
   std::string coverage() const;    // one-line verdict
+  // The coverage certificate of each parameter (by index in params()), and its one-line verdict.
+  const std::vector<ParamCertificate>& certificates() const { return certificates_; }
+  std::string certificate() const;
   // What front ends print on stderr: a "wmap: KIND: message" line per problem, a "wmap: warning:"
   // line per warning, then "wmap: plan VERDICT" when the plan has problems or `verdict_when_ok`.
   std::string report(bool verdict_when_ok) const;
@@ -155,6 +188,7 @@ class LoadPlan {
   ReadSchedule schedule_;
   std::vector<size_t> read_order_;
   std::vector<uint32_t> readers_;
+  std::vector<ParamCertificate> certificates_;
   std::vector<PlanProblem> problems_;
   std::vector<std::string> warnings_;
   std::vector<std::string> unconsumed_;

@@ -70,6 +70,21 @@ void for_each_run(const PlannedPiece& p, Fn&& fn) {
 
 namespace wmap {
 
+// The bytes of each contiguous source run of an identity-permuted piece (for_each_run's `run`,
+// RunCursor::run_bytes), without a cursor: the innermost box range, times the view dims after it,
+// widened over inner dims the box covers whole. 0 when the box is empty along a dim.
+inline uint64_t piece_run_bytes(const PlannedPiece& p) {
+  const size_t n = p.view.size();
+  if (n == 0) return p.elem_bytes;
+  for (size_t d = 0; d < n; ++d) {
+    if (p.box[d].size() == 0) return 0;
+  }
+  size_t d = n - 1;
+  uint64_t stride = p.elem_bytes;  // of dim d: elem_bytes x the view dims after d
+  while (d > 0 && p.box[d].begin == 0 && p.box[d].size() == p.view[d]) stride *= p.view[d--];
+  return p.box[d].size() * stride;
+}
+
 // The runs of for_each_run() as a cursor, in the same order: seek to run k, then step. Lets a
 // read unit name a slice of a piece's runs (first, count) instead of listing them.
 class RunCursor {
@@ -89,7 +104,7 @@ class RunCursor {
     }
     d_ = n - 1;
     while (d_ > 0 && p.box[d_].begin == 0 && p.box[d_].size() == p.view[d_]) --d_;
-    run_ = p.box[d_].size() * stride_[d_];
+    run_ = piece_run_bytes(p);
     count_ = 1;
     for (size_t k = 0; k < d_; ++k) count_ *= p.box[k].size();
     idx_.assign(d_, 0);

@@ -43,7 +43,8 @@ struct UnitSegment {
   uint32_t shard = 0;
 };
 
-// Absolute file bytes [begin, end) of the shard of the unit that releases them.
+// Bytes [begin, end): absolute file bytes of the shard of the unit that releases them
+// (releases()), or destination bytes of a parameter (unit_output(), slice_output()).
 struct ByteRange {
   uint64_t begin = 0, end = 0;
 };
@@ -91,6 +92,13 @@ class ReadSchedule {
   // A read unit's segments, in file order (sorted, not overlapping), into `out` (cleared);
   // `params` are the plan's, which the schedule was built from.
   void segments(const ReadUnit& u, const std::vector<PlannedParam>& params, std::vector<UnitSegment>& out) const;
+  // The destination bytes of its parameter a copy or zero unit writes (the executor writes exactly
+  // these): a zero unit's piece, a copy unit's band of rows or its whole piece.
+  ByteRange unit_output(const ReadUnit& u, const std::vector<PlannedParam>& params) const;
+  // The destination bytes a read unit's slice writes: the union of its segments, which abut
+  // (segment k + 1 starts where k ends), from its first segment's start to its last one's end.
+  // `run`: the piece's run bytes (RunCursor::run_bytes).
+  ByteRange slice_output(const UnitSlice& s, uint64_t run) const;
   // The ranges whose last reader is `u`: released once `u` and every unit before it are consumed.
   std::span<const ByteRange> releases(const ReadUnit& u) const {
     return {releases_.data() + u.release_begin, static_cast<size_t>(u.release_end - u.release_begin)};

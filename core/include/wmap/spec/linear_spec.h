@@ -74,7 +74,8 @@ struct LinearQuant {
 // (rows = total / prod(leading)); and the quantisation's companions under the same prefix
 // (quant.scale_name; or `weight_scale`, `weight_scale_2`, `input_scale`). Slices are in the
 // stored weight's units (packed bytes for NVFP4 columns). With `leading`, the slices form
-// prod(leading) equal groups (e.g. experts), each contributing one global scale.
+// prod(leading) equal groups (e.g. experts), each contributing one global scale. A quantised
+// weight names its companions in ParamSpec::scales.
 void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const std::string& sep,
                 const std::vector<LinearSlice>& slices, const LinearQuant& quant,
                 const std::vector<uint64_t>& leading = {});

@@ -77,6 +77,12 @@ struct ParamSpec {
   // default), as TensorRT-LLM compares a routed expert's w3/w1 global scales.
   bool must_match_close = false;
   Conversion convert;  // none: the pieces' bytes are the parameter's
+  // The parameters (by name, in this spec) that hold this one's quantisation scales: an FP8
+  // weight's `weight_scale_inv`, an NVFP4 weight's `weight_scale`, `weight_scale_2` and
+  // `input_scale`, an MXFP4 weight's block scales. The plan refuses the weight unless each is
+  // declared and loaded (not absent, not broken), and refuses an F4/F6/F8 parameter (held as
+  // such) that declares none and is no parameter's scale (LoadPlan's coverage certificate).
+  std::vector<std::string> scales;
 };
 
 struct ModuleSpec {
