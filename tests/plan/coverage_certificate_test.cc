@@ -72,7 +72,8 @@ std::shared_ptr<const Catalog> catalog_of(const std::vector<Tensor>& tensors) {
   uint64_t at = 64;
   for (const Tensor& t : tensors) {
     const uint64_t n = checked_nbytes(t.dtype, t.shape).value();
-    records.push_back({.name = t.name, .shard = 0, .dtype = t.dtype, .shape = t.shape, .offset = at, .nbytes = n, .strides = {}});
+    records.push_back(
+        {.name = t.name, .shard = 0, .dtype = t.dtype, .shape = t.shape, .offset = at, .nbytes = n, .strides = {}});
     at += n;
   }
   ShardRecord shard;
@@ -120,7 +121,8 @@ void expect_refused(const LoadPlan& plan, const std::string& name) {
       EXPECT_NE(u.param, i) << "a refused parameter is not scheduled";
       continue;
     }
-    for (const UnitSlice& s : plan.schedule().slices(u)) EXPECT_NE(s.param, i) << "a refused parameter is not scheduled";
+    for (const UnitSlice& s : plan.schedule().slices(u))
+      EXPECT_NE(s.param, i) << "a refused parameter is not scheduled";
   }
   EXPECT_THROW(plan.require_runnable(false), Error);
   EXPECT_NE(plan.certificate().find("REFUSED"), std::string::npos) << plan.certificate();
@@ -193,8 +195,8 @@ TEST(CoverageScales, AnAbsentScaleRefusesTheWeightNamingBoth) {
   // The scale is optional and not in the checkpoint: the weight alone is not its values.
   ParamSpec scale = fp8_scale();
   scale.optional = true;
-  const LoadPlan plan = LoadPlan::build(spec_of({fp8_weight({"m.weight_scale_inv"}), scale}),
-                                        catalog_of({kFp8.front()}), RenameTable());
+  const LoadPlan plan =
+      LoadPlan::build(spec_of({fp8_weight({"m.weight_scale_inv"}), scale}), catalog_of({kFp8.front()}), RenameTable());
   const PlanProblem problem = only_problem(plan, PlanProblem::Kind::kCoverage, "m.weight");
   EXPECT_EQ(problem.message,
             "m.weight F8_E4M3[4, 4] (bytes [0, 16)): its scale 'm.weight_scale_inv' is absent (optional, and its "
@@ -205,8 +207,7 @@ TEST(CoverageScales, AnAbsentScaleRefusesTheWeightNamingBoth) {
 
 TEST(CoverageScales, AnUndeclaredScaleRefusesTheWeight) {
   // The weight names its scale but the spec never declares it (the checkpoint has it: unconsumed).
-  const LoadPlan plan =
-      LoadPlan::build(spec_of({fp8_weight({"m.weight_scale_inv"})}), catalog_of(kFp8), RenameTable());
+  const LoadPlan plan = LoadPlan::build(spec_of({fp8_weight({"m.weight_scale_inv"})}), catalog_of(kFp8), RenameTable());
   const PlanProblem problem = only_problem(plan, PlanProblem::Kind::kCoverage, "m.weight");
   EXPECT_NE(problem.message.find("its scale 'm.weight_scale_inv' is not a parameter of the spec"), std::string::npos)
       << problem.message;
@@ -256,7 +257,8 @@ TEST(CoverageScales, TheLinearBuildersDeclareEachWeightsScales) {
   spec::add_linear(plain, "l", ".", {spec::whole_linear("x", {16, 8})}, spec::LinearQuant::none());
   ASSERT_EQ(plain.size(), 1u);
   EXPECT_TRUE(plain[0].scales.empty());
-  const auto experts = spec::moe_experts("e", "s", 2, 128, 128, Layout{}, spec::LinearQuant::fp8({128, 128}, "sf", false));
+  const auto experts =
+      spec::moe_experts("e", "s", 2, 128, 128, Layout{}, spec::LinearQuant::fp8({128, 128}, "sf", false));
   ASSERT_EQ(experts.size(), 4u);
   EXPECT_EQ(experts[0].scales, std::vector<std::string>{"e.w3_w1_sf"});
   EXPECT_EQ(experts[2].scales, std::vector<std::string>{"e.w2_sf"});
@@ -270,12 +272,11 @@ TEST(CoverageWorkList, ASlicesRangeIsTheUnionOfItsSegments) {
   ParamSpec p;
   p.name = "m.cols";
   p.shape = {512, 96};
-  p.pieces = {spec::cols("m.w", {512, 256}, {32, 128})};  // 512 runs of 192 bytes, 320-byte gaps
+  p.pieces = {spec::cols("m.w", {512, 256}, {32, 128})};           // 512 runs of 192 bytes, 320-byte gaps
   ParamSpec big = spec::replicated("m.big", "m.big", {3, 65536});  // one run of 384 KiB cut in 64 KiB parts
-  const LoadPlan plan =
-      LoadPlan::build(spec_of({p, big}),
-                      catalog_of({{"m.w", DType::kBF16, {512, 256}}, {"m.big", DType::kBF16, {3, 65536}}}),
-                      RenameTable(), PlanOptions{.chunk_bytes = uint64_t{1} << 16});
+  const LoadPlan plan = LoadPlan::build(
+      spec_of({p, big}), catalog_of({{"m.w", DType::kBF16, {512, 256}}, {"m.big", DType::kBF16, {3, 65536}}}),
+      RenameTable(), PlanOptions{.chunk_bytes = uint64_t{1} << 16});
   ASSERT_TRUE(plan.ok()) << plan.report(true);
   std::vector<UnitSegment> segs;
   size_t slices = 0;
@@ -388,7 +389,8 @@ TEST(CoverageFamilies, EveryParameterOfRealFamilyPlansIsCertified) {
   std::map<std::string, std::filesystem::path> made;
   for (const Case& c : cases) {
     const std::string key = c.family + c.args;
-    if (!made.count(key)) made[key] = synth_checkpoint(dir.path(), c.family, "ck" + std::to_string(made.size()), c.args);
+    if (!made.count(key))
+      made[key] = synth_checkpoint(dir.path(), c.family, "ck" + std::to_string(made.size()), c.args);
     LoaderSession session(rank_options(made[key], c.tp, c.rank, c.ep, c.target));
     const auto prepared = session.prepare();
     const size_t scaled = expect_certified(*prepared->plan, c.layout);
