@@ -9,7 +9,7 @@
 //   load --verify   hashed as read
 //   load + verify   the naive alternative: load, then a second pass over every shard
 //
-//   wmap_verify_bench DIR [--runs N] [--chunk-kib N (verify's read size, default 4096)]
+//   wmap_verify_bench DIR [--runs N] [--chunk-kib N (verify's read size)] [--io pread|mmap]
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
   for (int i = 2; i + 1 < argc; i += 2) {
     if (std::string(argv[i]) == "--runs") runs = std::max(1, std::atoi(argv[i + 1]));
     if (std::string(argv[i]) == "--chunk-kib") vo.chunk_bytes = uint64_t(std::atoi(argv[i + 1])) << 10;
+    if (std::string(argv[i]) == "--io") vo.io = std::string(argv[i + 1]) == "mmap" ? wmap::IoMode::kMmap : wmap::IoMode::kPread;
   }
   try {
     const wmap::ShardSet set = wmap::discover_shards(argv[1]);
