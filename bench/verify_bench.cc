@@ -75,7 +75,8 @@ int main(int argc, char** argv) {
   for (int i = 2; i + 1 < argc; i += 2) {
     if (std::string(argv[i]) == "--runs") runs = std::max(1, std::atoi(argv[i + 1]));
     if (std::string(argv[i]) == "--chunk-kib") vo.chunk_bytes = uint64_t(std::atoi(argv[i + 1])) << 10;
-    if (std::string(argv[i]) == "--io") vo.io = std::string(argv[i + 1]) == "mmap" ? wmap::IoMode::kMmap : wmap::IoMode::kPread;
+    if (std::string(argv[i]) == "--io")
+      vo.io = std::string(argv[i + 1]) == "mmap" ? wmap::IoMode::kMmap : wmap::IoMode::kPread;
   }
   try {
     const wmap::ShardSet set = wmap::discover_shards(argv[1]);

@@ -118,6 +118,43 @@ TEST(MpiLoad, AFailedReceiveAbortsTheJobWithTheReason) {
   }
 }
 
+// load --verify under every policy: a rank's plan reads half of each shard (partial), and
+// --verify=full hashes every shard, reading what the rank's plan does not from the storage (under
+// exchange the plan's own bytes are the received ones); a corrupt byte fails every rank, named.
+TEST(MpiLoad, VerifyFullUnderEveryPolicyCatchesACorruptShard) {
+  SKIP_WITHOUT_MPIRUN();
+  TempDir dir;
+  const auto ckpt = synth(dir, "llama", "--preset small --shards 2");
+  const std::string shard = "model-00002-of-00002.safetensors";
+  std::string manifest;
+  for (const auto& f : {std::string("model-00001-of-00002.safetensors"), shard}) {
+    auto r = run_command("cd " + shell_quote(ckpt.string()) + " && sha256sum " + f);
+    ASSERT_EQ(r.exit_code, 0);
+    manifest += r.out;
+  }
+  write_file(dir / "SHA256SUMS", manifest);
+  auto load = [&](const std::string& policy, const std::string& verify) {
+    return run_mpi("-np 2 " + wmap_cli() + " -q load " + shell_quote(ckpt.string()) + " --tp-size 2 --io-policy " +
+                   policy + " " + verify + " --manifest " + shell_quote((dir / "SHA256SUMS").string()));
+  };
+  for (const char* policy : {"native", "rank-striped", "exchange"}) {
+    auto partial = load(policy, "--verify");
+    EXPECT_EQ(partial.exit_code, 0) << policy << partial.err;
+    EXPECT_NE(partial.out.find("2 not verified (partial read)"), std::string::npos) << policy << partial.out;
+    auto full = load(policy, "--verify=full");
+    EXPECT_EQ(full.exit_code, 0) << policy << full.err;
+    EXPECT_NE(full.out.find("verify: 2 of 2 shards match"), std::string::npos) << policy << full.out;
+  }
+  std::string bytes = read_file(ckpt / shard);
+  bytes[bytes.size() / 2] ^= 0x10;
+  write_file(ckpt / shard, bytes);
+  for (const char* policy : {"native", "exchange"}) {
+    auto r = load(policy, "--verify=full");
+    EXPECT_EQ(r.exit_code, 1) << policy << r.err;
+    EXPECT_NE(r.err.find("SHA-256 mismatch: " + (ckpt / shard).string()), std::string::npos) << policy << r.err;
+  }
+}
+
 // TensorRT-LLM caps DeepSeek's dense-MLP split at the GPUs of a node: under mpirun wmap takes that
 // count from the node's ranks unless --gpus-per-node says otherwise.
 TEST(MpiLoad, GpusPerNodeIsTheNodesRankCountUnlessGiven) {

@@ -135,6 +135,9 @@ void RankContext::before_load(const PreparedLoad& prepared, const Device& device
     throw ReportedFailure{f.exit_code};
   }
   impl_->io_report = impl_->io->report();
+  // --verify's own reads (what this rank's plan does not read) go to the storage, not to the
+  // exchanged bytes.
+  if (impl_->io->file_system() && !exec.verify_fs) exec.verify_fs = exec.fs ? exec.fs : &FileSystem::posix();
   exec.fs = impl_->io->file_system();
   // The exchanged bytes are in memory already, and only they: read (copy) them, never map.
   if (exec.fs) exec.io = IoMode::kPread;

@@ -217,7 +217,8 @@ ShardCheck compare_digest(std::string file, std::string actual, uint64_t bytes,
   return c;
 }
 
-std::string sha256_file(const RandomAccessFile& file, uint64_t chunk_bytes, const std::function<void(uint64_t)>& on_bytes) {
+std::string sha256_file(const RandomAccessFile& file, uint64_t chunk_bytes,
+                        const std::function<void(uint64_t)>& on_bytes) {
   Sha256 sha;
   const uint64_t size = file.size();
   const uint64_t step = std::max<uint64_t>(chunk_bytes, 4096);

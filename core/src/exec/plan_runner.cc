@@ -36,7 +36,8 @@ PlanRunner::PlanRunner(const LoadPlan& plan, Device& device, const ExecOptions& 
       items_(plan.params().size(), 0),
       transforms_(plan.params().size()),
       unit_done_(schedule_.units().size(), 0),
-      hasher_(plan, options, [this](uint32_t shard) -> const RandomAccessFile& { return file_for(shard); }) {
+      verify_files_(options.verify_fs ? catalog_.shards().size() : 0),
+      hasher_(plan, options, [this](uint32_t shard) -> const RandomAccessFile& { return verify_file(shard); }) {
   configure();
 }
 
@@ -482,6 +483,15 @@ LoadedModel PlanRunner::report() {
   stats_.transform_seconds = static_cast<double>(transform_ns_.load()) / 1e9;
   model.stats = std::move(stats_);
   return model;
+}
+
+// The hash's own reads: the storage when the plan's bytes come from elsewhere (verify_fs).
+const RandomAccessFile& PlanRunner::verify_file(uint32_t shard) {
+  if (verify_files_.empty()) return file_for(shard);
+  std::lock_guard<std::mutex> lock(verify_files_mutex_);
+  auto& f = verify_files_[shard];
+  if (!f) f = options_.verify_fs->open(catalog_.shard_path(shard), IoMode::kPread);
+  return *f;
 }
 
 const RandomAccessFile& PlanRunner::file_for(uint32_t shard) {

@@ -85,6 +85,7 @@ class PlanRunner {
   void load_worker();
   // Helpers.
   const RandomAccessFile& file_for(uint32_t shard);
+  const RandomAccessFile& verify_file(uint32_t shard);
   DeviceBuffer& buffer_of(uint32_t param);      // allocated on first use
   std::span<std::byte> dst_of(uint32_t param);  // whole-parameter host memory (not region mode)
   // Where the pieces land (not region mode): dst_of, or a converted parameter's assembly buffer.
@@ -149,6 +150,9 @@ class PlanRunner {
   std::vector<uint8_t> unit_done_;
   size_t watermark_ = 0;  // units [0, watermark_) are consumed and their ranges released
 
+  // ExecOptions::verify_fs's files, opened on first use by the hasher.
+  std::vector<std::unique_ptr<RandomAccessFile>> verify_files_;
+  std::mutex verify_files_mutex_;
   ShardHasher hasher_;  // ExecOptions::verify
 };
 

@@ -80,6 +80,10 @@ struct ExecOptions {
   // the shard, both digests and their source, before any parameter is handed over.
   enum class Verify { kOff, kRead, kFull } verify = Verify::kOff;
   std::vector<std::optional<ExpectedDigest>> expected_sha256;
+  // Where the hash reads what the plan does not (headers, skipped bytes, `kFull`'s rest): the
+  // storage. Default `fs`; a multi-rank policy that serves the plan's bytes from elsewhere (the
+  // exchange's received extents) sets it to the storage's FileSystem.
+  const FileSystem* verify_fs = nullptr;
   // LoadedModel::digests: each parameter's XXH3-64 over its final bytes (param_digests).
   bool digests = false;
   // On a failure, name the destinations already written (execute_into: the caller's buffers).
