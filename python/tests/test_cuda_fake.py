@@ -58,5 +58,23 @@ def test_every_spelling_of_cuda_exports_cuda_memory():
         fake.uninstall()
 
 
+def test_digests_on_cuda_equal_the_host_load():
+    """load(digests=True) on the fake GPU: each parameter copied back and hashed on the host; the
+    same XXH3-64 as the host load, NVFP4 scale inversions (run on the "device") included."""
+    fake.install(devices=1)
+    try:
+        with TempDir() as d:
+            for family, flags in (("llama", ()), ("qwen3_moe", ("--nvfp4",))):
+                ck = synth(os.path.join(d, family), family, *flags)
+                host = {n: t.digest for n, t in wmap.load(ck, digests=True, quiet=True).items()}
+                gpu = {n: t.digest for n, t in wmap.load(ck, device="cuda", digests=True, quiet=True).items()}
+                eq(gpu, host, family + ": digests on cuda vs host")
+                check(all(v and len(v) == 16 for v in host.values()), family + ": 16 hex digits each")
+        eq(fake.violations(), [], "the fake saw no misuse")
+    finally:
+        fake.uninstall()
+
+
 if __name__ == "__main__":
-    run_tests([("device='cuda' and 'cuda:N' export CUDA memory (fake runtime)", test_every_spelling_of_cuda_exports_cuda_memory)])
+    run_tests([("device='cuda' and 'cuda:N' export CUDA memory (fake runtime)", test_every_spelling_of_cuda_exports_cuda_memory),
+               ("digests=True on the fake GPU equal the host load's", test_digests_on_cuda_equal_the_host_load)])
