@@ -38,16 +38,9 @@ std::string human_bytes(uint64_t b) {
 // for it (hf cache, local-dir metadata, --manifest) is not recorded: the command fails naming it,
 // so a saved catalog never blesses a corrupt file.
 void record_digests(const ShardSet& set, const std::string& manifest, Catalog& cat) {
-  uint64_t total = 0;
-  for (size_t i = 0; i < set.files.size(); ++i) total += std::filesystem::file_size(set.path_of(i));
-  Progress progress("sha256", total, true, Progress::kBytes);
-  VerifyOptions vo;
-  vo.progress = [&](uint64_t done, uint64_t) { progress.update(done); };
   DigestSources sources;
   sources.manifest = manifest;
-  const auto expected = expected_digests(set.root, set.files, sources);
-  const std::vector<ShardCheck> checks = verify_files(set.root, set.files, expected, vo);
-  progress.finish();
+  const std::vector<ShardCheck> checks = hash_shards(set, expected_digests(set.root, set.files, sources), 0, "sha256");
   for (const ShardCheck& c : checks) {
     if (c.failed()) throw Error(ErrorCode::kValidation, "not recording digests: " + c.line());
   }

@@ -4,6 +4,7 @@
 // Exit 0: every digest known matched; 1: a mismatch (or, with --require-digests, a shard with no
 // expected digest); 2: unusable input.
 #include <cstdio>
+#include <unordered_map>
 
 #include "commands.h"
 #include "wmap/catalog/shard_digests.h"
@@ -21,6 +22,23 @@ struct VerifyCliOptions {
   bool json = false, require = false, prefer_consolidated = false;
 };
 
+}  // namespace
+
+std::vector<ShardCheck> hash_shards(const ShardSet& set, const std::vector<std::optional<ExpectedDigest>>& expected,
+                                    unsigned jobs, const char* label) {
+  uint64_t total = 0;
+  for (size_t i = 0; i < set.files.size(); ++i) total += std::filesystem::file_size(set.path_of(i));
+  Progress progress(label, total, true, Progress::kBytes);
+  VerifyOptions vo;
+  vo.jobs = jobs;
+  vo.progress = [&](uint64_t done, uint64_t) { progress.update(done); };
+  std::vector<ShardCheck> checks = verify_files(set.root, set.files, expected, vo);
+  progress.finish();
+  return checks;
+}
+
+namespace {
+
 int run_verify(const VerifyCliOptions& o) {
   ShardSet set = discover_shards(o.path, {.prefer_consolidated = o.prefer_consolidated});
   for (const auto& w : set.warnings) log_warn(w);
@@ -33,24 +51,16 @@ int run_verify(const VerifyCliOptions& o) {
     sources.saved_catalog_file = o.catalog;
   }
   const auto expected = expected_digests(set.root, set.files, sources);
-  uint64_t total = 0;
-  for (size_t i = 0; i < set.files.size(); ++i) total += std::filesystem::file_size(set.path_of(i));
-  Progress progress("verify", total, true, Progress::kBytes);
-  VerifyOptions vo;
-  vo.jobs = o.jobs;
-  vo.progress = [&](uint64_t done, uint64_t) { progress.update(done); };
-  std::vector<ShardCheck> checks = verify_files(set.root, set.files, expected, vo);
-  progress.finish();
+  std::vector<ShardCheck> checks = hash_shards(set, expected, o.jobs, "verify");
   // A saved catalog also knows each shard's size: say so when a mismatch is a truncation.
-  if (sources.saved_catalog) {
-    for (auto& c : checks) {
-      for (const ShardRecord& s : saved.shards()) {
-        if ((set.root / s.file).string() == c.file && s.signature.size != c.bytes) {
-          c.note = "size " + std::to_string(c.bytes) + ", catalogued " + std::to_string(s.signature.size);
-          if (c.status == ShardCheck::Status::kNoDigest) c.status = ShardCheck::Status::kMismatch;
-        }
-      }
-    }
+  std::unordered_map<std::string, uint64_t> catalogued;
+  for (const ShardRecord& s : saved.shards()) catalogued[s.file] = s.signature.size;
+  for (size_t i = 0; i < checks.size(); ++i) {
+    auto it = catalogued.find(set.files[i]);
+    ShardCheck& c = checks[i];
+    if (it == catalogued.end() || it->second == c.bytes) continue;
+    c.note = "size " + std::to_string(c.bytes) + ", catalogued " + std::to_string(it->second);
+    if (c.status == ShardCheck::Status::kNoDigest) c.status = ShardCheck::Status::kMismatch;
   }
   size_t bad = 0, missing = 0, ok = 0;
   for (const auto& c : checks) {

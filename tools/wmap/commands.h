@@ -5,6 +5,11 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <optional>
+#include <vector>
+
+#include "wmap/catalog/shard_digests.h"
+#include "wmap/catalog/shard_set.h"
 
 namespace wmap::cli {
 
@@ -19,6 +24,11 @@ struct ReportedFailure {
 // Called by main once it printed an error: under MPI, when the error escaped without the other
 // ranks' agreement, ends the whole job (they may be waiting for this rank); else returns exit_code.
 int after_error(int exit_code);
+
+// Every shard of `set` hashed whole (verify_files) with a progress line on stderr: `wmap verify`
+// and `inspect --digests`. jobs 0: the hardware threads.
+std::vector<ShardCheck> hash_shards(const ShardSet& set, const std::vector<std::optional<ExpectedDigest>>& expected,
+                                    unsigned jobs, const char* label);
 
 Runner add_inspect(CLI::App& app);
 Runner add_synth(CLI::App& app);
