@@ -137,10 +137,22 @@ class Exchange {
           const Chunk& k = ch_.chunks[own_[i]];
           if (!files[k.shard]) files[k.shard] = fs_.open(catalog_.shard_path(k.shard), IoMode::kPread);
           slot.buf.resize(k.end - k.begin);
+          // One scattered read per chunk: on remote storage its pieces become a few concurrent
+          // ranged GETs instead of one round trip each.
+          std::vector<ReadSegment> segs;
           for (size_t p = k.piece_begin; p < k.piece_end; ++p) {
             const FileRange& x = ch_.pieces[p];
-            files[k.shard]->read(x.begin, std::span(slot.buf.data() + (x.begin - k.begin), x.size()));
+            segs.push_back({x.begin, x.size(), slot.buf.data() + (x.begin - k.begin)});
             stats_.storage_bytes += x.size();
+          }
+          const bool sorted =
+              std::adjacent_find(segs.begin(), segs.end(), [](const ReadSegment& a, const ReadSegment& b) {
+                return b.offset < a.offset + a.len;
+              }) == segs.end();
+          if (sorted) {
+            files[k.shard]->read_segments(segs);
+          } else {
+            for (const ReadSegment& g : segs) files[k.shard]->read(g.offset, std::span(g.dst, g.len));
           }
         } catch (...) {
           std::lock_guard lock(mu_);

@@ -56,6 +56,7 @@ std::string RankFacts::encode() const {
     << available << '\n'
     << extents_bytes << '\n'
     << threads_ok << '\n'
+    << remote << '\n'
     << thread_level << '\n';
   for (const auto& s : shards) o << s << '\n';
   return o.str();
@@ -76,21 +77,16 @@ RankFacts RankFacts::decode(const std::string& text) {
   f.available = number();
   f.extents_bytes = number();
   f.threads_ok = number() != 0;
+  f.remote = number() != 0;
   std::getline(in, f.thread_level);
   while (std::getline(in, line)) f.shards.push_back(line);
   return f;
 }
 
-IoPolicy decide_io_policy(const std::vector<RankFacts>& facts, std::string& reason) {
-  reason.clear();
-  const IoPolicy requested = parse_io_policy(facts[0].policy);
-  for (size_t r = 1; r < facts.size(); ++r) {
-    if (facts[r].policy != facts[0].policy) {
-      reason =
-          "rank " + std::to_string(r) + " asked for --io-policy " + facts[r].policy + ", rank 0 for " + facts[0].policy;
-      return IoPolicy::kNative;
-    }
-  }
+namespace {
+
+// The policy for `requested` (the ranks agree on it), and why it is not that one.
+IoPolicy decide(const std::vector<RankFacts>& facts, IoPolicy requested, std::string& reason) {
   if (requested == IoPolicy::kNative) return requested;
   if (facts.size() == 1) {
     reason = "a single rank has nothing to share";
@@ -147,6 +143,31 @@ IoPolicy decide_io_policy(const std::vector<RankFacts>& facts, std::string& reas
     }
   }
   return requested;
+}
+
+}  // namespace
+
+IoPolicy decide_io_policy(const std::vector<RankFacts>& facts, std::string& reason) {
+  reason.clear();
+  for (size_t r = 1; r < facts.size(); ++r) {
+    if (facts[r].policy != facts[0].policy) {
+      reason =
+          "rank " + std::to_string(r) + " asked for --io-policy " + facts[r].policy + ", rank 0 for " + facts[0].policy;
+      return IoPolicy::kNative;
+    }
+  }
+  const IoPolicy requested = parse_io_policy(facts[0].policy);
+  if (requested == IoPolicy::kRankStriped && facts[0].remote) {
+    // rank-striped warms a host's page cache for its ranks; remote bytes pass no page cache, so
+    // a striped warm-up would fetch them twice. The exchange fetches each byte once per job.
+    const std::string why =
+        "rank-striped shares a host's page cache, which remote storage does not fill: running exchange, which "
+        "fetches each byte once per job";
+    IoPolicy p = decide(facts, IoPolicy::kExchange, reason);
+    reason = why + (reason.empty() ? "" : "; then " + reason);
+    return p;
+  }
+  return decide(facts, requested, reason);
 }
 
 }  // namespace wmap::mpi

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "wmap/io/remote.h"
 #include "wmap/util/error.h"
 #include "wmap/mpi/extent_exchange.h"
 #include "wmap/mpi/file_extents.h"
@@ -25,10 +26,12 @@ RankFacts local_facts(IoPolicy requested, const MpiWorld& world, const PreparedL
   f.threads_ok = world.thread_level() >= MPI_THREAD_FUNNELED;
   f.thread_level = world.thread_level_name();
   const Catalog& c = *prepared.catalog;
+  f.remote = c.shards().size() > 0 && is_remote_path(c.shard_path(0));
   for (uint32_t s = 0; s < c.shards().size(); ++s) {
-    const FileSignature sig = stat_signature(c.shard_path(s));
+    // A remote object's identity is the size and ETag its catalog (built just now) recorded.
+    const FileSignature sig = f.remote ? c.shards()[s].signature : stat_signature(c.shard_path(s));
     f.shards.push_back(c.shards()[s].file + " size " + std::to_string(sig.size) + " mtime_ns " +
-                       std::to_string(sig.mtime_ns));
+                       std::to_string(sig.mtime_ns) + " etag " + sig.etag);
   }
   return f;
 }

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "loader_options.h"
 #include "rank_context.h"
+#include "wmap/io/remote.h"
 #include "wmap/util/error.h"
 #include "wmap/util/progress.h"
 #include "wmap/util/xxh3.h"
@@ -119,6 +120,10 @@ void print_load_json(const LoadReport& r, const RankContext& ranks) {
     for (size_t i = 0; i < r.model.params.size(); ++i) d[r.model.params[i].name] = xxh3_hex(r.model.digests[i]);
     j["digests"] = std::move(d);
   }
+  if (const RemoteCounters rc = remote_counters(); rc.requests) {
+    // This process's requests to remote storage: catalog (headers) and load together.
+    j["remote"] = {{"requests", rc.requests}, {"retries", rc.retries}, {"bytes", rc.bytes}};
+  }
   ranks.add_json_fields(j, s);
   print_json_line(j);
 }
@@ -158,6 +163,11 @@ void print_load_text(const LoadReport& r) {
       static_cast<unsigned long long>(s.reads), r.device_open_seconds, r.prepared.catalog_seconds,
       r.prepared.plan_seconds, s.seconds, s.setup_seconds, r.stream_gbps(), s.read_seconds, s.transform_seconds,
       s.copy_seconds);
+  if (const RemoteCounters rc = remote_counters(); rc.requests) {
+    std::printf("  remote: %llu requests (%llu retried), %.1f MiB received, headers included\n",
+                static_cast<unsigned long long>(rc.requests), static_cast<unsigned long long>(rc.retries),
+                static_cast<double>(rc.bytes) / (1 << 20));
+  }
   print_verification(s);
   if (!r.model.digests.empty()) {
     for (size_t i = 0; i < r.model.params.size(); ++i) {

@@ -27,7 +27,8 @@ struct VerifyCliOptions {
 std::vector<ShardCheck> hash_shards(const ShardSet& set, const std::vector<std::optional<ExpectedDigest>>& expected,
                                     unsigned jobs, const char* label) {
   uint64_t total = 0;
-  for (size_t i = 0; i < set.files.size(); ++i) total += std::filesystem::file_size(set.path_of(i));
+  for (size_t i = 0; i < set.files.size(); ++i)
+    total += FileSystem::standard().open(set.path_of(i), IoMode::kPread)->size();
   Progress progress(label, total, true, Progress::kBytes);
   VerifyOptions vo;
   vo.jobs = jobs;

@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "huge_pages.h"
+#include "wmap/io/remote.h"
 #include "wmap/util/error.h"
 #include "wmap/util/log.h"
 #include "wmap/util/progress.h"
@@ -32,6 +33,16 @@ int main(int argc, char** argv) {
   add(wmap::cli::add_plan);
   add(wmap::cli::add_load);
   add(wmap::cli::add_verify);
+  // Remote checkpoints (s3://, http(s)://, hf://): the environment's settings, these flags over them.
+  std::string s3_endpoint;
+  bool s3_no_sign = false;
+  for (CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_name() == "synth") continue;
+    sub->add_option("--s3-endpoint", s3_endpoint,
+                    "S3-compatible endpoint URL for s3:// paths (over AWS_ENDPOINT_URL_S3 and AWS_ENDPOINT_URL); "
+                    "addressed path-style");
+    sub->add_flag("--s3-no-sign", s3_no_sign, "Unsigned S3 requests (public buckets): no credentials looked up");
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -42,6 +53,10 @@ int main(int argc, char** argv) {
   wmap::set_log_level(verbose ? wmap::LogLevel::kDebug : wmap::LogLevel::kInfo);
   wmap::log_debug("malloc huge pages: " + std::string(wmap::cli::huge_pages_decision()));
   try {
+    wmap::RemoteOptions remote = wmap::RemoteOptions::from_environment();
+    if (!s3_endpoint.empty()) remote.s3_endpoint = s3_endpoint;
+    remote.s3_no_sign = remote.s3_no_sign || s3_no_sign;
+    wmap::set_remote_options(remote);
     for (auto& [sub, run] : runners) {
       if (!sub->parsed()) continue;
       const int rc = run();

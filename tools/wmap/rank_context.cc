@@ -130,14 +130,14 @@ void RankContext::before_load(const PreparedLoad& prepared, const Device& device
   if (!multi_rank()) return;
   try {
     impl_->io = std::make_unique<mpi::RankIo>(*impl_->world, impl_->io_report.requested, prepared,
-                                              device.name() == "host", exec.fs ? *exec.fs : FileSystem::posix());
+                                              device.name() == "host", exec.fs ? *exec.fs : FileSystem::standard());
   } catch (const mpi::AgreedFailure& f) {
     throw ReportedFailure{f.exit_code};
   }
   impl_->io_report = impl_->io->report();
   // --verify's own reads (what this rank's plan does not read) go to the storage, not to the
   // exchanged bytes.
-  if (impl_->io->file_system() && !exec.verify_fs) exec.verify_fs = exec.fs ? exec.fs : &FileSystem::posix();
+  if (impl_->io->file_system() && !exec.verify_fs) exec.verify_fs = exec.fs ? exec.fs : &FileSystem::standard();
   exec.fs = impl_->io->file_system();
   // The exchanged bytes are in memory already, and only they: read (copy) them, never map.
   if (exec.fs) exec.io = IoMode::kPread;

@@ -149,8 +149,10 @@ std::vector<ParsedShard> parse_shards(const ShardSet& set, const CatalogBuildOpt
       done.fetch_add(1);
     }
   };
-  unsigned threads =
-      options.threads ? options.threads : std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
+  // Remote headers are round trips, not CPU work: as many in flight as the storage wants.
+  unsigned threads = options.threads ? options.threads
+                                     : std::max(fs.concurrency(set.root),
+                                                std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
   threads = static_cast<unsigned>(std::min<size_t>(threads, n));
   {
     std::vector<std::jthread> pool;  // joined on every path (review F13)
@@ -196,7 +198,7 @@ void check_against_index(const ShardIndex& index, const ShardSet& set, std::span
 }  // namespace
 
 Catalog Catalog::build(const ShardSet& set, const CatalogBuildOptions& options) {
-  const FileSystem& fs = options.fs ? *options.fs : FileSystem::posix();
+  const FileSystem& fs = options.fs ? *options.fs : FileSystem::standard();
   const size_t n = set.files.size();
   std::vector<ParsedShard> parsed = parse_shards(set, options, fs);
   size_t total = 0;
@@ -413,6 +415,10 @@ std::string Catalog::to_json(bool with_signatures) const {
       out += ",\"inode\":";
       append_uint(out, s.signature.inode);
       if (!s.sha256.empty()) out += ",\"sha256\":\"" + s.sha256 + "\"";
+      if (!s.signature.etag.empty()) {
+        out += ",\"etag\":";
+        append_json_string(out, s.signature.etag);
+      }
     }
     out += ",\"metadata\":{";
     for (size_t m = 0; m < s.metadata.size(); ++m) {
@@ -509,6 +515,8 @@ Catalog Catalog::parse_json(std::string_view json, const std::string& label) {
     r.signature.size = get_field<uint64_t>(so, "size", label, where);
     r.signature.mtime_ns = get_field<int64_t>(so, "mtime_ns", label, where);
     r.signature.inode = get_field<uint64_t>(so, "inode", label, where);
+    std::string_view etag;
+    if (!so["etag"].get(etag)) r.signature.etag = std::string(etag);
     r.header_bytes = get_field<uint64_t>(so, "header_bytes", label, where);
     r.tensor_count = get_field<uint64_t>(so, "tensors", label, where);
     std::string_view digest;
@@ -573,13 +581,13 @@ Catalog Catalog::load_json_file(const std::filesystem::path& file, const FileSys
   return cat;
 }
 
-std::vector<std::string> Catalog::changed_shards(const std::filesystem::path& root) const {
+std::vector<std::string> Catalog::changed_shards(const std::filesystem::path& root, const FileSystem& fs) const {
   std::vector<std::string> out;
   for (const auto& s : shards_) {
     const auto path = root / s.file;
     FileSignature now;
     try {
-      now = stat_signature(path);
+      now = fs.signature(path);
     } catch (const Error& e) {
       out.push_back(path.string() + ": listed in the catalog but cannot be read (" + e.what() + ")");
       continue;
@@ -592,6 +600,7 @@ std::vector<std::string> Catalog::changed_shards(const std::filesystem::path& ro
       msg += "mtime_ns " + std::to_string(s.signature.mtime_ns) + " -> " + std::to_string(now.mtime_ns) + "; ";
     if (now.inode != s.signature.inode)
       msg += "inode " + std::to_string(s.signature.inode) + " -> " + std::to_string(now.inode) + "; ";
+    if (now.etag != s.signature.etag) msg += "ETag " + s.signature.etag + " -> " + now.etag + "; ";
     msg.resize(msg.size() - 2);
     out.push_back(msg + ")");
   }

@@ -248,7 +248,7 @@ std::string sha256_file(const RandomAccessFile& file, uint64_t chunk_bytes,
 std::vector<ShardCheck> verify_files(const fs::path& root, const std::vector<std::string>& files,
                                      const std::vector<std::optional<ExpectedDigest>>& expected,
                                      const VerifyOptions& options) {
-  const FileSystem& fsys = options.fs ? *options.fs : FileSystem::posix();
+  const FileSystem& fsys = options.fs ? *options.fs : FileSystem::standard();
   std::vector<ShardCheck> out(files.size());
   std::vector<std::unique_ptr<RandomAccessFile>> opened(files.size());
   uint64_t total = 0;

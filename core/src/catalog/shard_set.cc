@@ -297,18 +297,20 @@ ShardIndex parse_index_impl(std::shared_ptr<const std::string> text, const std::
 struct DirectoryListing {
   std::vector<std::string> sharded, consolidated;              // *.safetensors, consolidated*.safetensors
   std::vector<std::string> torch_model, torch_bin, torch_pth;  // pytorch_model*.bin, other *.bin, *.pth
+  bool has_index = false, has_torch_index = false;
+  // False where the storage cannot list (plain HTTP): the index files are then looked up by name
+  // and the shards an index names are not checked here (opening one that is missing names it).
+  bool listed = true;
 };
 
-DirectoryListing list_checkpoint_files(const fs::path& path) {
+DirectoryListing list_checkpoint_files(const FileSystem& fsys, const fs::path& path) {
   DirectoryListing l;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(path, ec)) {
-    const std::string name = entry.path().filename().string();
+  const auto names = fsys.list(path);
+  l.listed = names.has_value();
+  if (!names) return l;
+  for (const std::string& name : *names) {
     const bool st = ends_with(name, ".safetensors");
     const bool bin = ends_with(name, ".bin"), pth = ends_with(name, ".pth");
-    if (!st && !bin && !pth) continue;
-    std::error_code fec;
-    if (!entry.is_regular_file(fec)) continue;
     if (bin) {
       if (name.rfind("pytorch_model", 0) == 0) {
         l.torch_model.push_back(name);
@@ -317,11 +319,12 @@ DirectoryListing list_checkpoint_files(const fs::path& path) {
       }
     } else if (pth) {
       if (name.rfind("rng_state", 0) != 0) l.torch_pth.push_back(name);
-    } else {
+    } else if (st) {
       (name.rfind("consolidated", 0) == 0 ? l.consolidated : l.sharded).push_back(name);
     }
+    if (name == kIndexName) l.has_index = true;
+    if (name == kTorchIndexName) l.has_torch_index = true;
   }
-  if (ec) throw Error(ErrorCode::kIo, path.string() + ": cannot list directory: " + ec.message());
   for (auto* v : {&l.sharded, &l.consolidated, &l.torch_model, &l.torch_bin, &l.torch_pth})
     std::sort(v->begin(), v->end());
   return l;
@@ -329,16 +332,15 @@ DirectoryListing list_checkpoint_files(const fs::path& path) {
 
 // The one index.json rule, for safetensors and PyTorch indexes alike: parse it, refuse an empty
 // map and a named shard that does not exist, and warn about each listed file it does not name.
-void use_index(ShardSet& set, const fs::path& index_path, const FileSystem& fsys,
+void use_index(ShardSet& set, const fs::path& index_path, const FileSystem& fsys, const DirectoryListing& l,
                std::initializer_list<const std::vector<std::string>*> unnamed_candidates) {
   const std::string index_name = index_path.filename().string();
   set.index = parse_index_impl(std::make_shared<const std::string>(
                                    fsys.read_whole_file(index_path, kMaxIndexFileBytes, simdjson::SIMDJSON_PADDING)),
                                index_path.string(), set.files);
   if (set.files.empty()) throw Error(ErrorCode::kMalformedInput, index_path.string() + ": weight_map names no shard");
-  std::error_code ec;
   for (const auto& f : set.files) {
-    if (!fs::is_regular_file(set.root / f, ec)) {
+    if (l.listed && fsys.status(set.root / f).kind != PathStatus::Kind::kFile) {
       throw Error(ErrorCode::kNotFound,
                   index_path.string() + ": names shard '" + f + "', which does not exist in " + set.root.string());
     }
@@ -355,8 +357,8 @@ void use_index(ShardSet& set, const fs::path& index_path, const FileSystem& fsys
 ShardSet choose_torch_files(ShardSet set, const DirectoryListing& l, const FileSystem& fsys) {
   set.format = ShardFormat::kTorch;
   const fs::path torch_index_path = set.root / kTorchIndexName;
-  if (fs::exists(torch_index_path)) {
-    use_index(set, torch_index_path, fsys, {&l.torch_model, &l.torch_bin, &l.torch_pth});
+  if (l.has_torch_index) {
+    use_index(set, torch_index_path, fsys, l, {&l.torch_model, &l.torch_bin, &l.torch_pth});
     return set;
   }
   set.files = !l.torch_model.empty() ? l.torch_model : !l.torch_bin.empty() ? l.torch_bin : l.torch_pth;
@@ -377,29 +379,41 @@ ShardSet choose_torch_files(ShardSet set, const DirectoryListing& l, const FileS
 }  // namespace
 
 ShardSet discover_shards(const fs::path& path, const ShardSetOptions& options) {
-  const FileSystem& fsys = options.fs ? *options.fs : FileSystem::posix();
-  std::error_code ec;
-  const auto status = fs::status(path, ec);
-  if (ec || !fs::exists(status)) throw Error(ErrorCode::kNotFound, path.string() + ": no such file or directory");
+  const FileSystem& fsys = options.fs ? *options.fs : FileSystem::standard();
+  const PathStatus status = fsys.status(path);
+  if (status.kind == PathStatus::Kind::kNone)
+    throw Error(ErrorCode::kNotFound, path.string() + ": no such file or directory");
   ShardSet set;
-  if (fs::is_regular_file(status)) {
+  if (status.kind == PathStatus::Kind::kFile) {
     set.root = path.parent_path().empty() ? fs::path(".") : path.parent_path();
     set.files.push_back(path.filename().string());
     if (is_torch_checkpoint_name(set.files.front())) set.format = ShardFormat::kTorch;
     return set;
   }
-  if (!fs::is_directory(status)) throw Error(ErrorCode::kInvalidArgument, path.string() + ": not a file or directory");
   set.root = path;
-  const DirectoryListing l = list_checkpoint_files(path);
+  DirectoryListing l = list_checkpoint_files(fsys, path);
   const fs::path index_path = path / kIndexName;
-  const bool has_index = fs::exists(index_path);
+  if (!l.listed) {
+    // Storage without listings: the index by name, else the one-file checkpoint's usual name.
+    l.has_index = fsys.status(index_path).kind == PathStatus::Kind::kFile;
+    if (!l.has_index && fsys.status(path / kTorchIndexName).kind == PathStatus::Kind::kFile) l.has_torch_index = true;
+    if (!l.has_index && !l.has_torch_index && fsys.status(path / "model.safetensors").kind == PathStatus::Kind::kFile)
+      l.sharded.push_back("model.safetensors");
+    if (!l.has_index && !l.has_torch_index && l.sharded.empty()) {
+      throw Error(ErrorCode::kNotFound, path.string() + ": neither " + std::string(kIndexName) + " nor " +
+                                            std::string(kTorchIndexName) +
+                                            " nor model.safetensors is there, and this storage cannot list a folder: "
+                                            "name the .safetensors file, or serve the index");
+    }
+  }
+  const bool has_index = l.has_index;
   if (l.sharded.empty() && l.consolidated.empty() && !has_index) return choose_torch_files(std::move(set), l, fsys);
   // Safetensors win: PyTorch files beside them are never mixed in.
   for (auto* v : {&l.torch_model, &l.torch_bin, &l.torch_pth}) {
     for (const auto& f : *v)
       set.warnings.push_back(f + ": ignored (safetensors files were chosen; PyTorch checkpoints are not mixed in)");
   }
-  if (fs::exists(path / kTorchIndexName)) {
+  if (l.has_torch_index) {
     set.warnings.push_back(std::string(kTorchIndexName) + ": ignored (safetensors files were chosen)");
   }
   if (!l.consolidated.empty() && (options.prefer_consolidated || (l.sharded.empty() && !has_index))) {
@@ -408,7 +422,7 @@ ShardSet discover_shards(const fs::path& path, const ShardSetOptions& options) {
     return set;
   }
   if (has_index) {
-    use_index(set, index_path, fsys, {&l.sharded, &l.consolidated});
+    use_index(set, index_path, fsys, l, {&l.sharded, &l.consolidated});
     return set;
   }
   if (l.sharded.empty()) throw Error(ErrorCode::kNotFound, path.string() + ": no .safetensors file in this directory");

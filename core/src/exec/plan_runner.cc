@@ -26,7 +26,7 @@ PlanRunner::PlanRunner(const LoadPlan& plan, Device& device, const ExecOptions& 
       catalog_(plan.catalog()),
       device_(device),
       options_(options),
-      fs_(options.fs ? *options.fs : FileSystem::posix()),
+      fs_(options.fs ? *options.fs : FileSystem::standard()),
       params_(plan.params()),
       schedule_(plan.schedule()),
       units_(schedule_.units()),

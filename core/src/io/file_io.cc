@@ -371,6 +371,31 @@ const FileSystem& FileSystem::posix() {
   return fs;
 }
 
+PathStatus FileSystem::status(const std::filesystem::path& path) const {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st)) return {};
+  if (std::filesystem::is_regular_file(st)) return {PathStatus::Kind::kFile};
+  if (std::filesystem::is_directory(st)) return {PathStatus::Kind::kDirectory};
+  throw Error(ErrorCode::kInvalidArgument, path.string() + ": not a file or directory");
+}
+
+std::optional<std::vector<std::string>> FileSystem::list(const std::filesystem::path& dir) const {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::error_code fec;
+    if (entry.is_regular_file(fec)) names.push_back(entry.path().filename().string());
+  }
+  if (ec) throw Error(ErrorCode::kIo, dir.string() + ": cannot list directory: " + ec.message());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+FileSignature FileSystem::signature(const std::filesystem::path& path) const { return stat_signature(path); }
+
+unsigned FileSystem::concurrency(const std::filesystem::path&) const { return 0; }
+
 FileSignature stat_signature(const std::filesystem::path& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) throw_errno(path.string(), "stat", errno);

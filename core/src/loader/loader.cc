@@ -75,9 +75,10 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
     Catalog catalog = Catalog::load_json_file(*options_.catalog_file, file_system());
     if (options_.checkpoint) {
       // The weights are here: refuse shards that changed since the catalog was saved.
-      const auto dir = std::filesystem::is_directory(*options_.checkpoint) ? *options_.checkpoint
-                                                                           : options_.checkpoint->parent_path();
-      const auto changed = catalog.changed_shards(dir);
+      const auto dir = file_system().status(*options_.checkpoint).kind == PathStatus::Kind::kDirectory
+                           ? *options_.checkpoint
+                           : options_.checkpoint->parent_path();
+      const auto changed = catalog.changed_shards(dir, file_system());
       if (!changed.empty()) {
         std::string msg = "the checkpoint changed since " + options_.catalog_file->string() + " was saved:";
         for (const auto& c : changed) msg += "\n  " + c;
@@ -103,8 +104,9 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
   if (options_.config_file) {
     config_path = *options_.config_file;
   } else if (options_.checkpoint) {
-    config_path = (std::filesystem::is_directory(*options_.checkpoint) ? *options_.checkpoint
-                                                                       : options_.checkpoint->parent_path()) /
+    config_path = (file_system().status(*options_.checkpoint).kind == PathStatus::Kind::kDirectory
+                       ? *options_.checkpoint
+                       : options_.checkpoint->parent_path()) /
                   "config.json";
   } else {
     throw Error(ErrorCode::kInvalidArgument, "a saved catalog needs the checkpoint's config.json (config)");

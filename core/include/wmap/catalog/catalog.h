@@ -38,7 +38,7 @@ struct ShardRecord {
 };
 
 struct CatalogBuildOptions {
-  const FileSystem* fs = nullptr;                           // default: FileSystem::posix()
+  const FileSystem* fs = nullptr;                           // default: FileSystem::standard()
   unsigned threads = 0;                                     // 0: min(hardware threads, 8)
   std::function<void(size_t done, size_t total)> progress;  // called from the caller's thread
 };
@@ -56,7 +56,7 @@ class Catalog {
                             std::vector<TensorRecord> tensors, const std::string& label = "catalog parts");
 
   // Reads a saved catalog through `fs` (fault injection reaches it); errors name the file.
-  static Catalog load_json_file(const std::filesystem::path& file, const FileSystem& fs = FileSystem::posix());
+  static Catalog load_json_file(const std::filesystem::path& file, const FileSystem& fs = FileSystem::standard());
   static Catalog parse_json(std::string_view json, const std::string& label);
   std::string to_json(bool with_signatures = true) const;
   void save_json_file(const std::filesystem::path& file) const;
@@ -87,7 +87,8 @@ class Catalog {
   size_t index_of(const TensorRecord& record) const { return static_cast<size_t>(&record - tensors_.data()); }
 
   // Shards whose size, mtime or inode differ from the catalogued signature, one message each.
-  std::vector<std::string> changed_shards(const std::filesystem::path& root) const;
+  std::vector<std::string> changed_shards(const std::filesystem::path& root,
+                                          const FileSystem& fs = FileSystem::standard()) const;
 
  private:
   void finish(bool sorted = false);  // sorts (unless `sorted`), checks duplicates, resets the content id

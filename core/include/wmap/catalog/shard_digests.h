@@ -78,7 +78,7 @@ struct ShardCheck {
 struct VerifyOptions {
   unsigned jobs = 0;                           // files hashed at once; 0: hardware threads
   uint64_t chunk_bytes = uint64_t{256} << 10;  // per read (L2-sized: hashed while cached); memory is jobs x it
-  const FileSystem* fs = nullptr;              // default FileSystem::posix()
+  const FileSystem* fs = nullptr;              // default FileSystem::standard()
   IoMode io = IoMode::kPread;                  // kMmap: hashed out of the mapping, no copy (measured slower)
   // Bytes hashed so far over all files, of total; called from workers, serialised.
   std::function<void(uint64_t done, uint64_t total)> progress;

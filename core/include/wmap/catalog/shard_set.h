@@ -29,7 +29,7 @@ namespace wmap {
 
 struct ShardSetOptions {
   bool prefer_consolidated = false;  // take consolidated*.safetensors over sharded files
-  const FileSystem* fs = nullptr;    // reads the index.json; default: FileSystem::posix()
+  const FileSystem* fs = nullptr;    // reads the index.json; default: FileSystem::standard()
 };
 
 struct ShardIndex {

@@ -61,7 +61,7 @@ struct ExecOptions {
   IoMode io = IoMode::kAuto;       // kAuto: choose_io_mode()
   unsigned load_workers = 0;       // load pool: pieces copied/transformed at once; 0: default_load_workers()
   unsigned read_workers = 0;       // read pool: byte ranges in flight; 0: default_(staged_)read_workers()
-  const FileSystem* fs = nullptr;  // default FileSystem::posix()
+  const FileSystem* fs = nullptr;  // default FileSystem::standard()
   bool allow_partial = false;      // run a plan with problems, skipping its broken parameters
   std::function<const TransformFn*(std::string_view)> transforms;  // looks up named transforms
   std::function<void(uint64_t done, uint64_t total)> progress;     // bytes; called from workers, serialised

@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <vector>
 #include "wmap/util/export.h"
 
 WMAP_PUBLIC_BEGIN
@@ -27,12 +29,20 @@ struct ReadSegment {
   std::byte* dst = nullptr;
 };
 
-// Identity of a file on disk, used to refuse shards changed since a catalog was saved.
+// Identity of a file, used to refuse shards changed since a catalog was saved: size, mtime and
+// inode on a disk; size and the server's ETag for a remote object (mtime and inode 0).
 struct FileSignature {
   uint64_t size = 0;
   int64_t mtime_ns = 0;
   uint64_t inode = 0;
+  std::string etag;  // remote objects only, as the server sent it (quotes included)
   bool operator==(const FileSignature&) const = default;
+};
+
+// What a path names, for discovery (FileSystem::status).
+struct PathStatus {
+  enum class Kind { kNone, kFile, kDirectory };
+  Kind kind = Kind::kNone;
 };
 
 class RandomAccessFile {
@@ -85,8 +95,22 @@ class FileSystem {
   // kPread and reads it with one read(), so wrappers that inject faults into open() and read()
   // reach it.
   virtual std::string read_whole_file(const std::filesystem::path& path, uint64_t max_bytes, size_t padding = 0) const;
-  // The process-wide POSIX file system.
+  // Discovery. status(): what `path` names (kNone when nothing). list(): the names of the regular
+  // files directly in `dir`, sorted; nullopt where the storage cannot list (plain HTTP), so a
+  // checkpoint there is found through its index.json. Defaults: std::filesystem.
+  virtual PathStatus status(const std::filesystem::path& path) const;
+  virtual std::optional<std::vector<std::string>> list(const std::filesystem::path& dir) const;
+  // The identity of a file that is not open (a saved catalog checked against its shards).
+  // Default: stat_signature().
+  virtual FileSignature signature(const std::filesystem::path& path) const;
+  // Independent requests worth keeping in flight for `path` (the catalog's header fetch): 0 for
+  // local storage, where the catalog's own default holds.
+  virtual unsigned concurrency(const std::filesystem::path& path) const;
+  // The process-wide POSIX file system: local paths only.
   static const FileSystem& posix();
+  // What wmap uses unless told otherwise: posix() for local paths, remote storage for s3://,
+  // http(s):// and hf:// paths (wmap/io/remote.h).
+  static const FileSystem& standard();
 };
 
 // Limits of the small files read whole (FileSystem::read_whole_file). Each is far above what a real

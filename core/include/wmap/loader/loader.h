@@ -38,7 +38,7 @@ struct LoaderOptions {
   PlanOptions plan;  // read chunking of the schedule; the unconsumed policy
   // Every file the session reads (mapping files, a saved catalog, index.json, shard headers,
   // config.json) and, unless ExecOptions::fs says otherwise, the tensor data. Must outlive the
-  // session. Default: FileSystem::posix().
+  // session. Default: FileSystem::standard().
   const FileSystem* fs = nullptr;
 };
 
@@ -82,7 +82,7 @@ class LoaderSession {
                            ExecOptions exec, const DestinationOptions& dest_options = {}) const;
 
  private:
-  const FileSystem& file_system() const { return options_.fs ? *options_.fs : FileSystem::posix(); }
+  const FileSystem& file_system() const { return options_.fs ? *options_.fs : FileSystem::standard(); }
   ExecOptions session_exec(ExecOptions exec) const;  // the session's transforms and file system
 
   LoaderOptions options_;

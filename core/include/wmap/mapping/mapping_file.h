@@ -67,7 +67,7 @@ struct MappingFile {
 MappingFile parse_mapping_text(std::string_view yaml, const std::string& label);
 // Reads (through `fs`) and parses a file: kNotFound when it does not exist, kIo when it cannot be
 // read, kMalformedInput when it is invalid; each naming the file.
-MappingFile load_mapping_file(const std::filesystem::path& file, const FileSystem& fs = FileSystem::posix());
+MappingFile load_mapping_file(const std::filesystem::path& file, const FileSystem& fs = FileSystem::standard());
 
 }  // namespace wmap
 WMAP_PUBLIC_END

@@ -28,7 +28,7 @@ class MappingRegistry {
 
   // Mapping files are read through `fs` (fault injection reaches them).
   static MappingRegistry load(const std::vector<std::filesystem::path>& folders,
-                              const FileSystem& fs = FileSystem::posix());
+                              const FileSystem& fs = FileSystem::standard());
 
   // The file serving `architecture` (config.json architectures[0]); null when none does.
   const MappingFile* find(std::string_view architecture) const;

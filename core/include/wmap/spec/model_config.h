@@ -21,7 +21,7 @@ class ModelConfig {
  public:
   static ModelConfig parse(std::string_view json, const std::string& label);
   // Reads `file` through `fs` (fault injection reaches it); the error names the file.
-  static ModelConfig load(const std::filesystem::path& file, const FileSystem& fs = FileSystem::posix());
+  static ModelConfig load(const std::filesystem::path& file, const FileSystem& fs = FileSystem::standard());
   ModelConfig();
   ~ModelConfig();
   ModelConfig(ModelConfig&&) noexcept;

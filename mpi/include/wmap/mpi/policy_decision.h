@@ -24,7 +24,8 @@ struct RankFacts {
   uint64_t extents_bytes = 0;       // its encoded needed-extent list, which an allgather carries
   bool threads_ok = true;           // MPI granted at least MPI_THREAD_FUNNELED (the exchange runs a reader thread)
   std::string thread_level;         // the level granted, by name
-  std::vector<std::string> shards;  // "file size N mtime_ns M"
+  bool remote = false;              // the checkpoint is remote storage (s3://, http(s)://, hf://)
+  std::vector<std::string> shards;  // "file size N mtime_ns M etag E"
 
   // One field per line (shards last), so decode(encode()) is the identity.
   std::string encode() const;

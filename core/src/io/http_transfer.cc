@@ -1,0 +1,466 @@
+#include "http_transfer.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "wmap/util/error.h"
+#include "logger.h"
+
+namespace wmap::remote {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::atomic<uint64_t> g_requests{0}, g_retries{0}, g_bytes{0};
+
+constexpr size_t kErrorBodyCap = 4096;
+constexpr uint64_t kListingCap = uint64_t{64} << 20;  // one ListObjectsV2 page is ~300 KB
+constexpr double kBackoffBase = 0.1, kBackoffCap = 5.0, kRetryAfterCap = 60.0;
+
+void global_init() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) throw Error(ErrorCode::kIo, "libcurl: global init failed");
+  });
+}
+
+// One thread's connections: a multi handle (its connection cache keeps connections alive across
+// calls) and the easy handles it reuses.
+struct ThreadCurl {
+  CURLM* multi = nullptr;
+  std::vector<CURL*> idle;
+  ThreadCurl() {
+    global_init();
+    multi = curl_multi_init();
+    if (!multi) throw Error(ErrorCode::kOutOfMemory, "libcurl: cannot create a multi handle");
+  }
+  ~ThreadCurl() {
+    for (CURL* h : idle) curl_easy_cleanup(h);
+    curl_multi_cleanup(multi);
+  }
+  CURL* take() {
+    if (!idle.empty()) {
+      CURL* h = idle.back();
+      idle.pop_back();
+      return h;
+    }
+    CURL* h = curl_easy_init();
+    if (!h) throw Error(ErrorCode::kOutOfMemory, "libcurl: cannot create a handle");
+    return h;
+  }
+};
+
+ThreadCurl& thread_curl() {
+  thread_local ThreadCurl tc;
+  return tc;
+}
+
+bool iequals_prefix(std::string_view line, std::string_view name) {
+  if (line.size() <= name.size() || line[name.size()] != ':') return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(line[i])) != name[i]) return false;
+  }
+  return true;
+}
+
+std::string header_value(std::string_view line, size_t name_len) {
+  std::string_view v = line.substr(name_len + 1);
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  while (!v.empty() && (v.back() == '\r' || v.back() == '\n' || v.back() == ' ')) v.remove_suffix(1);
+  return std::string(v);
+}
+
+// The state of one request across its attempts.
+struct Request {
+  HttpGet* get = nullptr;
+  uint64_t done = 0;  // bytes from `begin` that already landed (kept across a resumed retry)
+  unsigned attempts = 0;
+  Clock::time_point not_before{};
+  std::string last_failure;
+};
+
+// One attempt in flight.
+struct Attempt {
+  Request* req = nullptr;
+  CURL* h = nullptr;
+  curl_slist* headers = nullptr;
+  long status = 0;
+  std::string reason, etag, content_range, retry_after, content_length;
+  uint64_t start = 0, expect_end = 0, received = 0;
+  size_t cursor = 0;
+  bool checked = false;
+  std::string error_body;
+  std::string fatal;  // set by a callback: this request fails for good
+  char errbuf[CURL_ERROR_SIZE] = {};
+};
+
+std::string range_text(const HttpGet& g, uint64_t start) {
+  if (!g.ranged) return "GET";
+  return "GET bytes=" + std::to_string(start) + "-" + std::to_string(g.end - 1);
+}
+
+size_t on_header(char* buf, size_t size, size_t n, void* ud) {
+  auto* a = static_cast<Attempt*>(ud);
+  const std::string_view line(buf, size * n);
+  if (line.substr(0, 5) == "HTTP/") {
+    // A new response (the first, or the one after a redirect): forget the previous one's headers.
+    a->etag.clear();
+    a->content_range.clear();
+    a->retry_after.clear();
+    a->content_length.clear();
+    const auto sp = line.find(' ');
+    a->status = sp == std::string_view::npos ? 0 : std::strtol(std::string(line.substr(sp + 1, 3)).c_str(), nullptr, 10);
+    a->reason = sp == std::string_view::npos || line.size() < sp + 5 ? "" : header_value(line, sp + 4);
+  } else if (iequals_prefix(line, "etag")) {
+    a->etag = header_value(line, 4);
+  } else if (iequals_prefix(line, "content-range")) {
+    a->content_range = header_value(line, 13);
+  } else if (iequals_prefix(line, "retry-after")) {
+    a->retry_after = header_value(line, 11);
+  } else if (iequals_prefix(line, "content-length")) {
+    a->content_length = header_value(line, 14);
+  }
+  return size * n;
+}
+
+// First body byte of a success: the response must be the bytes asked for, of the version asked for.
+bool check_response(Attempt& a) {
+  HttpGet& g = *a.req->get;
+  const std::string& name = g.where->path;
+  g.etag = a.etag;
+  if (!g.if_match.empty() && !a.etag.empty() && a.etag != g.if_match) {
+    a.fatal = name + ": changed since it was catalogued (ETag " + g.if_match + " then, " + a.etag +
+              " now; the server did not honour If-Match)";
+    return false;
+  }
+  if (!g.ranged) return true;
+  if (a.status == 206) {
+    unsigned long long lo = 0, hi = 0, total = 0;
+    if (std::sscanf(a.content_range.c_str(), "bytes %llu-%llu/%llu", &lo, &hi, &total) != 3) {
+      a.fatal = name + ": unreadable Content-Range '" + a.content_range + "' for " + range_text(g, a.start);
+      return false;
+    }
+    g.object_size = total;
+    if (lo != a.start) {
+      a.fatal = name + ": the server sent bytes " + std::to_string(lo) + "-" + std::to_string(hi) + " for " +
+                range_text(g, a.start);
+      return false;
+    }
+    a.expect_end = g.clamp_end ? std::min<uint64_t>(g.end, total) : g.end;
+    if (hi + 1 != a.expect_end) {
+      a.fatal = name + ": the object is " + std::to_string(total) + " bytes; " + range_text(g, a.start) +
+                " was answered with bytes " + std::to_string(lo) + "-" + std::to_string(hi) +
+                " (the object changed or the catalog is not of it)";
+      return false;
+    }
+    return true;
+  }
+  // 200 to a ranged request: the server ignored Range. Usable only when it is the whole object.
+  const uint64_t total = std::strtoull(a.content_length.c_str(), nullptr, 10);
+  g.object_size = total;
+  if (a.start == 0 && !a.content_length.empty() && (total == g.end || (g.clamp_end && total <= g.end))) {
+    a.expect_end = total;
+    return true;
+  }
+  a.fatal = name + ": the server ignores byte ranges (HTTP 200 with the whole object for " + range_text(g, a.start) +
+            "); wmap needs a server that serves Range requests";
+  return false;
+}
+
+size_t on_body(char* p, size_t size, size_t n, void* ud) {
+  auto* a = static_cast<Attempt*>(ud);
+  const size_t len = size * n;
+  if (a->status != 200 && a->status != 206) {
+    a->error_body.append(p, std::min(len, kErrorBodyCap - std::min(kErrorBodyCap, a->error_body.size())));
+    return len;
+  }
+  if (!a->checked) {
+    a->checked = true;
+    if (!check_response(*a)) return 0;
+  }
+  HttpGet& g = *a->req->get;
+  g_bytes.fetch_add(len, std::memory_order_relaxed);
+  if (!g.ranged) {
+    if (g.body.size() + len > kListingCap) {
+      a->fatal = g.where->path + ": a response over " + std::to_string(kListingCap) + " bytes where a listing belongs";
+      return 0;
+    }
+    g.body.append(p, len);
+    a->received += len;
+    return len;
+  }
+  const uint64_t pos = a->start + a->received, end = pos + len;
+  if (end > a->expect_end) {
+    a->fatal = g.where->path + ": the server sent more bytes than " + range_text(g, a->start) + " asks for";
+    return 0;
+  }
+  for (size_t& i = a->cursor; i < g.pieces.size();) {
+    const ReadSegment& s = g.pieces[i];
+    const uint64_t pe = s.offset + s.len;
+    if (pe <= pos) {
+      ++i;
+      continue;
+    }
+    if (s.offset >= end) break;
+    const uint64_t lo = std::max(pos, s.offset), hi = std::min(end, pe);
+    std::memcpy(s.dst + (lo - s.offset), p + (lo - pos), hi - lo);
+    if (hi != pe) break;
+    ++i;
+  }
+  a->received += len;
+  return len;
+}
+
+// "AccessDenied: Access Denied" out of an S3 XML error body; else the body's first line.
+std::string error_detail(const std::string& body) {
+  auto tag = [&](const char* name) {
+    const std::string open = std::string("<") + name + ">", close = std::string("</") + name + ">";
+    const auto b = body.find(open);
+    const auto e = b == std::string::npos ? b : body.find(close, b);
+    return e == std::string::npos ? std::string() : body.substr(b + open.size(), e - b - open.size());
+  };
+  std::string code = tag("Code"), msg = tag("Message");
+  if (!code.empty()) return code + (msg.empty() ? "" : ": " + msg);
+  std::string first = body.substr(0, body.find('\n'));
+  if (first.size() > 200) first.resize(200);
+  return first;
+}
+
+void setup(Attempt& a, const RemoteOptions& o) {
+  HttpGet& g = *a.req->get;
+  CURL* h = a.h;
+  curl_easy_reset(h);
+  const std::string& url = g.url.empty() ? g.where->url : g.url;
+  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);  // the hub answers with a redirect to its CDN
+  curl_easy_setopt(h, CURLOPT_MAXREDIRS, 8L);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);  // a stall (no byte for stall_seconds) is retried
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, std::max(1L, static_cast<long>(o.stall_seconds + 0.5)));
+  curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024);
+  curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, a.errbuf);
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, &a);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &a);
+  curl_easy_setopt(h, CURLOPT_PRIVATE, &a);
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "wmap");
+  if (g.ranged) {
+    a.headers = curl_slist_append(
+        a.headers, ("Range: bytes=" + std::to_string(a.start) + "-" + std::to_string(g.end - 1)).c_str());
+  }
+  if (!g.if_match.empty()) a.headers = curl_slist_append(a.headers, ("If-Match: " + g.if_match).c_str());
+  if (const Auth* auth = g.where->auth) {
+    if (auth->kind == Auth::Kind::kSigV4) {
+      // libcurl signs (CURLOPT_AWS_SIGV4); the payload of a GET is empty.
+      curl_easy_setopt(h, CURLOPT_AWS_SIGV4, ("aws:amz:" + auth->region + ":s3").c_str());
+      curl_easy_setopt(h, CURLOPT_USERNAME, auth->key_id.c_str());
+      curl_easy_setopt(h, CURLOPT_PASSWORD, auth->secret.c_str());
+      a.headers = curl_slist_append(
+          a.headers, "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+      if (!auth->session_token.empty())
+        a.headers = curl_slist_append(a.headers, ("x-amz-security-token: " + auth->session_token).c_str());
+    } else if (auth->kind == Auth::Kind::kBearer) {
+      // Sent to the URL's own host only: libcurl drops it on a redirect to another host
+      // (CURLOPT_UNRESTRICTED_AUTH stays off).
+      curl_easy_setopt(h, CURLOPT_HTTPAUTH, CURLAUTH_BEARER);
+      curl_easy_setopt(h, CURLOPT_XOAUTH2_BEARER, auth->bearer.c_str());
+    }
+  }
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, a.headers);
+}
+
+double backoff_seconds(const Attempt& a, unsigned attempts) {
+  if (!a.retry_after.empty()) {
+    char* end = nullptr;
+    const double s = std::strtod(a.retry_after.c_str(), &end);
+    if (end != a.retry_after.c_str() && s >= 0) return std::min(s, kRetryAfterCap);
+  }
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const double cap = std::min(kBackoffCap, kBackoffBase * static_cast<double>(uint64_t{1} << std::min(attempts, 20u)));
+  return std::uniform_real_distribution<double>(0, cap)(rng);  // full jitter
+}
+
+bool retryable_curl(CURLcode rc) {
+  switch (rc) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_GOT_NOTHING:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_SSL_CONNECT_ERROR: return true;
+    default: return false;
+  }
+}
+
+enum class Outcome { kDone, kRetry, kFail };
+
+struct Verdict {
+  Outcome outcome;
+  std::string what;
+  ErrorCode code = ErrorCode::kIo;
+};
+
+Verdict judge(Attempt& a, CURLcode rc) {
+  HttpGet& g = *a.req->get;
+  const std::string req = range_text(g, a.start);
+  const std::string http = "HTTP " + std::to_string(a.status) + (a.reason.empty() ? "" : " " + a.reason);
+  if (!a.fatal.empty()) return {Outcome::kFail, a.fatal};
+  if (rc != CURLE_OK) {
+    std::string what = req + ": " + (a.errbuf[0] ? std::string(a.errbuf) : curl_easy_strerror(rc));
+    if (rc == CURLE_PARTIAL_FILE || (a.checked && a.received < a.expect_end - a.start))
+      what += " (short body: " + std::to_string(a.received) + " of " + std::to_string(a.expect_end - a.start) + " bytes)";
+    return {retryable_curl(rc) ? Outcome::kRetry : Outcome::kFail, what};
+  }
+  const long s = a.status;
+  if (s == 200 || s == 206) {
+    if (!a.checked && !check_response(a)) return {Outcome::kFail, a.fatal};  // an empty body
+    if (g.ranged && a.received != a.expect_end - a.start) {
+      return {Outcome::kRetry, req + ": short body (" + std::to_string(a.received) + " of " +
+                                   std::to_string(a.expect_end - a.start) + " bytes)"};
+    }
+    return {Outcome::kDone, {}};
+  }
+  const std::string detail = error_detail(a.error_body);
+  const std::string full = http + " for " + req + (detail.empty() ? "" : " (" + detail + ")");
+  if (s == 404) {
+    if (g.allow_not_found) {
+      g.not_found = true;
+      return {Outcome::kDone, {}};
+    }
+    return {Outcome::kFail, full, ErrorCode::kNotFound};
+  }
+  if (s == 401 || s == 403) {
+    const Auth* auth = g.where->auth;
+    return {Outcome::kFail, full + "; credentials: " + (auth ? auth->source : std::string("none"))};
+  }
+  if (s == 412) return {Outcome::kFail, "changed since it was catalogued: " + full + " with If-Match: " + g.if_match};
+  if (s == 416) return {Outcome::kFail, full + ": the object is shorter than the catalog says (changed?)"};
+  if (s == 429 || s == 408 || s >= 500) return {Outcome::kRetry, full};
+  return {Outcome::kFail, full};
+}
+
+void release(ThreadCurl& tc, Attempt& a) {
+  curl_multi_remove_handle(tc.multi, a.h);
+  curl_slist_free_all(a.headers);
+  a.headers = nullptr;
+  tc.idle.push_back(a.h);
+}
+
+}  // namespace
+
+RemoteCounters counters() {
+  return {g_requests.load(std::memory_order_relaxed), g_retries.load(std::memory_order_relaxed),
+          g_bytes.load(std::memory_order_relaxed)};
+}
+
+void run_gets(std::span<HttpGet> gets, const RemoteOptions& o) {
+  if (gets.empty()) return;
+  ThreadCurl& tc = thread_curl();
+  std::vector<Request> reqs(gets.size());
+  std::deque<Request*> pending;
+  for (size_t i = 0; i < gets.size(); ++i) {
+    reqs[i].get = &gets[i];
+    pending.push_back(&reqs[i]);
+  }
+  std::vector<std::unique_ptr<Attempt>> active;
+  const size_t limit = std::max(1u, o.concurrency);
+  auto abandon_all = [&] {
+    for (auto& a : active) release(tc, *a);
+    active.clear();
+  };
+  try {
+    while (!pending.empty() || !active.empty()) {
+      const auto now = Clock::now();
+      auto next_ready = Clock::time_point::max();
+      for (auto it = pending.begin(); it != pending.end() && active.size() < limit;) {
+        Request* r = *it;
+        if (r->not_before > now) {
+          next_ready = std::min(next_ready, r->not_before);
+          ++it;
+          continue;
+        }
+        it = pending.erase(it);
+        auto a = std::make_unique<Attempt>();
+        a->req = r;
+        a->h = tc.take();
+        a->start = r->get->begin + r->done;
+        a->expect_end = r->get->end;
+        ++r->attempts;
+        g_requests.fetch_add(1, std::memory_order_relaxed);
+        if (r->attempts > 1) g_retries.fetch_add(1, std::memory_order_relaxed);
+        setup(*a, o);
+        if (curl_multi_add_handle(tc.multi, a->h) != CURLM_OK) {
+          tc.idle.push_back(a->h);
+          throw Error(ErrorCode::kIo, "libcurl: cannot start a request");
+        }
+        active.push_back(std::move(a));
+      }
+      if (active.empty()) {
+        std::this_thread::sleep_until(next_ready);
+        continue;
+      }
+      int running = 0;
+      curl_multi_perform(tc.multi, &running);
+      int left = 0;
+      while (CURLMsg* m = curl_multi_info_read(tc.multi, &left)) {
+        if (m->msg != CURLMSG_DONE) continue;
+        const auto it = std::find_if(active.begin(), active.end(), [&](const auto& a) { return a->h == m->easy_handle; });
+        if (it == active.end()) continue;
+        Attempt& a = **it;
+        const CURLcode rc = m->data.result;
+        Verdict v = judge(a, rc);
+        Request& r = *a.req;
+        if (v.outcome == Outcome::kRetry && r.attempts > o.retries) v.outcome = Outcome::kFail;
+        if (v.outcome == Outcome::kFail) {
+          const std::string msg = r.get->where->path + ": " + v.what +
+                                  (r.attempts > 1 ? " (after " + std::to_string(r.attempts) + " attempts; earlier: " +
+                                                        r.last_failure + ")"
+                                                  : "");
+          abandon_all();
+          throw Error(v.code, msg);
+        }
+        if (v.outcome == Outcome::kRetry) {
+          // Resume after the bytes that landed, when they were the right bytes of the right version.
+          if (r.get->ranged && a.checked && a.fatal.empty() && (a.status == 206 || a.status == 200)) r.done += a.received;
+          r.last_failure = v.what;
+          const double wait = backoff_seconds(a, r.attempts);
+          log().debug("{}: {}; retry {} of {} in {:.2f} s", r.get->where->path, v.what, r.attempts, o.retries, wait);
+          r.not_before = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait));
+          pending.push_back(&r);
+        }
+        release(tc, a);
+        active.erase(it);
+      }
+      if (!active.empty() && running > 0) {
+        int timeout_ms = 100;
+        if (next_ready != Clock::time_point::max()) {
+          const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next_ready - Clock::now()).count();
+          timeout_ms = static_cast<int>(std::clamp<long long>(ms, 0, 100));
+        }
+        curl_multi_poll(tc.multi, nullptr, 0, timeout_ms, nullptr);
+      }
+    }
+  } catch (...) {
+    abandon_all();
+    throw;
+  }
+}
+
+}  // namespace wmap::remote

@@ -1,0 +1,365 @@
+// FileSystem::standard(): local paths go to posix(), remote ones (wmap/io/remote.h) to ranged GETs.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+
+#include "http_transfer.h"
+#include "remote_location.h"
+#include "wmap/io/file_io.h"
+#include "wmap/io/remote.h"
+#include "wmap/util/env.h"
+#include "wmap/util/error.h"
+#include "wmap/util/install_paths.h"
+#include "logger.h"
+
+namespace wmap {
+namespace {
+
+using remote::HttpGet;
+using remote::Location;
+
+// The first bytes of an object, fetched by the request that learns its size and ETag: a
+// safetensors header usually fits, so cataloguing a shard is one request.
+constexpr uint64_t kProbeBytes = uint64_t{64} << 10;
+// A read larger than this is split into concurrent ranged GETs of at least this size.
+constexpr uint64_t kMinPartBytes = uint64_t{8} << 20;
+
+// Everything derived from one RemoteOptions: the credentials are resolved once.
+struct Context {
+  RemoteOptions options;
+  remote::Auth s3, hf;
+  explicit Context(const RemoteOptions& o) : options(o), s3(remote::resolve_s3_auth(o)), hf(remote::resolve_hf_auth(o)) {}
+  Location locate(const std::filesystem::path& path) const {
+    auto loc = remote::parse_location(path.native(), options, s3, hf);
+    if (!loc) throw Error(ErrorCode::kInternal, path.string() + ": not a remote path");
+    return *loc;
+  }
+};
+
+std::mutex g_options_mutex;
+std::optional<RemoteOptions> g_options;
+std::shared_ptr<const Context> g_context;
+
+std::shared_ptr<const Context> context() {
+  std::lock_guard lock(g_options_mutex);
+  if (!g_context) g_context = std::make_shared<const Context>(g_options ? *g_options : RemoteOptions::from_environment());
+  return g_context;
+}
+
+// What one object is: its size and ETag, and its first bytes once fetched.
+struct ObjectInfo {
+  uint64_t size = 0;
+  std::string etag;
+  std::shared_ptr<const std::vector<std::byte>> prefix;  // [0, min(size, kProbeBytes)) or null
+};
+
+class RemoteFile final : public RandomAccessFile {
+ public:
+  RemoteFile(std::shared_ptr<const Context> ctx, Location loc, ObjectInfo info)
+      : ctx_(std::move(ctx)), loc_(std::move(loc)), info_(std::move(info)) {}
+
+  const std::string& path() const override { return loc_.path; }
+  uint64_t size() const override { return info_.size; }
+  FileSignature signature() const override { return {info_.size, 0, 0, info_.etag}; }
+
+  void read(uint64_t offset, std::span<std::byte> dst) const override {
+    check_range(offset, dst.size());
+    if (dst.empty()) return;
+    if (info_.prefix && offset + dst.size() <= info_.prefix->size()) {
+      std::memcpy(dst.data(), info_.prefix->data() + offset, dst.size());
+      return;
+    }
+    // Large reads: concurrent parts, each landing in its slice of dst.
+    const uint64_t n = dst.size();
+    const uint64_t parts = std::clamp<uint64_t>(n / kMinPartBytes, 1, std::max(1u, ctx_->options.concurrency));
+    const uint64_t part = (n + parts - 1) / parts;
+    std::vector<HttpGet> gets;
+    for (uint64_t b = 0; b < n; b += part) {
+      const uint64_t len = std::min(part, n - b);
+      gets.push_back(get(offset + b, offset + b + len));
+      gets.back().pieces.push_back({offset + b, len, dst.data() + b});
+    }
+    remote::run_gets(gets, ctx_->options);
+  }
+
+  // Segments closer than gap_bytes share one request (the gap is fetched and dropped).
+  uint64_t read_segments(std::span<const ReadSegment> s) const override {
+    if (s.empty()) return 0;
+    for (const auto& seg : s) check_range(seg.offset, seg.len);
+    std::vector<HttpGet> gets;
+    uint64_t bytes = 0;
+    for (size_t b = 0; b < s.size();) {
+      size_t e = b + 1;
+      while (e < s.size() && s[e].offset >= s[e - 1].offset + s[e - 1].len &&
+             s[e].offset - (s[e - 1].offset + s[e - 1].len) <= ctx_->options.gap_bytes)
+        ++e;
+      const uint64_t begin = s[b].offset, end = s[e - 1].offset + s[e - 1].len;
+      if (e == b + 1 && end - begin >= 2 * kMinPartBytes) {
+        read(begin, std::span(s[b].dst, s[b].len));  // one large segment: in concurrent parts
+      } else {
+        gets.push_back(get(begin, end));
+        gets.back().pieces.assign(s.begin() + static_cast<ptrdiff_t>(b), s.begin() + static_cast<ptrdiff_t>(e));
+      }
+      bytes += end - begin;
+      b = e;
+    }
+    remote::run_gets(gets, ctx_->options);
+    return bytes;
+  }
+
+  std::span<const std::byte> view(uint64_t, uint64_t) const override { return {}; }
+  void release(uint64_t, uint64_t) const override {}
+  void will_need(uint64_t, uint64_t) const override {}
+  void populate(uint64_t, uint64_t) const override {}
+
+ private:
+  HttpGet get(uint64_t begin, uint64_t end) const {
+    HttpGet g;
+    g.where = &loc_;
+    g.begin = begin;
+    g.end = end;
+    g.if_match = info_.etag;
+    return g;
+  }
+  void check_range(uint64_t offset, uint64_t len) const {
+    if (offset > info_.size || len > info_.size - offset) {
+      throw Error(ErrorCode::kIo, loc_.path + ": read of " + std::to_string(len) + " bytes at offset " +
+                                      std::to_string(offset) + " runs past the end of the object (" +
+                                      std::to_string(info_.size) + " bytes)");
+    }
+  }
+
+  std::shared_ptr<const Context> ctx_;
+  Location loc_;
+  ObjectInfo info_;
+};
+
+bool has_file_extension(std::string_view path) {
+  const auto slash = path.rfind('/');
+  const std::string_view last = path.substr(slash == std::string_view::npos ? 0 : slash + 1);
+  return last.find('.') != std::string_view::npos;
+}
+
+// posix() for local paths; remote paths through libcurl. Objects seen (by a listing or a first
+// request) are remembered by path, so a shard catalogued in this process opens without a request
+// and every later GET carries the ETag it was catalogued with.
+class StandardFileSystem final : public FileSystem {
+ public:
+  std::unique_ptr<RandomAccessFile> open(const std::filesystem::path& path, IoMode mode) const override {
+    if (!is_remote_path(path)) return FileSystem::posix().open(path, mode);
+    auto ctx = context();
+    Location loc = ctx->locate(path);
+    return std::make_unique<RemoteFile>(ctx, loc, info(*ctx, loc, false, /*need_prefix=*/true).value());
+  }
+
+  PathStatus status(const std::filesystem::path& path) const override {
+    if (!is_remote_path(path)) return FileSystem::status(path);
+    const std::string& p = path.native();
+    if (p.back() == '/' || !has_file_extension(p)) return {PathStatus::Kind::kDirectory};
+    auto ctx = context();
+    return {info(*ctx, ctx->locate(path), true) ? PathStatus::Kind::kFile : PathStatus::Kind::kNone};
+  }
+
+  std::optional<std::vector<std::string>> list(const std::filesystem::path& dir) const override {
+    if (!is_remote_path(dir)) return FileSystem::list(dir);
+    auto ctx = context();
+    const Location loc = ctx->locate(dir);
+    if (loc.scheme != Location::Scheme::kS3) return std::nullopt;  // HTTP has no listing
+    return list_s3(*ctx, loc);
+  }
+
+  FileSignature signature(const std::filesystem::path& path) const override {
+    if (!is_remote_path(path)) return FileSystem::signature(path);
+    auto ctx = context();
+    const ObjectInfo i = info(*ctx, ctx->locate(path), false, false, /*fresh=*/true).value();
+    return {i.size, 0, 0, i.etag};
+  }
+
+  unsigned concurrency(const std::filesystem::path& path) const override {
+    return is_remote_path(path) ? std::max(1u, context()->options.concurrency) : 0;
+  }
+
+ private:
+  // The object's size and ETag: remembered, else one ranged GET of its first bytes (kept, so the
+  // header read that follows costs nothing). nullopt for a missing object when allow_missing.
+  std::optional<ObjectInfo> info(const Context& ctx, const Location& loc, bool allow_missing, bool need_prefix = false,
+                                 bool fresh = false) const {
+    if (!fresh) {
+      std::shared_lock lock(mutex_);
+      if (auto it = seen_.find(loc.path); it != seen_.end() && (it->second.prefix || !need_prefix)) return it->second;
+    }
+    std::vector<std::byte> buf(kProbeBytes);
+    HttpGet g;
+    g.where = &loc;
+    g.begin = 0;
+    g.end = kProbeBytes;
+    g.clamp_end = true;
+    g.allow_not_found = allow_missing;
+    g.pieces.push_back({0, kProbeBytes, buf.data()});
+    HttpGet gets[] = {std::move(g)};
+    remote::run_gets(gets, ctx.options);
+    if (gets[0].not_found) return std::nullopt;
+    ObjectInfo i;
+    i.size = gets[0].object_size;
+    i.etag = gets[0].etag;
+    buf.resize(std::min<uint64_t>(i.size, kProbeBytes));
+    i.prefix = std::make_shared<const std::vector<std::byte>>(std::move(buf));
+    std::unique_lock lock(mutex_);
+    auto& slot = seen_[loc.path];
+    if (slot.etag != i.etag || slot.size != i.size || !slot.prefix) slot = i;
+    return i;
+  }
+
+  std::vector<std::string> list_s3(const Context& ctx, const Location& dir) const {
+    std::string prefix = dir.key;
+    if (!prefix.empty() && prefix.back() != '/') prefix += '/';
+    std::vector<std::string> names;
+    std::map<std::string, ObjectInfo> found;
+    std::string token;
+    const unsigned page = static_cast<unsigned>(env_integer("WMAP_S3_LIST_PAGE", 1, 1000, "ListObjectsV2 max-keys").value_or(1000));
+    do {
+      HttpGet g;
+      g.where = &dir;
+      g.ranged = false;
+      g.url = remote::s3_list_url(ctx.options, ctx.s3, dir.bucket, prefix, token, page);
+      HttpGet gets[] = {std::move(g)};
+      remote::run_gets(gets, ctx.options);
+      const std::string& xml = gets[0].body;
+      token.clear();
+      parse_listing(xml, prefix, found, token);
+    } while (!token.empty());
+    std::unique_lock lock(mutex_);
+    std::string root = dir.path;
+    if (root.back() != '/') root += '/';
+    for (auto& [name, i] : found) {
+      names.push_back(name);
+      auto& slot = seen_[root + name];
+      if (slot.etag != i.etag || slot.size != i.size) slot = i;
+    }
+    return names;
+  }
+
+  static std::string unescape_xml(std::string_view s) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (s[i] != '&') {
+        out += s[i];
+        continue;
+      }
+      static constexpr std::pair<std::string_view, char> kEntities[] = {
+          {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}};
+      bool matched = false;
+      for (const auto& [ent, ch] : kEntities) {
+        if (s.substr(i, ent.size()) == ent) {
+          out += ch;
+          i += ent.size() - 1;
+          matched = true;
+          break;
+        }
+      }
+      if (!matched) out += '&';
+    }
+    return out;
+  }
+
+  static std::string tag(std::string_view xml, std::string_view name, size_t from = 0, size_t to = std::string::npos) {
+    const std::string open = "<" + std::string(name) + ">", close = "</" + std::string(name) + ">";
+    const auto b = xml.find(open, from);
+    if (b == std::string_view::npos || b >= to) return {};
+    const auto e = xml.find(close, b);
+    if (e == std::string_view::npos) return {};
+    return unescape_xml(xml.substr(b + open.size(), e - b - open.size()));
+  }
+
+  // One ListObjectsV2 page: the objects directly under `prefix` (CommonPrefixes are folders).
+  static void parse_listing(std::string_view xml, const std::string& prefix, std::map<std::string, ObjectInfo>& found,
+                            std::string& next_token) {
+    if (xml.find("<ListBucketResult") == std::string_view::npos)
+      throw Error(ErrorCode::kMalformedInput, "ListObjectsV2: the response is not a ListBucketResult");
+    for (size_t pos = 0; (pos = xml.find("<Contents>", pos)) != std::string_view::npos;) {
+      const size_t end = xml.find("</Contents>", pos);
+      if (end == std::string_view::npos) break;
+      const std::string key = tag(xml, "Key", pos, end);
+      ObjectInfo i;
+      i.size = std::strtoull(tag(xml, "Size", pos, end).c_str(), nullptr, 10);
+      i.etag = tag(xml, "ETag", pos, end);
+      if (key.size() > prefix.size() && key.compare(0, prefix.size(), prefix) == 0 &&
+          key.find('/', prefix.size()) == std::string::npos)
+        found[key.substr(prefix.size())] = std::move(i);
+      pos = end;
+    }
+    if (tag(xml, "IsTruncated") == "true") {
+      next_token = tag(xml, "NextContinuationToken");
+      if (next_token.empty())
+        throw Error(ErrorCode::kMalformedInput, "ListObjectsV2: a truncated page without NextContinuationToken");
+    }
+  }
+
+  mutable std::shared_mutex mutex_;
+  mutable std::map<std::string, ObjectInfo> seen_;
+};
+
+double env_seconds(const char* name, double fallback) {
+  auto v = env_value(name);
+  if (!v) return fallback;
+  char* end = nullptr;
+  const double s = std::strtod(v->c_str(), &end);
+  if (end == v->c_str() || *end != '\0' || !(s > 0) || s > 86400)
+    throw Error(ErrorCode::kInvalidArgument, std::string(name) + "='" + *v + "': expected seconds in (0, 86400]");
+  return s;
+}
+
+}  // namespace
+
+RemoteOptions RemoteOptions::from_environment() {
+  RemoteOptions o;
+  if (auto v = env_value("AWS_ENDPOINT_URL_S3")) {
+    o.s3_endpoint = *v;
+  } else if (auto w = env_value("AWS_ENDPOINT_URL")) {
+    o.s3_endpoint = *w;
+  }
+  if (auto v = env_value("AWS_REGION")) {
+    o.s3_region = *v;
+  } else if (auto w = env_value("AWS_DEFAULT_REGION")) {
+    o.s3_region = *w;
+  }
+  o.aws_profile = env_value("AWS_PROFILE").value_or("");
+  if (auto v = env_value("HF_ENDPOINT"); v && !v->empty()) o.hf_endpoint = *v;
+  o.hf_token = env_value("HF_TOKEN").value_or("");
+  o.concurrency = static_cast<unsigned>(
+      env_integer("WMAP_REMOTE_CONCURRENCY", 1, 1024, "remote requests in flight").value_or(o.concurrency));
+  o.retries = static_cast<unsigned>(env_integer("WMAP_REMOTE_RETRIES", 0, 100, "remote retries").value_or(o.retries));
+  o.stall_seconds = env_seconds("WMAP_REMOTE_TIMEOUT", o.stall_seconds);
+  o.gap_bytes = env_bytes("WMAP_REMOTE_GAP_BYTES", "the largest gap fetched through").value_or(o.gap_bytes);
+  return o;
+}
+
+void set_remote_options(const RemoteOptions& options) {
+  std::lock_guard lock(g_options_mutex);
+  g_options = options;
+  g_context.reset();
+}
+
+RemoteOptions remote_options() {
+  std::lock_guard lock(g_options_mutex);
+  return g_options ? *g_options : RemoteOptions::from_environment();
+}
+
+bool is_remote_path(std::string_view p) {
+  for (std::string_view scheme : {"s3://", "http://", "https://", "hf://"}) {
+    if (p.substr(0, scheme.size()) == scheme) return true;
+  }
+  return false;
+}
+
+RemoteCounters remote_counters() { return remote::counters(); }
+
+const FileSystem& FileSystem::standard() {
+  static const StandardFileSystem fs;
+  return fs;
+}
+
+}  // namespace wmap
