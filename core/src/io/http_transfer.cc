@@ -257,6 +257,7 @@ void setup(Attempt& a, const RemoteOptions& o) {
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &a);
   curl_easy_setopt(h, CURLOPT_PRIVATE, &a);
   curl_easy_setopt(h, CURLOPT_USERAGENT, "wmap");
+  if (!o.ca_bundle.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, o.ca_bundle.c_str());
   if (g.ranged) {
     a.headers = curl_slist_append(
         a.headers, ("Range: bytes=" + std::to_string(a.start) + "-" + std::to_string(g.end - 1)).c_str());

@@ -329,6 +329,12 @@ RemoteOptions RemoteOptions::from_environment() {
   o.aws_profile = env_value("AWS_PROFILE").value_or("");
   if (auto v = env_value("HF_ENDPOINT"); v && !v->empty()) o.hf_endpoint = *v;
   o.hf_token = env_value("HF_TOKEN").value_or("");
+  for (const char* name : {"WMAP_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"}) {
+    if (auto v = env_value(name); v && !v->empty()) {
+      o.ca_bundle = *v;
+      break;
+    }
+  }
   o.concurrency = static_cast<unsigned>(
       env_integer("WMAP_REMOTE_CONCURRENCY", 1, 1024, "remote requests in flight").value_or(o.concurrency));
   o.retries = static_cast<unsigned>(env_integer("WMAP_REMOTE_RETRIES", 0, 100, "remote retries").value_or(o.retries));

@@ -28,6 +28,9 @@ struct RemoteOptions {
   // Hugging Face hub: hf://ORG/MODEL[@REV]/FILE is HF_ENDPOINT/ORG/MODEL/resolve/REV/FILE.
   std::string hf_endpoint = "https://huggingface.co";  // HF_ENDPOINT (a mirror)
   std::string hf_token;  // HF_TOKEN: a bearer token, sent to the hub's host only (never on a redirect elsewhere)
+  // https: the CA certificates to trust (PEM file): WMAP_CA_BUNDLE, else CURL_CA_BUNDLE, else
+  // SSL_CERT_FILE, else libcurl's default (the system's store).
+  std::string ca_bundle;
   // Transfers. concurrency: ranged GETs in flight per read and headers fetched at once
   // (WMAP_REMOTE_CONCURRENCY). retries: attempts after the first for 5xx, 429, resets, stalls and
   // short bodies (WMAP_REMOTE_RETRIES). stall_seconds: a transfer that moves no byte for this long
