@@ -15,6 +15,17 @@
 'use strict';
 
 const crypto = require('crypto');
+
+// s3rver's ListObjectsV2 continuation tokens use single DES ('des'), which OpenSSL 3 keeps in
+// its legacy provider: node 18+ answers those lists with 500. Three-key DES with three equal keys
+// is single DES, and OpenSSL 3 has it by default: same tokens, no --openssl-legacy-provider.
+for (const name of ['createCipheriv', 'createDecipheriv']) {
+  const original = crypto[name];
+  crypto[name] = (alg, key, iv, options) =>
+    alg === 'des' ? original('des-ede3-cbc', Buffer.concat([key, key, key]), iv, options)
+                  : original(alg, key, iv, options);
+}
+
 const S3rver = require('s3rver');
 const S3Error = require('s3rver/lib/models/error');
 
