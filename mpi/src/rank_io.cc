@@ -31,7 +31,7 @@ RankFacts local_facts(IoPolicy requested, const MpiWorld& world, const PreparedL
     // A remote object's identity is the size and ETag its catalog (built just now) recorded.
     const FileSignature sig = f.remote ? c.shards()[s].signature : stat_signature(c.shard_path(s));
     f.shards.push_back(c.shards()[s].file + " size " + std::to_string(sig.size) + " mtime_ns " +
-                       std::to_string(sig.mtime_ns) + " etag " + sig.etag);
+                       std::to_string(sig.mtime_ns) + (sig.etag.empty() ? "" : " etag " + sig.etag));
   }
   return f;
 }

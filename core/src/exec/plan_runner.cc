@@ -50,8 +50,9 @@ void PlanRunner::configure() {
   const size_t n_units = std::max<size_t>(1, units_.size());
   const unsigned read_req = options_.read_workers, load_req = options_.load_workers;
   // Remote storage: a read is a round trip, so as many in flight as the storage wants.
-  const unsigned read_default = std::max(fs_.concurrency(plan_.catalog().root()),
-                                         device_.stages_writes() ? default_staged_read_workers() : default_read_workers());
+  const unsigned read_default =
+      std::max(fs_.concurrency(plan_.catalog().root()),
+               device_.stages_writes() ? default_staged_read_workers() : default_read_workers());
   read_workers_ = std::max<unsigned>(1, std::min<size_t>(read_req ? read_req : read_default, n_units));
   load_workers_ = std::max<unsigned>(1, std::min<size_t>(load_req ? load_req : default_load_workers(), n_units));
   stats_.read_workers_requested = read_req;

@@ -117,7 +117,8 @@ size_t on_header(char* buf, size_t size, size_t n, void* ud) {
     a->retry_after.clear();
     a->content_length.clear();
     const auto sp = line.find(' ');
-    a->status = sp == std::string_view::npos ? 0 : std::strtol(std::string(line.substr(sp + 1, 3)).c_str(), nullptr, 10);
+    a->status =
+        sp == std::string_view::npos ? 0 : std::strtol(std::string(line.substr(sp + 1, 3)).c_str(), nullptr, 10);
     a->reason = sp == std::string_view::npos || line.size() < sp + 5 ? "" : header_value(line, sp + 4);
   } else if (iequals_prefix(line, "etag")) {
     a->etag = header_value(line, 4);
@@ -326,7 +327,8 @@ Verdict judge(Attempt& a, CURLcode rc) {
   if (rc != CURLE_OK) {
     std::string what = req + ": " + (a.errbuf[0] ? std::string(a.errbuf) : curl_easy_strerror(rc));
     if (rc == CURLE_PARTIAL_FILE || (a.checked && a.received < a.expect_end - a.start))
-      what += " (short body: " + std::to_string(a.received) + " of " + std::to_string(a.expect_end - a.start) + " bytes)";
+      what +=
+          " (short body: " + std::to_string(a.received) + " of " + std::to_string(a.expect_end - a.start) + " bytes)";
     return {retryable_curl(rc) ? Outcome::kRetry : Outcome::kFail, what};
   }
   const long s = a.status;
@@ -422,7 +424,8 @@ void run_gets(std::span<HttpGet> gets, const RemoteOptions& o) {
       int left = 0;
       while (CURLMsg* m = curl_multi_info_read(tc.multi, &left)) {
         if (m->msg != CURLMSG_DONE) continue;
-        const auto it = std::find_if(active.begin(), active.end(), [&](const auto& a) { return a->h == m->easy_handle; });
+        const auto it =
+            std::find_if(active.begin(), active.end(), [&](const auto& a) { return a->h == m->easy_handle; });
         if (it == active.end()) continue;
         Attempt& a = **it;
         const CURLcode rc = m->data.result;
@@ -430,20 +433,25 @@ void run_gets(std::span<HttpGet> gets, const RemoteOptions& o) {
         Request& r = *a.req;
         if (v.outcome == Outcome::kRetry && r.attempts > o.retries) v.outcome = Outcome::kFail;
         if (v.outcome == Outcome::kFail) {
-          const std::string msg = r.get->where->path + ": " + v.what +
-                                  (r.attempts > 1 ? " (after " + std::to_string(r.attempts) + " attempts; earlier: " +
-                                                        r.last_failure + ")"
-                                                  : "");
+          const std::string msg =
+              r.get->where->path + ": " + v.what +
+              (r.attempts > 1 ? " (after " + std::to_string(r.attempts) + " attempts; earlier: " + r.last_failure + ")"
+                              : "");
           abandon_all();
           throw Error(v.code, msg);
         }
         if (v.outcome == Outcome::kRetry) {
           // Resume after the bytes that landed, when they were the right bytes of the right version.
-          if (r.get->ranged && a.checked && a.fatal.empty() && (a.status == 206 || a.status == 200)) r.done += a.received;
+          if (r.get->ranged && a.checked && a.fatal.empty() && (a.status == 206 || a.status == 200)) {
+            r.done += a.received;
+            // A probe learns the ETag from its first response: the rest must be that version.
+            if (r.get->if_match.empty() && a.received) r.get->if_match = a.etag;
+          }
           r.last_failure = v.what;
           const double wait = backoff_seconds(a, r.attempts);
           log().debug("{}: {}; retry {} of {} in {:.2f} s", r.get->where->path, v.what, r.attempts, o.retries, wait);
-          r.not_before = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait));
+          r.not_before =
+              Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait));
           pending.push_back(&r);
         }
         release(tc, a);

@@ -31,7 +31,8 @@ constexpr uint64_t kMinPartBytes = uint64_t{8} << 20;
 struct Context {
   RemoteOptions options;
   remote::Auth s3, hf;
-  explicit Context(const RemoteOptions& o) : options(o), s3(remote::resolve_s3_auth(o)), hf(remote::resolve_hf_auth(o)) {}
+  explicit Context(const RemoteOptions& o)
+      : options(o), s3(remote::resolve_s3_auth(o)), hf(remote::resolve_hf_auth(o)) {}
   Location locate(const std::filesystem::path& path) const {
     auto loc = remote::parse_location(path.native(), options, s3, hf);
     if (!loc) throw Error(ErrorCode::kInternal, path.string() + ": not a remote path");
@@ -45,7 +46,8 @@ std::shared_ptr<const Context> g_context;
 
 std::shared_ptr<const Context> context() {
   std::lock_guard lock(g_options_mutex);
-  if (!g_context) g_context = std::make_shared<const Context>(g_options ? *g_options : RemoteOptions::from_environment());
+  if (!g_context)
+    g_context = std::make_shared<const Context>(g_options ? *g_options : RemoteOptions::from_environment());
   return g_context;
 }
 
@@ -137,10 +139,13 @@ class RemoteFile final : public RandomAccessFile {
   ObjectInfo info_;
 };
 
-bool has_file_extension(std::string_view path) {
-  const auto slash = path.rfind('/');
-  const std::string_view last = path.substr(slash == std::string_view::npos ? 0 : slash + 1);
-  return last.find('.') != std::string_view::npos;
+// Remote storage has no directories to stat: a name with a checkpoint file's suffix is a file,
+// anything else a folder ("…/Llama-3.1-8B" has a dot but is a folder).
+bool names_a_file(std::string_view path) {
+  for (std::string_view suffix : {".safetensors", ".json", ".bin", ".pth", ".pt"}) {
+    if (path.size() > suffix.size() && path.substr(path.size() - suffix.size()) == suffix) return true;
+  }
+  return false;
 }
 
 // posix() for local paths; remote paths through libcurl. Objects seen (by a listing or a first
@@ -158,7 +163,7 @@ class StandardFileSystem final : public FileSystem {
   PathStatus status(const std::filesystem::path& path) const override {
     if (!is_remote_path(path)) return FileSystem::status(path);
     const std::string& p = path.native();
-    if (p.back() == '/' || !has_file_extension(p)) return {PathStatus::Kind::kDirectory};
+    if (p.back() == '/' || !names_a_file(p)) return {PathStatus::Kind::kDirectory};
     auto ctx = context();
     return {info(*ctx, ctx->locate(path), true) ? PathStatus::Kind::kFile : PathStatus::Kind::kNone};
   }
@@ -219,7 +224,8 @@ class StandardFileSystem final : public FileSystem {
     std::vector<std::string> names;
     std::map<std::string, ObjectInfo> found;
     std::string token;
-    const unsigned page = static_cast<unsigned>(env_integer("WMAP_S3_LIST_PAGE", 1, 1000, "ListObjectsV2 max-keys").value_or(1000));
+    const unsigned page =
+        static_cast<unsigned>(env_integer("WMAP_S3_LIST_PAGE", 1, 1000, "ListObjectsV2 max-keys").value_or(1000));
     do {
       HttpGet g;
       g.where = &dir;

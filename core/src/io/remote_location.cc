@@ -40,7 +40,8 @@ std::map<std::string, std::string> ini_section(const std::string& file, const st
       continue;
     }
     const auto eq = t.find('=');
-    if (inside && eq != std::string::npos) out[trim(std::string_view(t).substr(0, eq))] = trim(std::string_view(t).substr(eq + 1));
+    if (inside && eq != std::string::npos)
+      out[trim(std::string_view(t).substr(0, eq))] = trim(std::string_view(t).substr(eq + 1));
   }
   return out;
 }
@@ -51,7 +52,8 @@ std::string strip_slashes(std::string s) {
 }
 
 std::string s3_object_url(const RemoteOptions& o, const Auth& s3, std::string_view bucket, std::string_view key) {
-  if (!o.s3_endpoint.empty()) return strip_slashes(o.s3_endpoint) + "/" + std::string(bucket) + "/" + uri_encode(key, true);
+  if (!o.s3_endpoint.empty())
+    return strip_slashes(o.s3_endpoint) + "/" + std::string(bucket) + "/" + uri_encode(key, true);
   return "https://" + std::string(bucket) + ".s3." + s3.region + ".amazonaws.com/" + uri_encode(key, true);
 }
 
@@ -132,7 +134,8 @@ std::optional<Location> parse_location(std::string_view path, const RemoteOption
     const auto slash = rest.find('/');
     loc.bucket = std::string(rest.substr(0, slash));
     loc.key = slash == std::string_view::npos ? std::string() : std::string(rest.substr(slash + 1));
-    if (loc.bucket.empty()) throw Error(ErrorCode::kInvalidArgument, loc.path + ": no bucket (expected s3://BUCKET/KEY)");
+    if (loc.bucket.empty())
+      throw Error(ErrorCode::kInvalidArgument, loc.path + ": no bucket (expected s3://BUCKET/KEY)");
     loc.url = s3_object_url(o, s3, loc.bucket, loc.key);
     loc.auth = &s3;
     return loc;

@@ -22,7 +22,7 @@ struct RemoteOptions {
   // (https://BUCKET.s3.REGION.amazonaws.com, virtual-hosted). A custom endpoint is addressed
   // path-style (ENDPOINT/BUCKET/KEY), as S3-compatible stores expect.
   std::string s3_endpoint;
-  std::string s3_region;  // AWS_REGION, else AWS_DEFAULT_REGION, else the profile's region, else us-east-1
+  std::string s3_region;    // AWS_REGION, else AWS_DEFAULT_REGION, else the profile's region, else us-east-1
   bool s3_no_sign = false;  // --s3-no-sign: public buckets, no credentials looked up
   std::string aws_profile;  // AWS_PROFILE, else "default" (shared credentials and config files)
   // Hugging Face hub: hf://ORG/MODEL[@REV]/FILE is HF_ENDPOINT/ORG/MODEL/resolve/REV/FILE.
@@ -52,7 +52,9 @@ RemoteOptions remote_options();
 
 // True for s3://, http://, https:// and hf:// paths.
 bool is_remote_path(std::string_view path);
-inline bool is_remote_path(const std::filesystem::path& path) { return is_remote_path(std::string_view(path.native())); }
+inline bool is_remote_path(const std::filesystem::path& path) {
+  return is_remote_path(std::string_view(path.native()));
+}
 
 // What the process fetched so far from remote storage (all threads).
 struct RemoteCounters {

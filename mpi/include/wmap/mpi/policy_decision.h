@@ -25,7 +25,7 @@ struct RankFacts {
   bool threads_ok = true;           // MPI granted at least MPI_THREAD_FUNNELED (the exchange runs a reader thread)
   std::string thread_level;         // the level granted, by name
   bool remote = false;              // the checkpoint is remote storage (s3://, http(s)://, hf://)
-  std::vector<std::string> shards;  // "file size N mtime_ns M etag E"
+  std::vector<std::string> shards;  // "file size N mtime_ns M" (remote: "... etag E")
 
   // One field per line (shards last), so decode(encode()) is the identity.
   std::string encode() const;
