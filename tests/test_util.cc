@@ -99,14 +99,14 @@ std::string reference_mismatches(const std::filesystem::path& ckpt, const std::f
 }
 
 void expect_rank_matches(const std::filesystem::path& ckpt, uint32_t t, uint32_t r, const std::string& layout,
-                         const std::string& load_flags) {
+                         const std::string& load_flags, const std::string& source) {
   TempDir out;
   const auto dump = out / "rank.safetensors";
   const std::string flags = "--tp-size " + std::to_string(t) + " --tp-rank " + std::to_string(r) + " " + layout;
-  auto load = run_wmap("load " + shell_quote(ckpt.string()) + " " + flags + " " + load_flags + " --dump " +
-                       shell_quote(dump.string()));
-  ASSERT_EQ(load.exit_code, 0) << flags << " " << load_flags << "\n" << load.err;
-  EXPECT_EQ(reference_mismatches(ckpt, dump, flags), "") << flags << " " << load_flags;
+  auto load = run_wmap("load " + shell_quote(source.empty() ? ckpt.string() : source) + " " + flags + " " + load_flags +
+                       " --dump " + shell_quote(dump.string()));
+  ASSERT_EQ(load.exit_code, 0) << source << " " << flags << " " << load_flags << "\n" << load.err;
+  EXPECT_EQ(reference_mismatches(ckpt, dump, flags), "") << source << " " << flags << " " << load_flags;
 }
 
 void expect_every_rank_matches(const std::filesystem::path& ckpt, uint32_t t, const std::string& layout) {

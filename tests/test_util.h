@@ -67,8 +67,9 @@ std::string reference_mismatches(const std::filesystem::path& ckpt, const std::f
 // reference too, e.g. "--ep-size 2 --target vllm") and `load_flags` (wmap only, e.g. "--io
 // pread"), and checks the dump bit for bit against the reference. Failures are EXPECTs naming
 // the layout.
+// `source`: what wmap loads when it is not `ckpt` itself (the same checkpoint behind a URL).
 void expect_rank_matches(const std::filesystem::path& ckpt, uint32_t t, uint32_t r, const std::string& layout = "",
-                         const std::string& load_flags = "");
+                         const std::string& load_flags = "", const std::string& source = "");
 // Every rank 0..t-1 of `ckpt` as above.
 void expect_every_rank_matches(const std::filesystem::path& ckpt, uint32_t t, const std::string& layout = "");
 

@@ -54,7 +54,7 @@ const std::string kPlanId = "9f796f3b2d080c9fe26649a40a2608d83896849b0d6788c07a1
 Catalog tiny_catalog() {
   ShardRecord shard;
   shard.file = "model.safetensors";
-  shard.signature = {.size = 112, .mtime_ns = 5, .inode = 7};
+  shard.signature = {.size = 112, .mtime_ns = 5, .inode = 7, .etag = {}};
   shard.header_bytes = 80;
   shard.tensor_count = 2;
   shard.metadata = {{"format", "pt"}};

@@ -78,7 +78,7 @@ std::shared_ptr<const Catalog> catalog_of(const std::vector<Tensor>& tensors) {
   }
   ShardRecord shard;
   shard.file = "model.safetensors";
-  shard.signature = {.size = at, .mtime_ns = 1, .inode = 1};
+  shard.signature = {.size = at, .mtime_ns = 1, .inode = 1, .etag = {}};
   shard.header_bytes = 56;
   shard.tensor_count = records.size();
   return std::make_shared<const Catalog>(Catalog::from_parts("/nowhere", {shard}, std::move(records)));

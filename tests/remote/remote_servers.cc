@@ -170,10 +170,18 @@ std::string uri_encode(const std::string& s, bool keep_slash) {
 
 // ---- nginx ----
 
-NginxServer::NginxServer(const std::filesystem::path& root) {
+NginxServer::NginxServer(const std::filesystem::path& root, bool tls) : tls_(tls) {
   const std::string why = nginx_missing();
   if (!why.empty()) throw std::runtime_error(why);
   const auto& d = dir_.path();
+  if (tls_) {
+    // A self-signed certificate for 127.0.0.1, trusted by the client through its CA option.
+    const auto r = run_command(
+        "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1 -addext "
+        "subjectAltName=IP:127.0.0.1 -keyout " +
+        shell_quote((d / "key.pem").string()) + " -out " + shell_quote(cert_file().string()));
+    if (r.exit_code != 0) throw std::runtime_error("openssl req failed:\n" + r.err);
+  }
   // Another process can take the port between free_port() and nginx's bind: try again then.
   for (int attempt = 0; attempt < 5; ++attempt) {
     port_ = free_port();
@@ -188,8 +196,12 @@ NginxServer::NginxServer(const std::filesystem::path& root) {
     for (const char* t : {"client_body", "proxy", "fastcgi", "uwsgi", "scgi"})
       conf << "  " << t << "_temp_path \"" << (d / t).string() << "\";\n";
     conf << "  default_type application/octet-stream;\n  sendfile on;\n  keepalive_timeout 60;\n"
-         << "  server {\n    listen 127.0.0.1:" << port_ << ";\n"
-         << "    root \"" << std::filesystem::absolute(root).string() << "\";\n"
+         << "  server {\n    listen 127.0.0.1:" << port_ << (tls_ ? " ssl" : "") << ";\n";
+    if (tls_) {
+      conf << "    ssl_certificate \"" << cert_file().string() << "\";\n"
+           << "    ssl_certificate_key \"" << (d / "key.pem").string() << "\";\n";
+    }
+    conf << "    root \"" << std::filesystem::absolute(root).string() << "\";\n"
          << "    etag on;\n    autoindex off;\n  }\n}\n";
     write_file(d / "nginx.conf", conf.str());
     process_ = std::make_unique<ChildProcess>(
@@ -290,11 +302,11 @@ void FaultProxy::set_rules(const std::string& json) {
   // A typo fails here, not as a rule that silently never applies.
   const auto parsed = nlohmann::json::parse(json);
   const auto& rules = parsed.is_object() ? parsed.at("rules") : parsed;
-  static const std::vector<std::string> kActions = {"status",           "retry_after", "reset_after", "short_body",
-                                                    "delay_first_byte", "drop_header", "replace_etag"};
+  static const std::vector<std::string> kActions = {"status",           "retry_after", "reset_after",  "short_body",
+                                                    "delay_first_byte", "drop_header", "replace_etag", "redirect"};
   static const std::vector<std::string> kKeys = {"path_contains", "method", "range_present", "nth",
                                                  "action",        "status", "body",          "seconds",
-                                                 "bytes",         "header", "etag"};
+                                                 "bytes",         "header", "etag",          "location"};
   if (!rules.is_array()) throw std::invalid_argument("fault rules: not a list: " + json);
   for (const auto& rule : rules) {
     const std::string action = rule.value("action", "");

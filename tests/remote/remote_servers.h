@@ -47,8 +47,10 @@ std::string uri_encode(const std::string& s, bool keep_slash = false);
 // nginx serving `root` read-only: byte ranges, ETag, If-Match (412), keep-alive, no autoindex.
 class NginxServer {
  public:
-  explicit NginxServer(const std::filesystem::path& root);
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  // tls: https with a self-signed certificate for 127.0.0.1 (cert_file(): what a client trusts).
+  explicit NginxServer(const std::filesystem::path& root, bool tls = false);
+  std::string url() const { return (tls_ ? "https://127.0.0.1:" : "http://127.0.0.1:") + std::to_string(port_); }
+  std::filesystem::path cert_file() const { return dir_.path() / "cert.pem"; }
   int port() const { return port_; }
   pid_t pid() const { return process_->pid(); }
   const std::filesystem::path& work_dir() const { return dir_.path(); }  // config, logs, temp
@@ -56,6 +58,7 @@ class NginxServer {
 
  private:
   TempDir dir_;  // declared first: outlives the process
+  bool tls_ = false;
   int port_ = 0;
   std::unique_ptr<ChildProcess> process_;
 };

@@ -20,6 +20,7 @@ It holds a list of rules, or {"rules": [...]}; the first rule that matches a req
           "delay_first_byte" -> sleeps "seconds" before the first response byte
           "drop_header"      -> removes response header "header"
           "replace_etag"     -> sets the response ETag to "etag"
+          "redirect"         -> 302 to "location" + the request's path    (upstream not asked)
 LOG_JSONL gets one line per request, written before its last response byte is sent: method,
 path, headers (lowercased names), fault (the action or null), status, body_bytes (sent).
 """
@@ -162,6 +163,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             text = fault.get("body", f"injected {fault['status']}\n").encode()
             return self.send(int(fault["status"]), "Injected", [("Content-Type", "text/plain"),
                                                                 ("Content-Length", str(len(text)))], text, None, entry)
+        if action == "redirect":
+            return self.send(302, "Found", [("Location", fault["location"] + self.path), ("Content-Length", "0")], b"",
+                             None, entry)
         if action == "retry_after":
             text = b"slow down\n"
             return self.send(429, "Too Many Requests", [("Retry-After", str(fault["seconds"])),
