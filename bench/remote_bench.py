@@ -1,0 +1,142 @@
+#!/usr/bin/python3
+"""Remote checkpoints over loopback: wmap against the same load from local files and against curl.
+
+Starts nginx on 127.0.0.1 (an ephemeral port, its access log recording each request's Range)
+serving a page-cached synthetic llama checkpoint (--preset, default 1g) and DeepSeek-R1's real
+layout as sparse files (163 shards, tests/python/sparse_layout.py), then reports, in one run:
+
+  local      `wmap -q load DIR --json` (TP1, host), whole process, best of --runs
+  http       the same load from http://127.0.0.1:PORT/DIR/: goal >= 0.7x local's speed
+  curl       `curl --parallel --parallel-max C` fetching the byte ranges wmap's http load asked
+             for (read from nginx's log) to /dev/null, whole process: goal wmap >= 0.9x curl
+  r1 plan    `wmap plan http://.../r1/ --tp-size 8 --ep-size 8 --tp-rank R`: goal < 1 s with every
+             header fetched; requests and bytes fetched, and the bytes the plan reads per rank
+             against the bytes the rank keeps (goal: within 5%, plus headers)
+  exchange   `mpirun -np 4 wmap load http://... --tp-size 4 --io-policy exchange` on the llama
+             checkpoint: the job's bytes fetched (every rank's "remote" bytes) against the union
+             of the ranks' needs (goal 1.0x, plus each rank's header probes)
+
+Ratios are what matters on a shared machine. Stdlib only; needs nginx and curl (tools/setup.sh).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+from nginx_server import Nginx  # noqa: E402
+
+
+def run(cmd, env=None):
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    dt = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)}: exit {p.returncode}\n{p.stderr}")
+    return dt, p.stdout
+
+
+def warm(path):
+    for dirpath, _, names in os.walk(path):
+        for n in names:
+            with open(os.path.join(dirpath, n), "rb") as f:
+                while f.read(1 << 24):
+                    pass
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--wmap", default=os.path.join(ROOT, "build", "bin", "wmap"))
+    ap.add_argument("--preset", default="1g")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--ranks", type=int, default=4, help="ranks of the exchange run")
+    ap.add_argument("--keep", help="folder to keep the checkpoints in (reused when there)")
+    args = ap.parse_args()
+    wmap = args.wmap
+    base = args.keep or tempfile.mkdtemp(prefix="wmap-remote-bench.")
+    os.makedirs(base, exist_ok=True)
+    ck = os.path.join(base, "llama")
+    if not os.path.exists(os.path.join(ck, "config.json")):
+        run([wmap, "-q", "synth", "llama", ck, "--preset", args.preset])
+    r1 = os.path.join(base, "r1")
+    if not os.path.exists(os.path.join(r1, "config.json")):
+        run([PYTHON, os.path.join(ROOT, "tests/python/sparse_layout.py"),
+             os.path.join(ROOT, "tests/data/layouts/deepseek-r1"), r1])
+    work = tempfile.mkdtemp(prefix="wmap-nginx.")
+    nginx = Nginx(base, work)
+    try:
+        warm(ck)
+        size = sum(os.path.getsize(os.path.join(ck, f)) for f in os.listdir(ck))
+        url = nginx.url("llama/")
+        local_t = min(run([wmap, "-q", "load", ck, "--json"])[0] for _ in range(args.runs))
+        http_runs = []
+        for _ in range(args.runs):
+            nginx.clear()
+            dt, out = run([wmap, "-q", "load", url, "--json"])
+            http_runs.append((dt, json.loads(out[out.index("{"):]), nginx.entries()))
+        http_t, http_json, entries = min(http_runs, key=lambda r: r[0])
+        # The same ranges with curl, as many in flight as wmap keeps (its read workers).
+        conc = http_json["read_workers"]["effective"]
+        cfg = os.path.join(work, "curl.cfg")
+        with open(cfg, "w") as f:
+            for rng, status, nbytes, uri in entries:
+                f.write(f'url = "{nginx.url(uri.lstrip("/"))}"\noutput = "/dev/null"\n')
+                if rng != "-":
+                    f.write(f'range = "{rng.split("=", 1)[1]}"\n')
+        curl_t = min(run(["curl", "-sS", "--parallel", "--parallel-max", str(conc), "-K", cfg])[0]
+                     for _ in range(args.runs))
+        fetched = sum(e[2] for e in entries)
+        print(f"checkpoint: llama --preset {args.preset}, {size / 1e9:.2f} GB, page cache warm; nginx on 127.0.0.1")
+        print(f"  local load   {local_t:.3f} s  {size / local_t / 1e9:.2f} GB/s")
+        print(f"  http load    {http_t:.3f} s  {size / http_t / 1e9:.2f} GB/s   {len(entries)} requests, "
+              f"{fetched / 1e6:.1f} MB fetched, {http_json['remote']['retries']} retries, {conc} read workers")
+        print(f"  curl         {curl_t:.3f} s  (--parallel-max {conc}, the same {len(entries)} ranges)")
+        print(f"  http / local {local_t / http_t:.2f}x (goal >= 0.7)   http / curl {curl_t / http_t:.2f}x (goal >= 0.9)")
+
+        # DeepSeek-R1 over HTTP: plan time with every header fetched; bytes per rank.
+        for rank in (0, 3):
+            cmd = [wmap, "-q", "plan", nginx.url("r1/"), "--tp-size", "8", "--ep-size", "8", "--tp-rank", str(rank),
+                   "--json"]
+            runs = []
+            for _ in range(args.runs):
+                nginx.clear()
+                dt, out = run(cmd)
+                runs.append((dt, out, nginx.entries()))
+            dt, out, ent = min(runs, key=lambda r: r[0])
+            plan = json.loads(out)
+            units = plan["schedule"]["units"]
+            keep, read = plan["bytes_to_load"], plan["bytes_to_read"]
+            headers = sum(e[2] for e in ent)
+            print(f"r1 plan rank {rank}/8 (EP8) over http: {dt:.3f} s (goal < 1 s); {len(ent)} requests, "
+                  f"{headers / 1e6:.1f} MB of headers; a load would make {len(units)} data requests for "
+                  f"{read / 1e9:.2f} GB against {keep / 1e9:.2f} GB kept: {(read + headers) / keep:.4f}x")
+
+        # Exchange: each byte once per job.
+        if shutil.which("mpirun"):
+            nginx.clear()
+            dt, out = run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(args.ranks), wmap, "-q",
+                           "load", url, "--tp-size", str(args.ranks), "--io-policy", "exchange", "--json"])
+            lines = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+            job = sum(j["remote"]["bytes"] for j in lines)
+            union = lines[0]["union_bytes"]
+            needed = sum(j["needed_bytes"] for j in lines)
+            served = sum(e[2] for e in nginx.entries())
+            print(f"exchange, {args.ranks} ranks over http: job fetched {job / 1e6:.1f} MB (nginx sent "
+                  f"{served / 1e6:.1f} MB) for a union of {union / 1e6:.1f} MB needed ({needed / 1e6:.1f} MB summed "
+                  f"over ranks): {job / union:.3f}x the union, in {dt:.2f} s")
+    finally:
+        nginx.stop()
+        shutil.rmtree(work, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
