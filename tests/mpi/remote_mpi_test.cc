@@ -39,11 +39,11 @@ void expect_every_policy_from(const std::string& url, const fs::path& local, uin
   }
   {
     TempDir out;
-    auto r = run_mpi("-np " + std::to_string(t) + " " + wmap_cli() + " load " + shell_quote(url) + " --tp-size " +
-                         std::to_string(t) + " --ep-size " + std::to_string(p) +
-                         " --io-policy rank-striped --json --dump " +
-                         shell_quote((out / "rank{rank}.safetensors").string()),
-                     env);
+    auto r =
+        run_mpi("-np " + std::to_string(t) + " " + wmap_cli() + " load " + shell_quote(url) + " --tp-size " +
+                    std::to_string(t) + " --ep-size " + std::to_string(p) + " --io-policy rank-striped --json --dump " +
+                    shell_quote((out / "rank{rank}.safetensors").string()),
+                env);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     for (const auto& [rank, j] : ranks_of(r.out)) {
       EXPECT_EQ(j.field("io_policy"), "exchange") << j.line;
@@ -74,8 +74,9 @@ TEST(MpiRemote, EveryPolicyFromHttpAndS3) {
   S3Server s3(data.path());
   s3.create_bucket("models");
   s3.put_dir("models", "llama/", ckpt);
-  expect_every_policy_from("s3://models/llama/", ckpt, 2, 1,
-                           "-x AWS_ACCESS_KEY_ID=S3RVER -x AWS_SECRET_ACCESS_KEY=S3RVER -x AWS_ENDPOINT_URL=" + s3.endpoint() + " ");
+  expect_every_policy_from(
+      "s3://models/llama/", ckpt, 2, 1,
+      "-x AWS_ACCESS_KEY_ID=S3RVER -x AWS_SECRET_ACCESS_KEY=S3RVER -x AWS_ENDPOINT_URL=" + s3.endpoint() + " ");
 }
 
 }  // namespace

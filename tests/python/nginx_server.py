@@ -35,7 +35,7 @@ class Nginx:
         with open(os.path.join(work, "nginx.conf"), "w") as f:
             f.write(conf)
         self.proc = subprocess.Popen(["nginx", "-p", work + "/", "-c", os.path.join(work, "nginx.conf"), "-e",
-                                      os.path.join(work, "error.log")])
+                                      os.path.join(work, "error.log")], stderr=subprocess.DEVNULL)
         for _ in range(500):
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.1).close()

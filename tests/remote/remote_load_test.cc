@@ -75,9 +75,8 @@ constexpr FamilyCase kFamilies[] = {
     {"qwen3_next", "", "", 1},
 };
 
-#define SKIP_WITHOUT(what)                                \
-  if (const std::string why = what(); !why.empty()) \
-  GTEST_SKIP() << why
+#define SKIP_WITHOUT(what) \
+  if (const std::string why = what(); !why.empty()) GTEST_SKIP() << why
 
 // Every family's tiny checkpoint in one folder (ROOT/FAMILY), written once for the suite.
 class RemoteFamilies : public ::testing::Test {
@@ -389,8 +388,9 @@ TEST_F(RemoteS3, AWrongSecretFailsAtOnceNamingTheCredentialsSourceNotTheSecret) 
 TEST_F(RemoteS3, TheSharedCredentialsFileAndProfileAreUsed) {
   serve();
   const auto creds = out_.path() / "credentials";
-  write_file(creds, "[default]\naws_access_key_id = nobody\naws_secret_access_key = wrong\n\n[bench]\n"
-                    "aws_access_key_id = S3RVER\naws_secret_access_key = S3RVER\n");
+  write_file(creds,
+             "[default]\naws_access_key_id = nobody\naws_secret_access_key = wrong\n\n[bench]\n"
+             "aws_access_key_id = S3RVER\naws_secret_access_key = S3RVER\n");
   ScopedEnv env({{"AWS_SHARED_CREDENTIALS_FILE", creds.string()},
                  {"AWS_CONFIG_FILE", (out_.path() / "none").string()},
                  {"AWS_PROFILE", "bench"},
@@ -448,8 +448,8 @@ TEST_F(RemoteS3, AnObjectReplacedUnderAServerThatIgnoresIfMatchIsRefusedByItsETa
   ScopedEnv env({{"AWS_ACCESS_KEY_ID", S3Server::kAccessKey},
                  {"AWS_SECRET_ACCESS_KEY", S3Server::kSecretKey},
                  {"AWS_ENDPOINT_URL", s3_->endpoint()}});
-  auto file = FileSystem::standard().open(std::string("s3://models/llama/model-00001-of-00002.safetensors"),
-                                          IoMode::kPread);
+  auto file =
+      FileSystem::standard().open(std::string("s3://models/llama/model-00001-of-00002.safetensors"), IoMode::kPread);
   std::string bytes = read_file(ckpt_ / "model-00001-of-00002.safetensors");
   bytes[bytes.size() - 1] ^= 1;
   write_file(out_.path() / "replaced", bytes);

@@ -249,7 +249,7 @@ void setup(Attempt& a, const RemoteOptions& o) {
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);  // a stall (no byte for stall_seconds) is retried
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, std::max(1L, static_cast<long>(o.stall_seconds + 0.5)));
-  curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024);
+  curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024);  // measured: 64 KiB, 2 MiB and 10 MiB are slower over loopback
   curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, a.errbuf);
   curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);

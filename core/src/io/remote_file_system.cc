@@ -70,9 +70,13 @@ class RemoteFile final : public RandomAccessFile {
   void read(uint64_t offset, std::span<std::byte> dst) const override {
     check_range(offset, dst.size());
     if (dst.empty()) return;
-    if (info_.prefix && offset + dst.size() <= info_.prefix->size()) {
-      std::memcpy(dst.data(), info_.prefix->data() + offset, dst.size());
-      return;
+    if (info_.prefix && offset < info_.prefix->size()) {
+      // The probe's bytes first; only the rest is fetched (a header larger than the probe).
+      const uint64_t have = std::min<uint64_t>(dst.size(), info_.prefix->size() - offset);
+      std::memcpy(dst.data(), info_.prefix->data() + offset, have);
+      if (have == dst.size()) return;
+      offset += have;
+      dst = dst.subspan(have);
     }
     // Large reads: concurrent parts, each landing in its slice of dst.
     const uint64_t n = dst.size();
