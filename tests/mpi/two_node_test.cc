@@ -11,6 +11,7 @@
 #include <map>
 
 #include "mpi_harness.h"
+#include "remote/remote_servers.h"
 #include "test_util.h"
 #include "wmap/device/device.h"
 
@@ -197,6 +198,28 @@ TEST_F(TwoNodes, DeviceCudaIsTheNodeLocalGpu) {
     if (cuda_device_count(&why) == 1 && rank % 2 == 0) continue;  // cuda:0 exists: that rank opened it
     EXPECT_NE(r.err.find(want), std::string::npos) << want << "\n" << r.err;
   }
+}
+
+// A remote checkpoint (nginx on 127.0.0.1, which both nodes reach) under exchange: every rank
+// bit-exact, the job fetches the union of the needs once (plus each rank's header probes and the
+// gaps under WMAP_REMOTE_GAP_BYTES read through), and the rows cross between the nodes over MPI.
+TEST_F(TwoNodes, ExchangeFromHttpFetchesEachNeededByteOncePerJob) {
+  if (const std::string why = nginx_missing(); !why.empty()) GTEST_SKIP() << why;
+  const fs::path src = synth(root_, "llama", "--preset small");
+  NginxServer nginx(root_.path());
+  const auto ranks = load_all_ranks(nginx.url() + "/llama/", 4, 1, "exchange", "", src, launch());
+  expect_placement(ranks);
+  uint64_t job = 0, needed = 0, off_node = 0;
+  for (const auto& [rank, j] : ranks) {
+    job += j.u64("bytes");  // the only "bytes" key: the rank's remote bytes
+    needed += j.u64("needed_bytes");
+    off_node += j.u64("received_off_node_bytes");
+  }
+  const uint64_t union_bytes = ranks.begin()->second.u64("union_bytes");
+  const uint64_t headers = 4 * (2 * 65536 + 8192);  // each rank catalogues: a probe per shard, config, index
+  EXPECT_LE(job, union_bytes * 105 / 100 + headers) << "union " << union_bytes;
+  EXPECT_GE(job + headers, union_bytes) << "needed " << needed;
+  EXPECT_GT(off_node, 0u) << "rows fetched on one node and sent to the other";
 }
 
 }  // namespace
