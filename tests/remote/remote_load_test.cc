@@ -329,6 +329,15 @@ TEST_F(RemoteFaults, HttpWithoutAnIndexSaysWhatToServe) {
   EXPECT_EQ(run_wmap("inspect " + shell_quote(url() + "model-00001-of-00002.safetensors")).exit_code, 0);
 }
 
+TEST_F(RemoteFaults, AMalformedSettingIsNamed) {
+  for (const std::string setting :
+       {"WMAP_REMOTE_CONCURRENCY=0", "WMAP_REMOTE_RETRIES=many", "WMAP_REMOTE_TIMEOUT=-1", "WMAP_S3_LIST_PAGE=5000"}) {
+    const auto r = run_command(setting + " " + shell_quote(WMAP_CLI_PATH) + " -q inspect " + shell_quote(url()));
+    EXPECT_EQ(r.exit_code, 2) << setting;
+    EXPECT_NE(r.err.find(setting.substr(0, setting.find('=')) + "='"), std::string::npos) << r.err;
+  }
+}
+
 TEST_F(RemoteFaults, TheHubTokenGoesToTheHubOnlyNeverAcrossARedirect) {
   // HF_ENDPOINT/ORG/MODEL/resolve/REV/FILE: the checkpoint under that path, the hub is the proxy,
   // and one shard is redirected (as the hub redirects to its CDN) to another host (localhost).

@@ -228,13 +228,11 @@ class StandardFileSystem final : public FileSystem {
     std::vector<std::string> names;
     std::map<std::string, ObjectInfo> found;
     std::string token;
-    const unsigned page =
-        static_cast<unsigned>(env_integer("WMAP_S3_LIST_PAGE", 1, 1000, "ListObjectsV2 max-keys").value_or(1000));
     do {
       HttpGet g;
       g.where = &dir;
       g.ranged = false;
-      g.url = remote::s3_list_url(ctx.options, ctx.s3, dir.bucket, prefix, token, page);
+      g.url = remote::s3_list_url(ctx.options, ctx.s3, dir.bucket, prefix, token, ctx.options.s3_list_page);
       HttpGet gets[] = {std::move(g)};
       remote::run_gets(gets, ctx.options);
       const std::string& xml = gets[0].body;
@@ -350,6 +348,8 @@ RemoteOptions RemoteOptions::from_environment() {
   o.retries = static_cast<unsigned>(env_integer("WMAP_REMOTE_RETRIES", 0, 100, "remote retries").value_or(o.retries));
   o.stall_seconds = env_seconds("WMAP_REMOTE_TIMEOUT", o.stall_seconds);
   o.gap_bytes = env_bytes("WMAP_REMOTE_GAP_BYTES", "the largest gap fetched through").value_or(o.gap_bytes);
+  o.s3_list_page = static_cast<unsigned>(
+      env_integer("WMAP_S3_LIST_PAGE", 1, 1000, "keys per ListObjectsV2 page").value_or(o.s3_list_page));
   return o;
 }
 

@@ -74,7 +74,7 @@ std::string WeightCache::key_of(const LoadPlan& plan) {
   std::string key = catalog.content_id() + "/" + plan.plan_id();
   for (const auto& s : catalog.shards()) {
     key += "/" + s.file + ":" + std::to_string(s.signature.size) + ":" + std::to_string(s.signature.mtime_ns) + ":" +
-           std::to_string(s.signature.inode);
+           std::to_string(s.signature.inode) + ":" + s.signature.etag;  // etag: a remote object's version
   }
   return key;
 }

@@ -41,6 +41,7 @@ struct RemoteOptions {
   unsigned retries = 5;
   double stall_seconds = 30;
   uint64_t gap_bytes = uint64_t{256} << 10;
+  unsigned s3_list_page = 1000;  // WMAP_S3_LIST_PAGE: keys per ListObjectsV2 page (S3's maximum; tests use 1)
   // The environment's values (the variables above); a malformed number is kInvalidArgument
   // naming the variable.
   static RemoteOptions from_environment();
