@@ -14,10 +14,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The job's bytes received from remote storage: the sum of every rank's "remote" bytes.
+// The job's bytes received from remote storage: the sum of every rank's "remote" bytes, which
+// every rank also reports as "remote_job".
 uint64_t job_remote_bytes(const std::map<int, RankJson>& ranks) {
   uint64_t sum = 0;
-  for (const auto& [rank, j] : ranks) sum += j.u64("bytes");  // the only "bytes" key: remote's
+  for (const auto& [rank, j] : ranks) sum += j.u64("bytes");  // the first "bytes" key: the rank's remote
+  for (const auto& [rank, j] : ranks) {
+    const size_t at = j.line.find("\"remote_job\":");
+    EXPECT_NE(at, std::string::npos) << j.line;
+    if (at != std::string::npos) {
+      EXPECT_EQ(RankJson{j.line.substr(at)}.u64("bytes"), sum) << "rank " << rank;
+    }
+  }
   return sum;
 }
 

@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "loader_options.h"
 #include "wmap/device/device.h"
+#include "wmap/io/remote.h"
 #include "wmap/mpi/io_policy.h"
 #include "wmap/mpi/launch_env.h"
 #ifdef WMAP_HAVE_MPI
@@ -24,6 +25,7 @@ struct RankContext::Impl {
   // its place among the node's ranks (the GPU index `--device cuda` picks).
   std::string host;
   uint32_t node = 0, node_rank = 0, node_size = 1;
+  RemoteCounters job_remote;  // remote storage traffic summed over the job's ranks (after the load)
 #ifdef WMAP_HAVE_MPI
   std::unique_ptr<mpi::MpiWorld> world;  // null: not launched under MPI
   std::unique_ptr<mpi::RankIo> io;       // declared after `world`: freed before MPI_Finalize
@@ -154,6 +156,15 @@ void RankContext::after_load(const LoadStats& stats) {
   mpi::RankIoReport& r = impl_->io_report;
   if (r.effective == IoPolicy::kNative) r.storage_bytes += stats.bytes_read;
   if (r.needed_bytes == 0) r.needed_bytes = stats.bytes_needed;
+#ifdef WMAP_HAVE_MPI
+  // Every rank gets here (a failed load ended them all): the job's remote traffic, one figure.
+  const RemoteCounters mine = remote_counters();
+  if (multi_rank()) {
+    for (uint64_t b : impl_->world->allgather(mine.bytes, impl_->world->world())) impl_->job_remote.bytes += b;
+    for (uint64_t q : impl_->world->allgather(mine.requests, impl_->world->world())) impl_->job_remote.requests += q;
+    for (uint64_t t : impl_->world->allgather(mine.retries, impl_->world->world())) impl_->job_remote.retries += t;
+  }
+#endif
 }
 
 void RankContext::add_json_fields(nlohmann::ordered_json& out, const LoadStats& stats) const {
@@ -180,6 +191,10 @@ void RankContext::add_json_fields(nlohmann::ordered_json& out, const LoadStats& 
   out["union_bytes"] = r.union_bytes;
   out["os_read_bytes"] = os_storage_read_bytes();
   out["io_policy_seconds"] = r.seconds;
+  if (m.job_remote.requests) {
+    out["remote_job"] = {
+        {"requests", m.job_remote.requests}, {"retries", m.job_remote.retries}, {"bytes", m.job_remote.bytes}};
+  }
   out["end_to_end_gbps"] = gbps;
 }
 
