@@ -360,6 +360,14 @@ TEST_F(RemoteFaults, TheHubTokenGoesToTheHubOnlyNeverAcrossARedirect) {
   const auto at_cdn = cdn.log();
   ASSERT_FALSE(at_cdn.empty()) << "the redirect was not followed";
   for (const auto& e : at_cdn) EXPECT_FALSE(e.at("headers").contains("authorization")) << e.dump();
+  // A revision: hf://ORG/MODEL@REV is resolve/REV.
+  fs::create_directory_symlink(ckpt_, dir_.path() / "org/model/resolve/v1.0");
+  proxy_->clear_log();
+  const auto rev = run_wmap("inspect hf://org/model@v1.0");
+  ASSERT_EQ(rev.exit_code, 0) << rev.err;
+  for (const auto& e : proxy_->log()) {
+    EXPECT_EQ(e.at("path").get<std::string>().rfind("/org/model/resolve/v1.0/", 0), 0u) << e.dump();
+  }
 }
 
 // ---- S3: credentials, listing, identity ----
