@@ -4,6 +4,7 @@
 #include <map>
 
 #include "commands.h"
+#include "wmap/io/remote.h"
 #include "wmap/catalog/catalog.h"
 #include "wmap/catalog/shard_digests.h"
 #include "wmap/util/error.h"
@@ -74,7 +75,7 @@ int run_inspect(const InspectOptions& o) {
   for (size_t d = 0; d < counts.size(); ++d) {
     if (counts[d].first) by_dtype[dtype_name(static_cast<DType>(d))] = counts[d];
   }
-  std::printf("checkpoint: %s\n", cat.root().c_str());
+  std::printf("checkpoint: %s\n", display_path(cat.root()).c_str());
   std::printf("shards: %zu\n", cat.shards().size());
   const size_t show = cat.shards().size() <= 12 ? cat.shards().size() : 5;
   for (size_t i = 0; i < show; ++i) {

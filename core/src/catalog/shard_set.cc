@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "wmap/io/remote.h"
 #include "wmap/util/error.h"
 #include "wmap/format/torch_checkpoint.h"
 
@@ -337,12 +338,13 @@ void use_index(ShardSet& set, const fs::path& index_path, const FileSystem& fsys
   const std::string index_name = index_path.filename().string();
   set.index = parse_index_impl(std::make_shared<const std::string>(
                                    fsys.read_whole_file(index_path, kMaxIndexFileBytes, simdjson::SIMDJSON_PADDING)),
-                               index_path.string(), set.files);
-  if (set.files.empty()) throw Error(ErrorCode::kMalformedInput, index_path.string() + ": weight_map names no shard");
+                               display_path(index_path), set.files);
+  if (set.files.empty())
+    throw Error(ErrorCode::kMalformedInput, display_path(index_path) + ": weight_map names no shard");
   for (const auto& f : set.files) {
     if (l.listed && fsys.status(set.root / f).kind != PathStatus::Kind::kFile) {
-      throw Error(ErrorCode::kNotFound,
-                  index_path.string() + ": names shard '" + f + "', which does not exist in " + set.root.string());
+      throw Error(ErrorCode::kNotFound, display_path(index_path) + ": names shard '" + f +
+                                            "', which does not exist in " + display_path(set.root));
     }
   }
   const std::set<std::string> named(set.files.begin(), set.files.end());
@@ -365,7 +367,7 @@ ShardSet choose_torch_files(ShardSet set, const DirectoryListing& l, const FileS
   if (set.files.empty()) {
     throw Error(
         ErrorCode::kNotFound,
-        set.root.string() +
+        display_path(set.root) +
             ": no .safetensors file in this directory (nor a PyTorch pytorch_model*.bin / *.bin / *.pth checkpoint)");
   }
   if (!l.torch_model.empty()) {
@@ -382,7 +384,7 @@ ShardSet discover_shards(const fs::path& path, const ShardSetOptions& options) {
   const FileSystem& fsys = options.fs ? *options.fs : FileSystem::standard();
   const PathStatus status = fsys.status(path);
   if (status.kind == PathStatus::Kind::kNone)
-    throw Error(ErrorCode::kNotFound, path.string() + ": no such file or directory");
+    throw Error(ErrorCode::kNotFound, display_path(path) + ": no such file or directory");
   ShardSet set;
   if (status.kind == PathStatus::Kind::kFile) {
     set.root = path.parent_path().empty() ? fs::path(".") : path.parent_path();
@@ -400,7 +402,7 @@ ShardSet discover_shards(const fs::path& path, const ShardSetOptions& options) {
     if (!l.has_index && !l.has_torch_index && fsys.status(path / "model.safetensors").kind == PathStatus::Kind::kFile)
       l.sharded.push_back("model.safetensors");
     if (!l.has_index && !l.has_torch_index && l.sharded.empty()) {
-      throw Error(ErrorCode::kNotFound, path.string() + ": neither " + std::string(kIndexName) + " nor " +
+      throw Error(ErrorCode::kNotFound, display_path(path) + ": neither " + std::string(kIndexName) + " nor " +
                                             std::string(kTorchIndexName) +
                                             " nor model.safetensors is there, and this storage cannot list a folder: "
                                             "name the .safetensors file, or serve the index");
@@ -425,7 +427,8 @@ ShardSet discover_shards(const fs::path& path, const ShardSetOptions& options) {
     use_index(set, index_path, fsys, l, {&l.sharded, &l.consolidated});
     return set;
   }
-  if (l.sharded.empty()) throw Error(ErrorCode::kNotFound, path.string() + ": no .safetensors file in this directory");
+  if (l.sharded.empty())
+    throw Error(ErrorCode::kNotFound, display_path(path) + ": no .safetensors file in this directory");
   set.files = l.sharded;
   for (const auto& f : l.consolidated) set.warnings.push_back(f + ": ignored (sharded files were chosen)");
   return set;

@@ -108,9 +108,33 @@ std::string range_text(const HttpGet& g, uint64_t start) {
   return "GET bytes=" + std::to_string(start) + "-" + std::to_string(g.end - 1);
 }
 
+void parse_header(Attempt* a, std::string_view line);
+size_t parse_body(Attempt* a, const char* p, size_t len);
+
+// libcurl's callbacks: nothing may unwind through its C frames, so a throw (bad_alloc) fails the
+// request instead.
 size_t on_header(char* buf, size_t size, size_t n, void* ud) {
   auto* a = static_cast<Attempt*>(ud);
-  const std::string_view line(buf, size * n);
+  try {
+    parse_header(a, std::string_view(buf, size * n));
+    return size * n;
+  } catch (...) {
+    a->fatal = "out of memory while reading a response header";
+    return 0;
+  }
+}
+
+size_t on_body(char* p, size_t size, size_t n, void* ud) {
+  auto* a = static_cast<Attempt*>(ud);
+  try {
+    return parse_body(a, p, size * n);
+  } catch (...) {
+    a->fatal = "out of memory while reading a response";
+    return 0;
+  }
+}
+
+void parse_header(Attempt* a, std::string_view line) {
   if (line.substr(0, 5) == "HTTP/") {
     // A new response (the first, or the one after a redirect): forget the previous one's headers.
     a->etag.clear();
@@ -130,7 +154,6 @@ size_t on_header(char* buf, size_t size, size_t n, void* ud) {
   } else if (iequals_prefix(line, "content-length")) {
     a->content_length = header_value(line, 14);
   }
-  return size * n;
 }
 
 // First body byte of a success: the response must be the bytes asked for, of the version asked for.
@@ -144,6 +167,11 @@ bool check_response(Attempt& a) {
     return false;
   }
   if (!g.ranged) return true;
+  if (a.status == 206 && g.clamp_end && a.content_range == "bytes */0") {
+    g.object_size = 0;  // an empty object (answered 416 to a probe, handled in judge)
+    a.expect_end = a.start;
+    return true;
+  }
   if (a.status == 206) {
     unsigned long long lo = 0, hi = 0, total = 0;
     if (std::sscanf(a.content_range.c_str(), "bytes %llu-%llu/%llu", &lo, &hi, &total) != 3) {
@@ -151,6 +179,12 @@ bool check_response(Attempt& a) {
       return false;
     }
     g.object_size = total;
+    if (g.expected_size && total != g.expected_size) {
+      // Without an ETag (or from a server that ignores If-Match), the size still tells versions apart.
+      a.fatal = name + ": changed since it was catalogued (" + std::to_string(g.expected_size) + " bytes then, " +
+                std::to_string(total) + " now)";
+      return false;
+    }
     if (lo != a.start) {
       a.fatal = name + ": the server sent bytes " + std::to_string(lo) + "-" + std::to_string(hi) + " for " +
                 range_text(g, a.start);
@@ -168,6 +202,11 @@ bool check_response(Attempt& a) {
   // 200 to a ranged request: the server ignored Range. Usable only when it is the whole object.
   const uint64_t total = std::strtoull(a.content_length.c_str(), nullptr, 10);
   g.object_size = total;
+  if (g.expected_size && total != g.expected_size) {
+    a.fatal = name + ": changed since it was catalogued (" + std::to_string(g.expected_size) + " bytes then, " +
+              std::to_string(total) + " now)";
+    return false;
+  }
   if (a.start == 0 && !a.content_length.empty() && (total == g.end || (g.clamp_end && total <= g.end))) {
     a.expect_end = total;
     return true;
@@ -177,9 +216,7 @@ bool check_response(Attempt& a) {
   return false;
 }
 
-size_t on_body(char* p, size_t size, size_t n, void* ud) {
-  auto* a = static_cast<Attempt*>(ud);
-  const size_t len = size * n;
+size_t parse_body(Attempt* a, const char* p, size_t len) {
   if (a->status != 200 && a->status != 206) {
     a->error_body.append(p, std::min(len, kErrorBodyCap - std::min(kErrorBodyCap, a->error_body.size())));
     return len;
@@ -264,7 +301,17 @@ void setup(Attempt& a, const RemoteOptions& o) {
     a.headers = curl_slist_append(
         a.headers, ("Range: bytes=" + std::to_string(a.start) + "-" + std::to_string(g.end - 1)).c_str());
   }
-  if (!g.if_match.empty()) a.headers = curl_slist_append(a.headers, ("If-Match: " + g.if_match).c_str());
+  // If-Match compares strongly (RFC 9110): a weak ETag is compared here instead, never sent. Nor
+  // to the hub: its ETag is the CDN's (the last response after a redirect), which the hub's own
+  // host, asked first, need not share; the response's ETag and size are compared here.
+  if (!g.if_match.empty() && g.if_match.rfind("W/", 0) != 0 && g.where->scheme != Location::Scheme::kHf)
+    a.headers = curl_slist_append(a.headers, ("If-Match: " + g.if_match).c_str());
+  if (g.where->scheme == Location::Scheme::kS3) {
+    // S3 redirects nowhere worth following (a custom header such as the session token would
+    // follow to another host), and a key is a name, not a path to normalise ("a/../b").
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
+  }
   if (const Auth* auth = g.where->auth) {
     if (auth->kind == Auth::Kind::kSigV4) {
       // libcurl signs (CURLOPT_AWS_SIGV4); the payload of a GET is empty.
@@ -325,6 +372,9 @@ Verdict judge(Attempt& a, CURLcode rc) {
   const std::string req = range_text(g, a.start);
   const std::string http = "HTTP " + std::to_string(a.status) + (a.reason.empty() ? "" : " " + a.reason);
   if (!a.fatal.empty()) return {Outcome::kFail, a.fatal};
+  if (rc != CURLE_OK && a.checked && a.fatal.empty() && g.ranged && a.received == a.expect_end - a.start) {
+    return {Outcome::kDone, {}};  // every byte arrived; the connection failed after them
+  }
   if (rc != CURLE_OK) {
     std::string what = req + ": " + (a.errbuf[0] ? std::string(a.errbuf) : curl_easy_strerror(rc));
     if (rc == CURLE_PARTIAL_FILE || (a.checked && a.received < a.expect_end - a.start))
@@ -350,11 +400,20 @@ Verdict judge(Attempt& a, CURLcode rc) {
     }
     return {Outcome::kFail, full, ErrorCode::kNotFound};
   }
+  if ((s == 401 || s == 403) && g.allow_denied) {
+    g.denied = true;
+    return {Outcome::kDone, {}};
+  }
   if (s == 401 || s == 403) {
     const Auth* auth = g.where->auth;
     return {Outcome::kFail, full + "; credentials: " + (auth ? auth->source : std::string("none"))};
   }
   if (s == 412) return {Outcome::kFail, "changed since it was catalogued: " + full + " with If-Match: " + g.if_match};
+  if (s == 416 && g.clamp_end && a.content_range == "bytes */0") {
+    g.object_size = 0;  // a probe of an empty object
+    g.etag = a.etag;
+    return {Outcome::kDone, {}};
+  }
   if (s == 416) return {Outcome::kFail, full + ": the object is shorter than the catalog says (changed?)"};
   if (s == 429 || s == 408 || s >= 500) return {Outcome::kRetry, full};
   return {Outcome::kFail, full};
@@ -362,6 +421,7 @@ Verdict judge(Attempt& a, CURLcode rc) {
 
 void release(ThreadCurl& tc, Attempt& a) {
   curl_multi_remove_handle(tc.multi, a.h);
+  curl_easy_reset(a.h);  // drops the pointers into this attempt (error buffer, callbacks' data, headers)
   curl_slist_free_all(a.headers);
   a.headers = nullptr;
   tc.idle.push_back(a.h);
@@ -406,11 +466,19 @@ void run_gets(std::span<HttpGet> gets, const RemoteOptions& o) {
         a->h = tc.take();
         a->start = r->get->begin + r->done;
         a->expect_end = r->get->end;
+        if (!r->get->ranged) r->get->body.clear();  // a retried listing starts over
         ++r->attempts;
         g_requests.fetch_add(1, std::memory_order_relaxed);
         if (r->attempts > 1) g_retries.fetch_add(1, std::memory_order_relaxed);
-        setup(*a, o);
+        try {
+          setup(*a, o);
+        } catch (...) {
+          curl_slist_free_all(a->headers);
+          tc.idle.push_back(a->h);
+          throw;
+        }
         if (curl_multi_add_handle(tc.multi, a->h) != CURLM_OK) {
+          curl_slist_free_all(a->headers);
           tc.idle.push_back(a->h);
           throw Error(ErrorCode::kIo, "libcurl: cannot start a request");
         }
@@ -421,7 +489,8 @@ void run_gets(std::span<HttpGet> gets, const RemoteOptions& o) {
         continue;
       }
       int running = 0;
-      curl_multi_perform(tc.multi, &running);
+      if (const CURLMcode mc = curl_multi_perform(tc.multi, &running); mc != CURLM_OK)
+        throw Error(ErrorCode::kIo, std::string("libcurl: ") + curl_multi_strerror(mc));
       int left = 0;
       while (CURLMsg* m = curl_multi_info_read(tc.multi, &left)) {
         if (m->msg != CURLMSG_DONE) continue;

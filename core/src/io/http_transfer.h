@@ -25,13 +25,16 @@ struct HttpGet {
   uint64_t begin = 0, end = 0;
   bool clamp_end = false;           // a probe: a shorter object ends the range early
   std::vector<ReadSegment> pieces;  // sorted by offset, inside [begin, end)
-  std::string if_match;             // sent as If-Match and compared with the response's ETag
+  std::string if_match;             // sent as If-Match (unless weak) and compared with the response's ETag
+  uint64_t expected_size = 0;       // the object's size when known: each response's total must equal it
   // Filled in.
   std::string body;          // ranged=false
   std::string etag;          // the response's ETag
   uint64_t object_size = 0;  // from Content-Range (or Content-Length of a 200)
   bool not_found = false;    // 404 with allow_not_found
   bool allow_not_found = false;
+  bool denied = false;  // 401/403 with allow_denied
+  bool allow_denied = false;
 };
 
 // Runs every request, up to options.concurrency at once; throws the first that fails for good

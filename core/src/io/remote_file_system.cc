@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 
 #include "http_transfer.h"
@@ -27,10 +28,22 @@ constexpr uint64_t kProbeBytes = uint64_t{64} << 10;
 // A read larger than this is split into concurrent ranged GETs of at least this size.
 constexpr uint64_t kMinPartBytes = uint64_t{8} << 20;
 
-// Everything derived from one RemoteOptions: the credentials are resolved once.
+// What one object is: its size and ETag, and its first bytes once fetched.
+struct ObjectInfo {
+  uint64_t size = 0;
+  std::string etag;
+  std::shared_ptr<const std::vector<std::byte>> prefix;  // [0, min(size, kProbeBytes)) or null
+};
+
+// Everything derived from one RemoteOptions: the credentials are resolved once, and the objects
+// seen (by a listing or a first request) are remembered by path, so a shard catalogued in this
+// process opens without a request and every later GET carries the ETag it was catalogued with.
+// New options (set_remote_options) start a new cache.
 struct Context {
   RemoteOptions options;
   remote::Auth s3, hf;
+  mutable std::shared_mutex mutex;
+  mutable std::map<std::string, ObjectInfo> seen;
   explicit Context(const RemoteOptions& o)
       : options(o), s3(remote::resolve_s3_auth(o)), hf(remote::resolve_hf_auth(o)) {}
   Location locate(const std::filesystem::path& path) const {
@@ -50,13 +63,6 @@ std::shared_ptr<const Context> context() {
     g_context = std::make_shared<const Context>(g_options ? *g_options : RemoteOptions::from_environment());
   return g_context;
 }
-
-// What one object is: its size and ETag, and its first bytes once fetched.
-struct ObjectInfo {
-  uint64_t size = 0;
-  std::string etag;
-  std::shared_ptr<const std::vector<std::byte>> prefix;  // [0, min(size, kProbeBytes)) or null
-};
 
 class RemoteFile final : public RandomAccessFile {
  public:
@@ -92,9 +98,14 @@ class RemoteFile final : public RandomAccessFile {
   }
 
   // Segments closer than gap_bytes share one request (the gap is fetched and dropped).
-  uint64_t read_segments(std::span<const ReadSegment> s) const override {
+  uint64_t read_segments(std::span<const ReadSegment> all) const override {
+    std::vector<ReadSegment> kept;  // an empty segment would be an empty (invalid) Range
+    for (const auto& seg : all) {
+      check_range(seg.offset, seg.len);
+      if (seg.len) kept.push_back(seg);
+    }
+    const std::span<const ReadSegment> s(kept);
     if (s.empty()) return 0;
-    for (const auto& seg : s) check_range(seg.offset, seg.len);
     std::vector<HttpGet> gets;
     uint64_t bytes = 0;
     for (size_t b = 0; b < s.size();) {
@@ -128,6 +139,7 @@ class RemoteFile final : public RandomAccessFile {
     g.begin = begin;
     g.end = end;
     g.if_match = info_.etag;
+    g.expected_size = info_.size;
     return g;
   }
   void check_range(uint64_t offset, uint64_t len) const {
@@ -146,28 +158,32 @@ class RemoteFile final : public RandomAccessFile {
 // Remote storage has no directories to stat: a name with a checkpoint file's suffix is a file,
 // anything else a folder ("…/Llama-3.1-8B" has a dot but is a folder).
 bool names_a_file(std::string_view path) {
+  path = path.substr(0, path.find('?'));
   for (std::string_view suffix : {".safetensors", ".json", ".bin", ".pth", ".pt"}) {
     if (path.size() > suffix.size() && path.substr(path.size() - suffix.size()) == suffix) return true;
   }
   return false;
 }
 
-// posix() for local paths; remote paths through libcurl. Objects seen (by a listing or a first
-// request) are remembered by path, so a shard catalogued in this process opens without a request
-// and every later GET carries the ETag it was catalogued with.
+// posix() for local paths; remote paths through libcurl.
 class StandardFileSystem final : public FileSystem {
  public:
   std::unique_ptr<RandomAccessFile> open(const std::filesystem::path& path, IoMode mode) const override {
     if (!is_remote_path(path)) return FileSystem::posix().open(path, mode);
     auto ctx = context();
     Location loc = ctx->locate(path);
+    if (mode == IoMode::kMmap) {
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          loc.path + ": --io mmap maps local files; a remote object is read with ranged GETs (--io pread or auto)");
+    }
     return std::make_unique<RemoteFile>(ctx, loc, info(*ctx, loc, false, /*need_prefix=*/true).value());
   }
 
   PathStatus status(const std::filesystem::path& path) const override {
     if (!is_remote_path(path)) return FileSystem::status(path);
-    const std::string& p = path.native();
-    if (p.back() == '/' || !names_a_file(p)) return {PathStatus::Kind::kDirectory};
+    const std::string_view p = std::string_view(path.native()).substr(0, path.native().find('?'));
+    if (p.empty() || p.back() == '/' || !names_a_file(p)) return {PathStatus::Kind::kDirectory};
     auto ctx = context();
     return {info(*ctx, ctx->locate(path), true) ? PathStatus::Kind::kFile : PathStatus::Kind::kNone};
   }
@@ -197,8 +213,9 @@ class StandardFileSystem final : public FileSystem {
   std::optional<ObjectInfo> info(const Context& ctx, const Location& loc, bool allow_missing, bool need_prefix = false,
                                  bool fresh = false) const {
     if (!fresh) {
-      std::shared_lock lock(mutex_);
-      if (auto it = seen_.find(loc.path); it != seen_.end() && (it->second.prefix || !need_prefix)) return it->second;
+      std::shared_lock lock(ctx.mutex);
+      if (auto it = ctx.seen.find(loc.path); it != ctx.seen.end() && (it->second.prefix || !need_prefix))
+        return it->second;
     }
     std::vector<std::byte> buf(kProbeBytes);
     HttpGet g;
@@ -216,35 +233,45 @@ class StandardFileSystem final : public FileSystem {
     i.etag = gets[0].etag;
     buf.resize(std::min<uint64_t>(i.size, kProbeBytes));
     i.prefix = std::make_shared<const std::vector<std::byte>>(std::move(buf));
-    std::unique_lock lock(mutex_);
-    auto& slot = seen_[loc.path];
+    std::unique_lock lock(ctx.mutex);
+    auto& slot = ctx.seen[loc.path];
     if (slot.etag != i.etag || slot.size != i.size || !slot.prefix) slot = i;
     return i;
   }
 
-  std::vector<std::string> list_s3(const Context& ctx, const Location& dir) const {
+  std::optional<std::vector<std::string>> list_s3(const Context& ctx, const Location& dir) const {
     std::string prefix = dir.key;
     if (!prefix.empty() && prefix.back() != '/') prefix += '/';
     std::vector<std::string> names;
     std::map<std::string, ObjectInfo> found;
     std::string token;
+    std::set<std::string> tokens;
     do {
       HttpGet g;
       g.where = &dir;
       g.ranged = false;
+      g.allow_denied = true;
       g.url = remote::s3_list_url(ctx.options, ctx.s3, dir.bucket, prefix, token, ctx.options.s3_list_page);
       HttpGet gets[] = {std::move(g)};
       remote::run_gets(gets, ctx.options);
+      if (gets[0].denied) {
+        // Buckets that grant GetObject but not ListBucket: find the checkpoint by name, as over HTTP.
+        log().warn("{}: listing denied (credentials: {}); looking for the index by name", dir.path,
+                   dir.auth ? dir.auth->source : "none");
+        return std::nullopt;
+      }
       const std::string& xml = gets[0].body;
       token.clear();
       parse_listing(xml, prefix, found, token);
+      if (!token.empty() && !tokens.insert(token).second)
+        throw Error(ErrorCode::kMalformedInput, dir.path + ": ListObjectsV2 returned a continuation token twice");
     } while (!token.empty());
-    std::unique_lock lock(mutex_);
+    std::unique_lock lock(ctx.mutex);
     std::string root = dir.path;
     if (root.back() != '/') root += '/';
     for (auto& [name, i] : found) {
       names.push_back(name);
-      auto& slot = seen_[root + name];
+      auto& slot = ctx.seen[root + name];
       if (slot.etag != i.etag || slot.size != i.size) slot = i;
     }
     return names;
@@ -305,9 +332,6 @@ class StandardFileSystem final : public FileSystem {
         throw Error(ErrorCode::kMalformedInput, "ListObjectsV2: a truncated page without NextContinuationToken");
     }
   }
-
-  mutable std::shared_mutex mutex_;
-  mutable std::map<std::string, ObjectInfo> seen_;
 };
 
 double env_seconds(const char* name, double fallback) {
@@ -372,6 +396,10 @@ bool is_remote_path(std::string_view p) {
 }
 
 RemoteCounters remote_counters() { return remote::counters(); }
+
+std::string display_path(const std::filesystem::path& path) {
+  return is_remote_path(path) ? remote::redacted(path.native()) : path.string();
+}
 
 const FileSystem& FileSystem::standard() {
   static const StandardFileSystem fs;

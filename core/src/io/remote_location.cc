@@ -51,13 +51,31 @@ std::string strip_slashes(std::string s) {
   return s;
 }
 
+// AWS: virtual-hosted (https://BUCKET.s3.REGION.amazonaws.com), except for a bucket name with a
+// dot, which the *.s3 certificate does not cover: path-style then, as the AWS SDKs do. A custom
+// endpoint: path-style. No trailing '/'.
+std::string s3_bucket_url(const RemoteOptions& o, const Auth& s3, std::string_view bucket) {
+  if (!o.s3_endpoint.empty()) return strip_slashes(o.s3_endpoint) + "/" + std::string(bucket);
+  if (bucket.find('.') != std::string_view::npos)
+    return "https://s3." + s3.region + ".amazonaws.com/" + std::string(bucket);
+  return "https://" + std::string(bucket) + ".s3." + s3.region + ".amazonaws.com";
+}
+
 std::string s3_object_url(const RemoteOptions& o, const Auth& s3, std::string_view bucket, std::string_view key) {
-  if (!o.s3_endpoint.empty())
-    return strip_slashes(o.s3_endpoint) + "/" + std::string(bucket) + "/" + uri_encode(key, true);
-  return "https://" + std::string(bucket) + ".s3." + s3.region + ".amazonaws.com/" + uri_encode(key, true);
+  return s3_bucket_url(o, s3, bucket) + "/" + uri_encode(key, true);
 }
 
 }  // namespace
+
+std::string redacted(std::string_view url) {
+  std::string out(url.substr(0, url.find('?')));
+  const auto scheme = out.find("://");
+  if (scheme == std::string::npos) return out;
+  const auto at = out.find('@', scheme + 3), slash = out.find('/', scheme + 3);
+  if (at != std::string::npos && (slash == std::string::npos || at < slash))
+    out.replace(scheme + 3, at - scheme - 3, "***");
+  return out;
+}
 
 std::string uri_encode(std::string_view s, bool keep_slash) {
   static constexpr char kHex[] = "0123456789ABCDEF";
@@ -142,6 +160,7 @@ std::optional<Location> parse_location(std::string_view path, const RemoteOption
   }
   if (starts_with(path, "http://") || starts_with(path, "https://")) {
     loc.url = loc.path;
+    loc.path = redacted(loc.url);
     return loc;
   }
   if (starts_with(path, "hf://")) {
@@ -175,8 +194,9 @@ std::string s3_list_url(const RemoteOptions& o, const Auth& s3, std::string_view
   std::string q = "?";
   if (!token.empty()) q += "continuation-token=" + uri_encode(token, false) + "&";
   q += "delimiter=%2F&list-type=2&max-keys=" + std::to_string(max_keys) + "&prefix=" + uri_encode(prefix, false);
-  if (!o.s3_endpoint.empty()) return strip_slashes(o.s3_endpoint) + "/" + std::string(bucket) + q;
-  return "https://" + std::string(bucket) + ".s3." + s3.region + ".amazonaws.com/" + q;
+  // Virtual-hosted: the bucket is the host and the path "/".
+  const bool virtual_hosted = o.s3_endpoint.empty() && bucket.find('.') == std::string_view::npos;
+  return s3_bucket_url(o, s3, bucket) + (virtual_hosted ? "/" : "") + q;
 }
 
 }  // namespace wmap::remote

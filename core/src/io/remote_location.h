@@ -47,6 +47,9 @@ std::optional<Location> parse_location(std::string_view path, const RemoteOption
 std::string s3_list_url(const RemoteOptions& options, const Auth& s3, std::string_view bucket, std::string_view prefix,
                         std::string_view continuation_token, unsigned max_keys);
 
+// A URL without user:password@ and without its query: what messages show.
+std::string redacted(std::string_view url);
+
 // RFC 3986 percent-encoding of everything but unreserved characters (and '/' when keep_slash):
 // what SigV4's canonical request expects.
 std::string uri_encode(std::string_view s, bool keep_slash);

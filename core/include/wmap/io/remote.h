@@ -57,6 +57,10 @@ inline bool is_remote_path(const std::filesystem::path& path) {
   return is_remote_path(std::string_view(path.native()));
 }
 
+// `path` as messages show it: a URL without user:password@ and without its query (a presigned
+// URL's signature); a local path as it is.
+std::string display_path(const std::filesystem::path& path);
+
 // What the process fetched so far from remote storage (all threads).
 struct RemoteCounters {
   uint64_t requests = 0;  // HTTP requests sent, retries included
