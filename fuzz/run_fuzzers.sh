@@ -19,14 +19,15 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 testdata=${WMAP_TESTDATA_DIR:-$src/tests/data}
 python=/usr/bin/python3
 
-for f in safetensors_header_fuzzer shard_index_fuzzer catalog_json_fuzzer model_config_fuzzer mapping_fuzzer torch_pickle_fuzzer; do
+for f in safetensors_header_fuzzer shard_index_fuzzer catalog_json_fuzzer model_config_fuzzer mapping_fuzzer torch_pickle_fuzzer \
+  s3_listing_fuzzer; do
   [[ -x $build/fuzz/$f ]] || { echo "$0: $build/fuzz/$f is not built (ninja -C $build wmap_fuzzers)" >&2; exit 2; }
 done
 [[ -d $testdata/interop ]] || { echo "$0: no test data at $testdata (set WMAP_TESTDATA_DIR)" >&2; exit 2; }
 
 seeds=$(mktemp -d)
 trap 'rm -rf "$seeds"' EXIT
-mkdir -p "$seeds"/{header,index,catalog,config,mapping,torch} "$build/fuzz-artifacts"
+mkdir -p "$seeds"/{header,index,catalog,config,mapping,torch,listing} "$build/fuzz-artifacts"
 
 # Header seeds: every interop .safetensors file (valid and invalid) and the format's own vectors.
 i=0
@@ -81,6 +82,17 @@ for name, sd in cases.items():
     open(os.path.join(out, name + ".pkl"), "wb").write(z.read(pkl))
 PY
 
+# Listing seeds: ListObjectsV2 pages as S3 writes them (a truncated page with a token, the last
+# page with a folder and an escaped key).
+cat >"$seeds/listing/page1.xml" <<'XML'
+<?xml version="1.0" encoding="UTF-8"?>
+<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>models</Name><Prefix>models/llama/</Prefix><KeyCount>2</KeyCount><MaxKeys>2</MaxKeys><Delimiter>/</Delimiter><IsTruncated>true</IsTruncated><Contents><Key>models/llama/config.json</Key><LastModified>2026-12-01T00:00:00.000Z</LastModified><ETag>&quot;1b2cf535f27731c974343645a3985328&quot;</ETag><Size>367</Size><StorageClass>STANDARD</StorageClass></Contents><Contents><Key>models/llama/model-00001-of-00002.safetensors</Key><ETag>"9b2cf535f27731c974343645a3985328-12"</ETag><Size>265308064</Size></Contents><NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</NextContinuationToken></ListBucketResult>
+XML
+cat >"$seeds/listing/page2.xml" <<'XML'
+<?xml version="1.0" encoding="UTF-8"?>
+<ListBucketResult><Name>models</Name><Prefix>models/llama/</Prefix><IsTruncated>false</IsTruncated><Contents><Key>models/llama/a &amp; b.safetensors</Key><ETag>"x"</ETag><Size>0</Size></Contents><CommonPrefixes><Prefix>models/llama/sub/</Prefix></CommonPrefixes></ListBucketResult>
+XML
+
 # Catalog seeds: catalogs saved by this build's wmap from the valid interop checkpoints.
 if [[ -x $build/bin/wmap ]]; then
   for d in "$testdata"/interop/valid/*/ "$testdata"/interop/valid/*/*.safetensors; do
@@ -90,7 +102,8 @@ else
   echo "$0: warning: $build/bin/wmap not built; catalog_json_fuzzer starts from an empty corpus" >&2
 fi
 echo "seeds: $(ls "$seeds/header" | wc -l) headers, $(ls "$seeds/index" | wc -l) indexes, $(ls "$seeds/catalog" | wc -l) catalogs," \
-  "$(ls "$seeds/config" | wc -l) configs, $(ls "$seeds/mapping" | wc -l) mappings, $(ls "$seeds/torch" | wc -l) torch"
+  "$(ls "$seeds/config" | wc -l) configs, $(ls "$seeds/mapping" | wc -l) mappings, $(ls "$seeds/torch" | wc -l) torch," \
+  "$(ls "$seeds/listing" | wc -l) listings"
 
 status=0
 run() {  # fuzzer seed-folder
@@ -114,4 +127,5 @@ run catalog_json_fuzzer catalog
 run model_config_fuzzer config
 run mapping_fuzzer mapping
 run torch_pickle_fuzzer torch
+run s3_listing_fuzzer listing
 exit $status

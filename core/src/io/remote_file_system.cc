@@ -9,6 +9,7 @@
 
 #include "http_transfer.h"
 #include "remote_location.h"
+#include "s3_listing.h"
 #include "wmap/io/file_io.h"
 #include "wmap/io/remote.h"
 #include "wmap/util/env.h"
@@ -243,7 +244,7 @@ class StandardFileSystem final : public FileSystem {
     std::string prefix = dir.key;
     if (!prefix.empty() && prefix.back() != '/') prefix += '/';
     std::vector<std::string> names;
-    std::map<std::string, ObjectInfo> found;
+    std::map<std::string, remote::ListedObject> found;
     std::string token;
     std::set<std::string> tokens;
     do {
@@ -262,7 +263,7 @@ class StandardFileSystem final : public FileSystem {
       }
       const std::string& xml = gets[0].body;
       token.clear();
-      parse_listing(xml, prefix, found, token);
+      token = remote::parse_list_objects_v2(xml, prefix, found);
       if (!token.empty() && !tokens.insert(token).second)
         throw Error(ErrorCode::kMalformedInput, dir.path + ": ListObjectsV2 returned a continuation token twice");
     } while (!token.empty());
@@ -272,65 +273,9 @@ class StandardFileSystem final : public FileSystem {
     for (auto& [name, i] : found) {
       names.push_back(name);
       auto& slot = ctx.seen[root + name];
-      if (slot.etag != i.etag || slot.size != i.size) slot = i;
+      if (slot.etag != i.etag || slot.size != i.size) slot = ObjectInfo{i.size, i.etag, nullptr};
     }
     return names;
-  }
-
-  static std::string unescape_xml(std::string_view s) {
-    std::string out;
-    for (size_t i = 0; i < s.size(); ++i) {
-      if (s[i] != '&') {
-        out += s[i];
-        continue;
-      }
-      static constexpr std::pair<std::string_view, char> kEntities[] = {
-          {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}};
-      bool matched = false;
-      for (const auto& [ent, ch] : kEntities) {
-        if (s.substr(i, ent.size()) == ent) {
-          out += ch;
-          i += ent.size() - 1;
-          matched = true;
-          break;
-        }
-      }
-      if (!matched) out += '&';
-    }
-    return out;
-  }
-
-  static std::string tag(std::string_view xml, std::string_view name, size_t from = 0, size_t to = std::string::npos) {
-    const std::string open = "<" + std::string(name) + ">", close = "</" + std::string(name) + ">";
-    const auto b = xml.find(open, from);
-    if (b == std::string_view::npos || b >= to) return {};
-    const auto e = xml.find(close, b);
-    if (e == std::string_view::npos) return {};
-    return unescape_xml(xml.substr(b + open.size(), e - b - open.size()));
-  }
-
-  // One ListObjectsV2 page: the objects directly under `prefix` (CommonPrefixes are folders).
-  static void parse_listing(std::string_view xml, const std::string& prefix, std::map<std::string, ObjectInfo>& found,
-                            std::string& next_token) {
-    if (xml.find("<ListBucketResult") == std::string_view::npos)
-      throw Error(ErrorCode::kMalformedInput, "ListObjectsV2: the response is not a ListBucketResult");
-    for (size_t pos = 0; (pos = xml.find("<Contents>", pos)) != std::string_view::npos;) {
-      const size_t end = xml.find("</Contents>", pos);
-      if (end == std::string_view::npos) break;
-      const std::string key = tag(xml, "Key", pos, end);
-      ObjectInfo i;
-      i.size = std::strtoull(tag(xml, "Size", pos, end).c_str(), nullptr, 10);
-      i.etag = tag(xml, "ETag", pos, end);
-      if (key.size() > prefix.size() && key.compare(0, prefix.size(), prefix) == 0 &&
-          key.find('/', prefix.size()) == std::string::npos)
-        found[key.substr(prefix.size())] = std::move(i);
-      pos = end;
-    }
-    if (tag(xml, "IsTruncated") == "true") {
-      next_token = tag(xml, "NextContinuationToken");
-      if (next_token.empty())
-        throw Error(ErrorCode::kMalformedInput, "ListObjectsV2: a truncated page without NextContinuationToken");
-    }
   }
 };
 
