@@ -60,7 +60,8 @@ std::string parse_list_objects_v2(std::string_view xml, const std::string& prefi
   }
   if (tag(xml, "IsTruncated") != "true") return {};
   std::string token = tag(xml, "NextContinuationToken");
-  if (token.empty()) throw Error(ErrorCode::kMalformedInput, "ListObjectsV2: a truncated page without NextContinuationToken");
+  if (token.empty())
+    throw Error(ErrorCode::kMalformedInput, "ListObjectsV2: a truncated page without NextContinuationToken");
   return token;
 }
 
