@@ -1,5 +1,8 @@
 #include "wmap/mpi/extent_exchange.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -18,12 +21,17 @@ namespace {
 constexpr int kDataTag = 7;  // one tag: MPI keeps messages between two ranks in order
 
 // The test hook (extent_exchange.h): which transfer of this rank fails as a broken transport would.
-enum class Fault { kNone, kIrecv, kRecvWait };
+// exchange-shard-changed: this rank's shards are touched (mtime) just before its reader opens them,
+// as a publisher rewriting a checkpoint between the plan and the reads would.
+enum class Fault { kNone, kIrecv, kRecvWait, kShardChanged };
 Fault injected_fault() {
   const char* v = std::getenv("WMAP_FAULT_INJECT");
   if (v == nullptr) return Fault::kNone;
   const std::string_view s(v);
-  return s == "exchange-irecv" ? Fault::kIrecv : s == "exchange-recv-wait" ? Fault::kRecvWait : Fault::kNone;
+  return s == "exchange-irecv"           ? Fault::kIrecv
+         : s == "exchange-recv-wait"     ? Fault::kRecvWait
+         : s == "exchange-shard-changed" ? Fault::kShardChanged
+                                         : Fault::kNone;
 }
 
 void check(int rc, const MpiWorld& world, const char* what) {
@@ -135,7 +143,15 @@ class Exchange {
       if (!failed) {
         try {
           const Chunk& k = ch_.chunks[own_[i]];
-          if (!files[k.shard]) files[k.shard] = fs_.open(catalog_.shard_path(k.shard), IoMode::kPread);
+          if (!files[k.shard]) {
+            if (fault_ == Fault::kShardChanged) {
+              const struct timespec now[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
+              ::utimensat(AT_FDCWD, catalog_.shard_path(k.shard).c_str(), now, 0);
+            }
+            auto f = fs_.open(catalog_.shard_path(k.shard), IoMode::kPread);
+            catalog_.require_unchanged(k.shard, f->signature());  // the peers read at our offsets
+            files[k.shard] = std::move(f);
+          }
           slot.buf.resize(k.end - k.begin);
           // One scattered read per chunk: on remote storage its pieces become a few concurrent
           // ranged GETs instead of one round trip each.

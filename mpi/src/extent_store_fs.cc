@@ -10,10 +10,13 @@ namespace {
 
 class StoreFile final : public RandomAccessFile {
  public:
-  StoreFile(const ExtentStoreFileSystem& fs, uint32_t shard, std::string path, uint64_t size)
-      : fs_(fs), shard_(shard), path_(std::move(path)), size_(size) {}
+  StoreFile(const ExtentStoreFileSystem& fs, uint32_t shard, std::string path, FileSignature signature)
+      : fs_(fs), shard_(shard), path_(std::move(path)), signature_(std::move(signature)) {}
   const std::string& path() const override { return path_; }
-  uint64_t size() const override { return size_; }
+  uint64_t size() const override { return signature_.size; }
+  // The received bytes are the catalog's version: the rank that read them checked its file
+  // against its catalog (extent_exchange.cc), and the ranks' identities were compared first.
+  FileSignature signature() const override { return signature_; }
   void read(uint64_t offset, std::span<std::byte> dst) const override {
     if (!dst.empty()) std::memcpy(dst.data(), fs_.find(shard_, offset, dst.size()), dst.size());
   }
@@ -28,7 +31,7 @@ class StoreFile final : public RandomAccessFile {
   const ExtentStoreFileSystem& fs_;
   uint32_t shard_;
   std::string path_;
-  uint64_t size_;
+  FileSignature signature_;
 };
 
 }  // namespace
@@ -47,7 +50,7 @@ ExtentStoreFileSystem::ExtentStoreFileSystem(const Catalog& catalog, std::vector
 std::unique_ptr<RandomAccessFile> ExtentStoreFileSystem::open(const std::filesystem::path& path, IoMode) const {
   for (uint32_t s = 0; s < catalog_.shards().size(); ++s) {
     if (catalog_.shard_path(s) == path)
-      return std::make_unique<StoreFile>(*this, s, path.string(), catalog_.shards()[s].signature.size);
+      return std::make_unique<StoreFile>(*this, s, path.string(), catalog_.shards()[s].signature);
   }
   throw Error(ErrorCode::kInternal,
               path.string() + ": not a shard of this load's catalog (nothing was received for it)");

@@ -78,7 +78,7 @@ def test_verify_catches_a_corrupt_shard_and_reports():
             wmap.load(ck, verify="sometimes")
             raise AssertionError("verify='sometimes' accepted")
         except ValueError as e:
-            check("verify must be False, True or 'full'" in str(e), str(e))
+            check("verify must be False, True, 'read', 'full' or 'best-effort'" in str(e), str(e))
 
 
 if __name__ == "__main__":

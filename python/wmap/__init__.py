@@ -18,11 +18,37 @@ See docs/python.md.
 
 import json as _json
 
-from ._wmap import (Error, MalformedInputError, ValidationError, Plan, Tensor, cache_clear, cache_info, load, load_into,
+from ._wmap import (Error, MalformedInputError, ValidationError, Plan, Tensor, cache_clear, cache_info, load_into,
                     plan)
 from . import _wmap
 
-__all__ = ["load", "load_into", "plan", "cache_info", "cache_clear", "inspect", "Tensor", "Plan", "Error", "MalformedInputError", "ValidationError"]
+__all__ = ["load", "load_into", "plan", "cache_info", "cache_clear", "inspect", "Tensor", "Plan", "LoadResult", "Error",
+           "MalformedInputError", "ValidationError"]
+
+
+class LoadResult(dict):
+    """What wmap.load returns: {name: wmap.Tensor} in plan order (a dict, as before), and what the
+    load did.
+
+    verified      "off", "best-effort", "read" or "full": the verification the load ran (a weight-cache
+                  hit: the one its entry was made with)
+    verification  one dict per shard, as `wmap verify --json` prints them ([] when verified is "off")
+    report        the rest: bytes, bytes_read, reads, seconds, gbps, device, io_path, cache, layout, plan_id
+    """
+
+    __slots__ = ("verified", "verification", "report")
+
+
+def load(source, **keywords):
+    params, report = _wmap._load(source, **keywords)
+    out = LoadResult(params)
+    out.verified = report["verified"]
+    out.verification = report["verification"]
+    out.report = report
+    return out
+
+
+load.__doc__ = _wmap._load.__doc__.replace("wmap.load wraps them in a LoadResult", "returned as a wmap.LoadResult")
 
 
 def inspect(path):

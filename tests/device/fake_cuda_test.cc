@@ -153,7 +153,7 @@ TEST(FakeCuda, DigestsAndVerificationEqualTheHostLoad) {
     auto prepared = session.prepare();
     ExecOptions exec;
     exec.digests = true;
-    exec.verify = ExecOptions::Verify::kRead;
+    exec.verify = ExecOptions::Verify::kBestEffort;  // no expected digests here: hashed and reported
     exec.read_workers = 4;
     exec.load_workers = 3;
     auto host = make_device(DeviceSpec::parse("host"));

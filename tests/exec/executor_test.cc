@@ -208,6 +208,7 @@ class TruncatingFs final : public FileSystem {
     explicit NoPopulate(std::unique_ptr<RandomAccessFile> f) : f_(std::move(f)) {}
     const std::string& path() const override { return f_->path(); }
     uint64_t size() const override { return f_->size(); }
+    FileSignature signature() const override { return f_->signature(); }  // the file's, taken at open
     void read(uint64_t o, std::span<std::byte> d) const override { f_->read(o, d); }
     std::span<const std::byte> view(uint64_t o, uint64_t l) const override { return f_->view(o, l); }
     void release(uint64_t o, uint64_t l) const override { f_->release(o, l); }

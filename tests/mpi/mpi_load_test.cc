@@ -118,7 +118,25 @@ TEST(MpiLoad, AFailedReceiveAbortsTheJobWithTheReason) {
   }
 }
 
-// load --verify under every policy: a rank's plan reads half of each shard (partial), and
+// A shard rewritten between the plan and the exchange's reads (WMAP_FAULT_INJECT touches this
+// rank's shards just before its reader opens them): the reader refuses it against the plan's
+// identity, naming the shard, and every rank fails instead of sending rows cut at stale offsets.
+TEST(MpiLoad, AShardChangedSincePlanningIsRefusedByTheExchangeReader) {
+  SKIP_WITHOUT_MPIRUN();
+  TempDir dir;
+  const auto ckpt = synth(dir, "llama", "--preset small");
+  const std::string load = " load " + shell_quote(ckpt.string()) + " --tp-size 2 --io-policy exchange --json";
+  auto r = run_mpi("-np 1 env WMAP_FAULT_INJECT=exchange-shard-changed " + wmap_cli() + load + " : " + sanitizer_env() +
+                   "-np 1 " + wmap_cli() + load);
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.exit_code, 124) << "a rank hung:\n" << r.err;
+  EXPECT_NE(r.err.find("changed since it was planned"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(".safetensors"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("mtime_ns"), std::string::npos) << r.err;
+}
+
+// load --verify under every policy: a rank's plan reads half of each shard (partial: --verify is
+// refused, best-effort reports it), and
 // --verify=full hashes every shard, reading what the rank's plan does not from the storage (under
 // exchange the plan's own bytes are the received ones); a corrupt byte fails every rank, named.
 TEST(MpiLoad, VerifyFullUnderEveryPolicyCatchesACorruptShard) {
@@ -138,7 +156,12 @@ TEST(MpiLoad, VerifyFullUnderEveryPolicyCatchesACorruptShard) {
                    policy + " " + verify + " --manifest " + shell_quote((dir / "SHA256SUMS").string()));
   };
   for (const char* policy : {"native", "rank-striped", "exchange"}) {
-    auto partial = load(policy, "--verify");
+    // Each rank reads half of each shard: --verify cannot be met and every rank refuses before
+    // the policy's reads; best-effort loads and says so.
+    auto refused = load(policy, "--verify");
+    EXPECT_EQ(refused.exit_code, 1) << policy << refused.err;
+    EXPECT_NE(refused.err.find("cannot be met for 2 shard(s)"), std::string::npos) << policy << refused.err;
+    auto partial = load(policy, "--verify=best-effort");
     EXPECT_EQ(partial.exit_code, 0) << policy << partial.err;
     EXPECT_NE(partial.out.find("2 not verified (partial read)"), std::string::npos) << policy << partial.out;
     auto full = load(policy, "--verify=full");

@@ -76,6 +76,19 @@ TEST_F(Verify, ManifestMatchesEveryShardExitZero) {
   EXPECT_NE(j.out.find("\"matched\":3,\"mismatched\":0,\"no_digest\":0"), std::string::npos) << j.out;
 }
 
+// --verify with no expected digest for a shard the load reads is a verification that cannot be
+// met: refused before any read, naming the shard; best-effort loads and says "no digest".
+TEST_F(Verify, LoadVerifyWithoutADigestIsRefusedAndBestEffortReportsIt) {
+  auto r = load(ckpt_, "--verify");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find((ckpt_ / kShard1).string() + ": no expected digest"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("verify=best-effort"), std::string::npos) << r.err;
+  auto b = load(ckpt_, "--verify=best-effort --json");
+  EXPECT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NE(b.out.find("\"status\":\"no digest\""), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("\"verified\":\"best-effort\""), std::string::npos) << b.out;
+}
+
 TEST_F(Verify, NoExpectedDigestIsAClearLineNotAFailure) {
   auto r = verify(ckpt_);
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -195,14 +208,22 @@ TEST_F(Verify, MalformedManifestNamesTheLine) {
       << r.err;
 }
 
-// A rank that reads part of each shard says so; --verify=full reads the rest and hashes it.
+// A rank that reads part of each shard cannot verify it from its own reads (review F3: it used to
+// say "not verified" and exit 0): --verify refuses before any read, naming each shard and how to
+// meet it; --verify=best-effort loads and reports them; --verify=full reads the rest and hashes it.
 TEST_F(Verify, PartialReadRankSaysSoAndFullReadsTheRest) {
   auto r = load(ckpt_, "--tp-size 2 --tp-rank 1 --verify --manifest " + q(manifest_));
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("not verified  " + (ckpt_ / kShard2).string() + " (partial read); this rank reads"),
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("verify=read cannot be met for 3 shard(s), so nothing was read"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find((ckpt_ / kShard2).string() + ": not verified: this rank reads"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("verify=full reads the rest to hash it whole"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("loaded"), std::string::npos) << "nothing is loaded: " << r.out;
+  auto b = load(ckpt_, "--tp-size 2 --tp-rank 1 --verify=best-effort --manifest " + q(manifest_));
+  EXPECT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NE(b.out.find("not verified  " + (ckpt_ / kShard2).string() + " (partial read); this rank reads"),
             std::string::npos)
-      << r.out;
-  EXPECT_NE(r.out.find("3 not verified (partial read)"), std::string::npos) << r.out;
+      << b.out;
+  EXPECT_NE(b.out.find("3 not verified (partial read)"), std::string::npos) << b.out;
   auto f = load(ckpt_, "--tp-size 2 --tp-rank 1 --verify=full --manifest " + q(manifest_) + " --json");
   EXPECT_EQ(f.exit_code, 0) << f.err;
   for (const auto& [file, d] : digest_) EXPECT_NE(f.out.find("\"actual\":\"" + d + "\""), std::string::npos) << f.out;

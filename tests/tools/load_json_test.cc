@@ -48,6 +48,8 @@ TEST(LoadJson, KeysInOrderOnceWithTheirTypes) {
                                          "plan_seconds",
                                          "plan_id",
                                          "layout",
+                                         "verified",
+                                         "cache",
                                          "rank",
                                          "world_size",
                                          "host",

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "commands.h"
+#include "loader_options.h"
 #include "wmap/io/remote.h"
 #include "wmap/catalog/catalog.h"
 #include "wmap/catalog/shard_digests.h"
@@ -49,10 +50,11 @@ void record_digests(const ShardSet& set, const std::string& manifest, Catalog& c
 }
 
 int run_inspect(const InspectOptions& o) {
-  ShardSet set = discover_shards(o.path, {.prefer_consolidated = o.prefer_consolidated});
+  ShardSet set = discover_shards(o.path, {.prefer_consolidated = o.prefer_consolidated, .fs = &storage()});
   for (const auto& w : set.warnings) log_warn(w);
   Progress progress("catalog", set.files.size(), true, " shards");
   CatalogBuildOptions build;
+  build.fs = &storage();
   build.progress = [&](size_t done, size_t) { progress.update(done); };
   Catalog cat = Catalog::build(set, build);
   progress.finish();

@@ -27,7 +27,7 @@ struct LoadOptions {
   std::string prefault = "on";
   bool allow_partial = false;
   std::string io_policy = "native";
-  std::string verify;    // "", "read" (--verify) or "full"
+  std::string verify;    // "", "read" (--verify), "full" or "best-effort"
   std::string manifest;  // expected digests, sha256sum format
   bool digests = false;  // each parameter's XXH3-64 in the report
 };
@@ -52,9 +52,7 @@ ExecOptions exec_options(const LoadOptions& o) {
   exec.load_workers = o.workers ? o.workers : env_load;
   exec.prefault = o.prefault == "on";
   exec.digests = o.digests;
-  exec.verify = o.verify == "full"   ? ExecOptions::Verify::kFull
-                : o.verify == "read" ? ExecOptions::Verify::kRead
-                                     : ExecOptions::Verify::kOff;
+  exec.verify = o.verify.empty() ? ExecOptions::Verify::kOff : parse_verify_mode(o.verify).value();
   return exec;
 }
 
@@ -109,6 +107,8 @@ void print_load_json(const LoadReport& r, const RankContext& ranks) {
   j["plan_seconds"] = r.prepared.plan_seconds;
   j["plan_id"] = r.prepared.plan->plan_id();
   j["layout"] = nlohmann::ordered_json::parse(r.prepared.plan->layout().to_json());  // as `wmap plan --json`
+  j["verified"] = s.verified;
+  j["cache"] = s.cache;
   if (!s.verification.empty()) {
     nlohmann::ordered_json v = nlohmann::ordered_json::array();
     for (const ShardCheck& c : s.verification) v.push_back(nlohmann::ordered_json::parse(c.json()));
@@ -192,10 +192,16 @@ int run_load(const LoadOptions& o) {
   report_plan(*prepared, true);
   ExecOptions exec = exec_options(o);
   if (exec.verify != ExecOptions::Verify::kOff) {
-    exec.expected_sha256 = expected_digests(*prepared->catalog, o.manifest, o.common.catalog);
+    ranks.phase("verify", [&] {
+      exec.expected_sha256 =
+          expected_digests(*prepared->catalog, o.manifest, o.common.catalog, &session->file_system());
+      require_verification(*prepared->plan, exec);  // before any policy reads a byte
+      return 0;
+    });
   }
   Progress bar("load", prepared->plan->bytes_to_load(), true, Progress::kBytes);
   exec.progress = [&bar](uint64_t done, uint64_t) { bar.update(done); };
+  exec.fs = &session->file_system();  // the session's storage, for the multi-rank policies too
   ranks.before_load(*prepared, *device, exec);
   LoadedModel model =
       ranks.phase("load", [&] { return run_as_load_failure([&] { return session->load(*prepared, *device, exec); }); });
@@ -245,9 +251,11 @@ Runner add_load(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--verify{read}", o->verify,
                 "SHA-256 of each shard from the bytes the load reads, compared with its expected digest (hf cache, "
-                "local-dir metadata, --manifest, the --catalog's digests); a mismatch fails the load. --verify=full "
-                "also reads what this rank's plan does not, to hash every shard")
-      ->check(CLI::IsMember({"read", "full"}));
+                "local-dir metadata, the storage's own, --manifest, the --catalog's digests); a mismatch fails the "
+                "load, and so does (before any read) a shard this rank reads that cannot be verified: a partial read "
+                "(--verify=full reads the rest to hash it) or one without an expected digest. "
+                "--verify=best-effort reports those instead")
+      ->check(CLI::IsMember({"read", "full", "best-effort"}));
   sub->add_option("--manifest", o->manifest, "With --verify: expected digests in sha256sum format");
   sub->add_flag("--digests", o->digests,
                 "Report each parameter's XXH3-64 over its final bytes (after fusion, split, transforms)");

@@ -11,7 +11,7 @@ namespace {
 // `--expect PARAMS.json`: the plan against the engine's own parameter list; prints each
 // difference as a problem line, returns how many.
 size_t check_expected(const LoadPlan& plan, const std::string& file) {
-  const std::string text = FileSystem::standard().read_whole_file(file, kMaxParamTableBytes);
+  const std::string text = storage().read_whole_file(file, kMaxParamTableBytes);
   const auto problems = check_expected_params(plan, parse_expected_params(text, file));
   for (const auto& p : problems) {
     std::fprintf(stderr, "wmap: expect: %s: %s\n", std::string(problem_kind_name(p.kind)).c_str(), p.message.c_str());

@@ -4,11 +4,14 @@
 // Exit 0: every digest known matched; 1: a mismatch (or, with --require-digests, a shard with no
 // expected digest); 2: unusable input.
 #include <cstdio>
+#include <optional>
 #include <unordered_map>
 
 #include "commands.h"
+#include "loader_options.h"
 #include "wmap/catalog/shard_digests.h"
 #include "wmap/catalog/shard_set.h"
+#include "wmap/io/remote.h"
 #include "wmap/util/json_text.h"
 #include "wmap/util/log.h"
 #include "wmap/util/progress.h"
@@ -26,28 +29,29 @@ struct VerifyCliOptions {
 
 std::vector<ShardCheck> hash_shards(const ShardSet& set, const std::vector<std::optional<ExpectedDigest>>& expected,
                                     unsigned jobs, const char* label) {
-  uint64_t total = 0;
-  for (size_t i = 0; i < set.files.size(); ++i)
-    total += FileSystem::standard().open(set.path_of(i), IoMode::kPread)->size();
-  Progress progress(label, total, true, Progress::kBytes);
+  std::optional<Progress> progress;  // made on the first report: verify_files knows the total then
   VerifyOptions vo;
   vo.jobs = jobs;
-  vo.progress = [&](uint64_t done, uint64_t) { progress.update(done); };
+  vo.fs = &storage();
+  vo.progress = [&](uint64_t done, uint64_t total) {
+    if (!progress) progress.emplace(label, total, true, Progress::kBytes);
+    progress->update(done);
+  };
   std::vector<ShardCheck> checks = verify_files(set.root, set.files, expected, vo);
-  progress.finish();
+  if (progress) progress->finish();
   return checks;
 }
 
 namespace {
 
 int run_verify(const VerifyCliOptions& o) {
-  ShardSet set = discover_shards(o.path, {.prefer_consolidated = o.prefer_consolidated});
+  ShardSet set = discover_shards(o.path, {.prefer_consolidated = o.prefer_consolidated, .fs = &storage()});
   for (const auto& w : set.warnings) log_warn(w);
   DigestSources sources;
   sources.manifest = o.manifest;
   Catalog saved;
   if (!o.catalog.empty()) {
-    saved = Catalog::load_json_file(o.catalog);
+    saved = Catalog::load_json_file(o.catalog, storage());
     sources.saved_catalog = &saved;
     sources.saved_catalog_file = o.catalog;
   }
@@ -70,7 +74,7 @@ int run_verify(const VerifyCliOptions& o) {
     ok += c.status == ShardCheck::Status::kMatch;
   }
   if (o.json) {
-    std::string out = "{\"checkpoint\":" + json_string(set.root.string()) + ",\"files\":[";
+    std::string out = "{\"checkpoint\":" + json_string(display_path(set.root)) + ",\"files\":[";
     for (size_t i = 0; i < checks.size(); ++i) out += (i ? ",\n" : "\n") + checks[i].json();
     out += "],\"matched\":" + std::to_string(ok) + ",\"mismatched\":" + std::to_string(bad) +
            ",\"no_digest\":" + std::to_string(missing) + "}\n";

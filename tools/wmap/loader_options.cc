@@ -60,8 +60,28 @@ void add_common_load_options(CLI::App& sub, CommonLoadOptions& o) {
       ->capture_default_str();
 }
 
+namespace {
+std::optional<RemoteOptions>& settings_slot() {
+  static std::optional<RemoteOptions> s;
+  return s;
+}
+}  // namespace
+
+void set_remote_settings(RemoteOptions options) { settings_slot() = std::move(options); }
+
+const RemoteOptions& remote_settings() {
+  if (!settings_slot()) settings_slot() = RemoteOptions::from_environment();
+  return *settings_slot();
+}
+
+const RemoteFileSystem& storage() {
+  static const RemoteFileSystem fs(remote_settings());
+  return fs;
+}
+
 LoaderOptions to_loader_options(const CommonLoadOptions& o, const Layout& layout) {
   LoaderOptions l;
+  l.remote = remote_settings();
   if (!o.checkpoint.empty()) l.checkpoint = o.checkpoint;
   if (!o.catalog.empty()) l.catalog_file = o.catalog;
   if (!o.config.empty()) l.config_file = o.config;

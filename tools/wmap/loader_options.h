@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "wmap/io/remote.h"
 #include "wmap/loader/loader.h"
 
 namespace wmap::cli {
@@ -20,6 +21,13 @@ struct CommonLoadOptions {
 };
 
 void add_common_load_options(CLI::App& sub, CommonLoadOptions& o);
+// How this command reaches remote paths: the environment's settings with --s3-endpoint and
+// --s3-no-sign over them, set once by main before the command runs.
+void set_remote_settings(RemoteOptions options);
+const RemoteOptions& remote_settings();
+// The command's RemoteFileSystem (made from remote_settings() on first use), for the commands that
+// read without a LoaderSession (inspect, verify, plan --expect); a session owns one of its own.
+const RemoteFileSystem& storage();
 // The loader options of `o` with `layout` (validated by the caller: layout_from_options, or the
 // RankContext under mpirun), so a bad layout is reported with the core's wording
 // (`tp_rank 2 is not below tp_size 2`), as the Python module does.

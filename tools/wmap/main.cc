@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "huge_pages.h"
+#include "loader_options.h"
 #include "wmap/io/remote.h"
 #include "wmap/util/error.h"
 #include "wmap/util/log.h"
@@ -56,7 +57,7 @@ int main(int argc, char** argv) {
     wmap::RemoteOptions remote = wmap::RemoteOptions::from_environment();
     if (!s3_endpoint.empty()) remote.s3_endpoint = s3_endpoint;
     remote.s3_no_sign = remote.s3_no_sign || s3_no_sign;
-    wmap::set_remote_options(remote);
+    wmap::cli::set_remote_settings(std::move(remote));
     for (auto& [sub, run] : runners) {
       if (!sub->parsed()) continue;
       const int rc = run();

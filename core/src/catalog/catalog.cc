@@ -37,6 +37,10 @@ ParsedShard parse_shard(const ShardSet& set, uint32_t shard, const FileSystem& f
   const auto path = set.path_of(shard);
   auto file = fs.open(path, IoMode::kPread);
   out.record.signature = file->signature();
+  if (auto d = file->published_sha256()) {
+    out.record.sha256 = d->sha256;
+    out.record.sha256_source = d->source;
+  }
   if (set.format == ShardFormat::kTorch) {
     // A torch.save zip: the records point at the stored entries' bytes (absolute offsets).
     TorchCheckpoint ckpt = read_torch_checkpoint(*file, path.string());
@@ -388,6 +392,7 @@ void Catalog::set_shard_sha256(uint32_t shard, std::string_view hex) {
   std::string lower(hex);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   shards_[shard].sha256 = std::move(lower);
+  shards_[shard].sha256_source.clear();  // hashed here: a recorded digest
 }
 
 std::string Catalog::to_json(bool with_signatures) const {
@@ -415,6 +420,10 @@ std::string Catalog::to_json(bool with_signatures) const {
       out += ",\"inode\":";
       append_uint(out, s.signature.inode);
       if (!s.sha256.empty()) out += ",\"sha256\":\"" + s.sha256 + "\"";
+      if (!s.sha256_source.empty()) {
+        out += ",\"sha256_source\":";
+        append_json_string(out, s.sha256_source);
+      }
       if (!s.signature.etag.empty()) {
         out += ",\"etag\":";
         append_json_string(out, s.signature.etag);
@@ -524,6 +533,16 @@ Catalog Catalog::parse_json(std::string_view json, const std::string& label) {
       if (!looks_like_sha256(digest)) bad_catalog(label, where + ": sha256 is not 64 hex digits");
       r.sha256 = std::string(digest);
     }
+    std::string_view digest_source;
+    if (!so["sha256_source"].get(digest_source)) r.sha256_source = std::string(digest_source);
+    // A saved catalog names files as an index does: relative paths inside the checkpoint, so a
+    // crafted catalog cannot point a load at /etc/shadow or ../../other (review, lesser notes).
+    {
+      const std::filesystem::path name(r.file);
+      bool bad = r.file.empty() || name.is_absolute();
+      for (const auto& part : name) bad = bad || part == "..";
+      if (bad) bad_catalog(label, where + ": file '" + r.file + "' is not a relative path inside the checkpoint");
+    }
     simdjson::dom::object meta;
     if (!so["metadata"].get(meta)) {
       for (auto m : meta) {
@@ -593,18 +612,19 @@ std::vector<std::string> Catalog::changed_shards(const std::filesystem::path& ro
       continue;
     }
     if (now == s.signature) continue;
-    std::string msg = path.string() + ": changed since the catalog was saved (";
-    if (now.size != s.signature.size)
-      msg += "size " + std::to_string(s.signature.size) + " -> " + std::to_string(now.size) + "; ";
-    if (now.mtime_ns != s.signature.mtime_ns)
-      msg += "mtime_ns " + std::to_string(s.signature.mtime_ns) + " -> " + std::to_string(now.mtime_ns) + "; ";
-    if (now.inode != s.signature.inode)
-      msg += "inode " + std::to_string(s.signature.inode) + " -> " + std::to_string(now.inode) + "; ";
-    if (now.etag != s.signature.etag) msg += "ETag " + s.signature.etag + " -> " + now.etag + "; ";
-    msg.resize(msg.size() - 2);
+    const std::string msg =
+        path.string() + ": changed since the catalog was saved (" + signature_change(s.signature, now);
     out.push_back(msg + ")");
   }
   return out;
+}
+
+void Catalog::require_unchanged(uint32_t shard, const FileSignature& now) const {
+  const FileSignature& then = shards_[shard].signature;
+  if (then.unknown() || now == then) return;
+  throw Error(ErrorCode::kValidation, shard_path(shard).string() + ": changed since it was planned (" +
+                                          signature_change(then, now) +
+                                          "): plan again (planning reads the headers only)");
 }
 
 }  // namespace wmap

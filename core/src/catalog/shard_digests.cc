@@ -7,6 +7,8 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -145,7 +147,8 @@ std::vector<std::optional<ExpectedDigest>> expected_digests(const fs::path& root
     if (!out[i]) {
       auto it = saved.find(files[i]);
       if (it != saved.end()) {
-        const std::string label = sources.saved_catalog_file.empty()
+        const std::string label = !it->second->sha256_source.empty() ? it->second->sha256_source
+                                  : sources.saved_catalog_file.empty()
                                       ? "saved catalog"
                                       : "saved catalog " + sources.saved_catalog_file.string();
         out[i] = ExpectedDigest{it->second->sha256, label};
@@ -156,14 +159,19 @@ std::vector<std::optional<ExpectedDigest>> expected_digests(const fs::path& root
 }
 
 std::vector<std::optional<ExpectedDigest>> expected_digests(const Catalog& catalog, const fs::path& manifest,
-                                                            const fs::path& catalog_file) {
+                                                            const fs::path& catalog_file, const FileSystem* fsys) {
   std::vector<std::string> files;
   for (const ShardRecord& s : catalog.shards()) files.push_back(s.file);
   DigestSources sources;
   sources.manifest = manifest;
   sources.saved_catalog = &catalog;
   sources.saved_catalog_file = catalog_file;
-  return expected_digests(catalog.root(), files, sources);
+  auto out = expected_digests(catalog.root(), files, sources);
+  for (uint32_t i = 0; fsys && i < out.size(); ++i) {
+    if (out[i]) continue;
+    if (auto d = fsys->published_sha256(catalog.shard_path(i))) out[i] = ExpectedDigest{d->sha256, d->source};
+  }
+  return out;
 }
 
 std::string_view ShardCheck::status_name() const {
@@ -234,6 +242,31 @@ std::string sha256_file(const RandomAccessFile& file, uint64_t chunk_bytes,
     }
     return sha.hex();
   }
+  if (const uint64_t big = file.preferred_read_bytes(); big > step) {
+    // Remote storage (review F7): large reads (each several concurrent ranged GETs), the next
+    // one fetched while the last is hashed. Reads stay on this thread, whose connections they
+    // reuse; the hash runs beside them.
+    std::vector<std::byte> cur(std::min(big, size)), next(cur.size());
+    uint64_t at = 0, n = std::min(big, size);
+    if (n) file.read(0, std::span(cur.data(), n));
+    while (at < size) {
+      auto hashed =
+          std::async(std::launch::async, [&sha, &cur, n] { sha.update(std::span<const std::byte>(cur.data(), n)); });
+      const uint64_t after = at + n, m = std::min(big, size - std::min(size, after));
+      try {
+        if (m) file.read(after, std::span(next.data(), m));
+      } catch (...) {
+        hashed.wait();
+        throw;
+      }
+      hashed.get();
+      if (on_bytes) on_bytes(n);
+      std::swap(cur, next);
+      at = after;
+      n = m;
+    }
+    return sha.hex();
+  }
   std::vector<std::byte> buf(step);
   for (uint64_t at = 0; at < size;) {
     const uint64_t n = std::min<uint64_t>(buf.size(), size - at);
@@ -251,48 +284,57 @@ std::vector<ShardCheck> verify_files(const fs::path& root, const std::vector<std
   const FileSystem& fsys = options.fs ? *options.fs : FileSystem::standard();
   std::vector<ShardCheck> out(files.size());
   std::vector<std::unique_ptr<RandomAccessFile>> opened(files.size());
-  uint64_t total = 0;
-  for (size_t i = 0; i < files.size(); ++i) {
-    opened[i] = fsys.open(root / files[i], options.io);
-    total += opened[i]->size();
-  }
-  // Largest first: the last file to start is a small one, so the workers finish together.
-  std::vector<size_t> order(files.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return opened[a]->size() > opened[b]->size(); });
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   const unsigned jobs = std::max<unsigned>(1, std::min<size_t>(options.jobs ? options.jobs : hw, files.size()));
-  std::atomic<size_t> next{0};
-  std::atomic<uint64_t> done{0};
   std::mutex progress_mutex, error_mutex;
   std::exception_ptr error;
-  auto worker = [&] {
-    for (size_t k; (k = next.fetch_add(1)) < order.size();) {
-      const size_t i = order[k];
-      try {
-        std::string actual = sha256_file(*opened[i], options.chunk_bytes, [&](uint64_t n) {
-          const uint64_t now = done += n;
-          if (options.progress) {
-            std::lock_guard<std::mutex> lock(progress_mutex);
-            options.progress(now, total);
-          }
-        });
-        out[i] = compare_digest(opened[i]->path(), std::move(actual), opened[i]->size(), expected.at(i));
-        opened[i].reset();
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
-        next = order.size();
+  // Runs body(i) for every file on `jobs` threads; the first error stops the rest.
+  auto parallel = [&](const std::vector<size_t>& order, const std::function<void(size_t)>& body) {
+    std::atomic<size_t> next{0};
+    auto worker = [&] {
+      for (size_t k; (k = next.fetch_add(1)) < order.size();) {
+        try {
+          body(order[k]);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(error_mutex);
+          if (!error) error = std::current_exception();
+          next = order.size();
+        }
       }
+    };
+    {
+      std::vector<std::jthread> pool;
+      for (unsigned t = 1; t < jobs; ++t) pool.emplace_back(worker);
+      worker();
     }
+    if (error) std::rethrow_exception(error);
   };
-  {
-    std::vector<std::jthread> pool;
-    for (unsigned t = 1; t < jobs; ++t) pool.emplace_back(worker);
-    worker();
-  }
-  if (error) std::rethrow_exception(error);
+  std::vector<size_t> order(files.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  // Opened in parallel: a remote object's open is a round trip (review F7).
+  parallel(order, [&](size_t i) { opened[i] = fsys.open(root / files[i], options.io); });
+  uint64_t total = 0;
+  for (const auto& f : opened) total += f->size();
+  // Largest first: the last file to start is a small one, so the workers finish together.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return opened[a]->size() > opened[b]->size(); });
+  std::atomic<uint64_t> done{0};
+  parallel(order, [&](size_t i) {
+    std::string actual = sha256_file(*opened[i], options.chunk_bytes, [&](uint64_t n) {
+      const uint64_t now = done += n;
+      if (options.progress) {
+        std::lock_guard<std::mutex> lock(progress_mutex);
+        options.progress(now, total);
+      }
+    });
+    // The storage's own digest (the hub's LFS SHA-256, S3's checksum) when no other source knows one.
+    std::optional<ExpectedDigest> want = expected.at(i);
+    if (!want) {
+      if (auto d = opened[i]->published_sha256()) want = ExpectedDigest{d->sha256, d->source};
+    }
+    out[i] = compare_digest(opened[i]->path(), std::move(actual), opened[i]->size(), want);
+    opened[i].reset();
+  });
   return out;
 }
 

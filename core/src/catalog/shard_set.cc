@@ -380,8 +380,11 @@ ShardSet choose_torch_files(ShardSet set, const DirectoryListing& l, const FileS
 }
 }  // namespace
 
-ShardSet discover_shards(const fs::path& path, const ShardSetOptions& options) {
+ShardSet discover_shards(const fs::path& given, const ShardSetOptions& options) {
   const FileSystem& fsys = options.fs ? *options.fs : FileSystem::standard();
+  // A URL's credentials and query stay in the file system: the root, every shard's path and so
+  // every message and saved catalog hold the path without them (review F4).
+  const fs::path path = fsys.location(given);
   const PathStatus status = fsys.status(path);
   if (status.kind == PathStatus::Kind::kNone)
     throw Error(ErrorCode::kNotFound, display_path(path) + ": no such file or directory");

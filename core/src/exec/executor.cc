@@ -7,6 +7,7 @@
 
 #include "copy_kernels.h"
 #include "plan_runner.h"
+#include "shard_hasher.h"
 #include "wmap/format/safetensors_writer.h"
 #include "wmap/util/xxh3.h"
 #include "wmap/util/env.h"
@@ -27,6 +28,24 @@ unsigned hardware_threads() { return std::max(1u, std::thread::hardware_concurre
 
 }  // namespace
 
+std::string_view verify_mode_name(ExecOptions::Verify mode) {
+  switch (mode) {
+    case ExecOptions::Verify::kOff: return "off";
+    case ExecOptions::Verify::kBestEffort: return "best-effort";
+    case ExecOptions::Verify::kRead: return "read";
+    case ExecOptions::Verify::kFull: return "full";
+  }
+  return "off";
+}
+
+std::optional<ExecOptions::Verify> parse_verify_mode(std::string_view name) {
+  for (auto m : {ExecOptions::Verify::kOff, ExecOptions::Verify::kBestEffort, ExecOptions::Verify::kRead,
+                 ExecOptions::Verify::kFull}) {
+    if (name == verify_mode_name(m)) return m;
+  }
+  return std::nullopt;
+}
+
 unsigned default_read_workers() { return std::min(4u, hardware_threads()); }
 unsigned default_load_workers() { return std::min(4u, hardware_threads()); }
 unsigned default_staged_read_workers() {
@@ -44,6 +63,13 @@ IoMode choose_io_mode(const LoadPlan&, std::string* reason) {
   // shard truncated under a load into an error instead of a signal. So auto is pread, said so.
   if (reason) *reason = "auto: pread (measured faster than mmap on every load in docs/performance.md)";
   return IoMode::kPread;
+}
+
+void require_verification(const LoadPlan& plan, const ExecOptions& options) {
+  const exec_detail::ShardHasher hasher(plan, options, [](uint32_t) -> const RandomAccessFile& {
+    throw Error(ErrorCode::kInternal, "require_verification reads no file");
+  });
+  exec_detail::require_met(hasher.unmet(), options.verify);
 }
 
 LoadedModel execute_plan(const LoadPlan& plan, Device& device, const ExecOptions& options) {

@@ -41,6 +41,48 @@ PlanRunner::PlanRunner(const LoadPlan& plan, Device& device, const ExecOptions& 
   configure();
 }
 
+void require_met(const std::vector<std::string>& unmet, ExecOptions::Verify mode) {
+  if (unmet.empty()) return;
+  std::string msg = "verify=" + std::string(verify_mode_name(mode)) + " cannot be met for " +
+                    std::to_string(unmet.size()) + " shard(s), so nothing was read:";
+  for (const auto& u : unmet) msg += "\n  " + u;
+  msg += "\n  (give the digests with a manifest, or verify=best-effort to load and report them unverified)";
+  throw Error(ErrorCode::kValidation, msg);
+}
+
+// Every shard the schedule reads, opened (and checked against the plan's identities) before any
+// byte is read or written: a shard changed since planning fails the load with nothing written.
+// In parallel, since a remote object's open may be a round trip.
+void PlanRunner::open_shards() {
+  std::vector<uint32_t> shards;
+  std::vector<uint8_t> used(catalog_.shards().size(), 0);
+  for (const ReadUnit& u : units_) {
+    if (u.kind != ReadUnit::Kind::kZero && !used[u.shard]) used[u.shard] = 1, shards.push_back(u.shard);
+  }
+  std::atomic<size_t> next{0};
+  std::exception_ptr error;
+  std::mutex mu;
+  auto worker = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < shards.size();) {
+      try {
+        file_for(shards[k]);
+      } catch (...) {
+        std::lock_guard lock(mu);
+        if (!error) error = std::current_exception();
+        next = shards.size();
+      }
+    }
+  };
+  {
+    std::vector<std::jthread> pool;
+    const size_t n =
+        std::min<size_t>(shards.size(), std::max(1u, fs_.concurrency(catalog_.root()) ? read_workers_ : 1u));
+    for (size_t t = 1; t < n; ++t) pool.emplace_back(worker);
+    worker();
+  }
+  if (error) std::rethrow_exception(error);
+}
+
 // I/O path, pool sizes, prefetch, and each parameter's count of work items.
 void PlanRunner::configure() {
   stats_.io_requested = std::string(io_mode_name(options_.io));
@@ -118,6 +160,10 @@ void PlanRunner::reserve_memory() {
 
 // The only place threads exist: both pools start here and are joined here.
 LoadedModel PlanRunner::run() {
+  // A verification that was asked for is met or the load does not start (review F3).
+  require_met(hasher_.unmet(), options_.verify);
+  stats_.verified = std::string(verify_mode_name(options_.verify));
+  open_shards();
   reserve_memory();
   // Fused sources that must carry identical companions (NVFP4 global scales): a few bytes each,
   // compared before any parameter is written so a mismatch fails the load with nothing loaded.
@@ -141,7 +187,19 @@ LoadedModel PlanRunner::run() {
     for (auto& t : loaders) t.join();
   }
   device_.synchronize();
-  if (error_) std::rethrow_exception(error_);
+  if (error_) {
+    // Into the caller's buffers (refit), every failure names what it already wrote (review F9.6).
+    if (!options_.name_written_on_failure) std::rethrow_exception(error_);
+    try {
+      std::rethrow_exception(error_);
+    } catch (const Error& e) {
+      throw_with_written(e.code(), e.what());
+    } catch (const std::bad_alloc&) {
+      throw_with_written(ErrorCode::kOutOfMemory, "out of memory");
+    } catch (const std::exception& e) {
+      throw_with_written(ErrorCode::kInternal, e.what());
+    }
+  }
   check_digests();
   reservation_.reset();  // what was set aside and not carved goes back with the last buffer
   // (the zero-size parameters below take no memory)
@@ -160,6 +218,8 @@ void PlanRunner::read_worker() {
   Scratch scratch;
   for (size_t pos; !failed_ && (pos = next_.fetch_add(1)) < units_.size();) {
     try {
+      if (options_.cancel && options_.cancel->load(std::memory_order_relaxed))
+        throw Error(ErrorCode::kCancelled, "the load was cancelled");
       read_unit(pos, scratch);
     } catch (...) {
       fail();
@@ -314,18 +374,25 @@ void PlanRunner::check_digests() {
           (bad.empty() ? "" : "; ") + std::string("SHA-256 mismatch: ") + c.line().substr(c.status_name().size() + 2);
   }
   if (bad.empty()) return;
-  if (options_.name_written_on_failure) {
-    std::string names;
-    size_t n = 0;
-    for (size_t i = 0; i < params_.size(); ++i) {
-      if (!state_[i].buffer) continue;
-      names += (n++ ? ", " : "") + params_[i].name;
-    }
-    bad += "; destinations already written (" + std::to_string(n) + "): " + names;
-  } else {
-    bad += "; no parameter was handed over";
+  if (options_.name_written_on_failure) throw_with_written(ErrorCode::kValidation, bad);
+  throw Error(ErrorCode::kValidation, bad + "; no parameter was handed over");
+}
+
+void PlanRunner::throw_with_written(ErrorCode code, const std::string& what) const {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (state_[i].buffer) names.push_back(params_[i].name);
   }
-  throw Error(ErrorCode::kValidation, bad);
+  std::string msg = what;
+  if (names.empty()) {
+    msg += "; no destination was written";
+  } else {
+    constexpr size_t kNamed = 100;
+    msg += "; destinations already written (" + std::to_string(names.size()) + "), which now hold a mixture: ";
+    for (size_t i = 0; i < names.size() && i < kNamed; ++i) msg += (i ? ", " : "") + names[i];
+    if (names.size() > kNamed) msg += ", ... (" + std::to_string(names.size() - kNamed) + " more)";
+  }
+  throw PartialWriteError(code, msg, std::move(names));
 }
 
 void PlanRunner::copy_unit(Job& job, Scratch& scratch) {
@@ -493,12 +560,24 @@ const RandomAccessFile& PlanRunner::verify_file(uint32_t shard) {
   if (verify_files_.empty()) return file_for(shard);
   std::lock_guard<std::mutex> lock(verify_files_mutex_);
   auto& f = verify_files_[shard];
-  if (!f) f = options_.verify_fs->open(catalog_.shard_path(shard), IoMode::kPread);
+  if (!f) {
+    auto opened = options_.verify_fs->open(catalog_.shard_path(shard), IoMode::kPread);
+    catalog_.require_unchanged(shard, opened->signature());
+    f = std::move(opened);
+  }
   return *f;
 }
 
 const RandomAccessFile& PlanRunner::file_for(uint32_t shard) {
-  std::call_once(opened_[shard], [&] { files_[shard] = fs_.open(catalog_.shard_path(shard), io_); });
+  // The plan's offsets are the catalogued headers': a shard rewritten since (a refit's next step,
+  // a publisher renaming files in) is refused, not read at stale offsets (review F1). The
+  // signature is the one taken when the file was opened (fstat of its descriptor; a remote
+  // object's size and ETag), so nothing can change between this check and the reads.
+  std::call_once(opened_[shard], [&] {
+    auto f = fs_.open(catalog_.shard_path(shard), io_);
+    catalog_.require_unchanged(shard, f->signature());
+    files_[shard] = std::move(f);
+  });
   return *files_[shard];
 }
 

@@ -25,6 +25,9 @@
 
 namespace wmap::exec_detail {
 
+// Throws kValidation listing `unmet` (ShardHasher::unmet) when it is not empty.
+void require_met(const std::vector<std::string>& unmet, ExecOptions::Verify mode);
+
 class PlanRunner {
  public:
   PlanRunner(const LoadPlan& plan, Device& device, const ExecOptions& options);
@@ -78,6 +81,9 @@ class PlanRunner {
   void finish(uint32_t param);  // transforms and publication once every byte is in
   void unit_consumed(size_t ui);
   void check_digests();  // after the last unit: every hashed shard against its expected digest
+  void open_shards();    // every shard read, opened and checked against the plan, before the reads
+  // A failed load into the caller's buffers: `what` and the destinations already written.
+  [[noreturn]] void throw_with_written(ErrorCode code, const std::string& what) const;
   void release(size_t ui) const;
   LoadedModel report();
   // Pool bodies.

@@ -137,6 +137,28 @@ void ShardHasher::wake_all() {
   }
 }
 
+std::vector<std::string> ShardHasher::unmet() const {
+  std::vector<std::string> out;
+  if (mode_ != ExecOptions::Verify::kRead && mode_ != ExecOptions::Verify::kFull) return out;
+  const Catalog& cat = plan_.catalog();
+  for (uint32_t i = 0; i < shards_.size(); ++i) {
+    const Shard& s = *shards_[i];
+    const bool hashed = s.sha.has_value() || mode_ == ExecOptions::Verify::kFull;
+    const uint64_t size = cat.shards()[i].signature.size;
+    if (s.read == 0 && mode_ != ExecOptions::Verify::kFull) continue;  // nothing of it is loaded here
+    if (!hashed) {
+      out.push_back(cat.shard_path(i).string() + ": not verified: this rank reads " + std::to_string(s.read) +
+                    " of its " + std::to_string(size) + " bytes" + (s.ordered ? "" : ", out of file order") +
+                    " (verify=full reads the rest to hash it whole)");
+    } else if (i >= expected_.size() || !expected_[i]) {
+      out.push_back(cat.shard_path(i).string() +
+                    ": no expected digest (no hf-cache blob, no local-dir metadata, not published by its storage, "
+                    "not in a manifest or a saved catalog's digests)");
+    }
+  }
+  return out;
+}
+
 std::vector<ShardCheck> ShardHasher::finish() {
   std::vector<ShardCheck> out;
   if (!enabled()) return out;

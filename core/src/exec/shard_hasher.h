@@ -51,6 +51,11 @@ class ShardHasher {
   void hash_unit(size_t unit, std::span<const Part> parts, bool mapped, const std::atomic<bool>& failed);
   void wake_all();  // the load failed: every waiting worker returns
 
+  // What a required verification (kRead, kFull) cannot meet, known before any byte is read: one
+  // line per shard this rank reads that will not be hashed (a partial read under kRead) or has no
+  // expected digest. Empty under kBestEffort, and when everything can be verified.
+  std::vector<std::string> unmet() const;
+
   // After the last unit: each hashed shard's tail, `--verify=full`'s separate reads, and the
   // comparison. One check per shard, in catalog order.
   std::vector<ShardCheck> finish();

@@ -396,6 +396,8 @@ FileSignature FileSystem::signature(const std::filesystem::path& path) const { r
 
 unsigned FileSystem::concurrency(const std::filesystem::path&) const { return 0; }
 
+std::optional<PublishedDigest> FileSystem::published_sha256(const std::filesystem::path&) const { return std::nullopt; }
+
 FileSignature stat_signature(const std::filesystem::path& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) throw_errno(path.string(), "stat", errno);
@@ -403,6 +405,18 @@ FileSignature stat_signature(const std::filesystem::path& path) {
 }
 
 FileSignature RandomAccessFile::signature() const { return stat_signature(path()); }
+
+std::string signature_change(const FileSignature& then, const FileSignature& now) {
+  std::string msg;
+  auto add = [&](const char* what, const std::string& a, const std::string& b) {
+    if (a != b) msg += (msg.empty() ? "" : "; ") + std::string(what) + " " + a + " -> " + b;
+  };
+  add("size", std::to_string(then.size), std::to_string(now.size));
+  add("mtime_ns", std::to_string(then.mtime_ns), std::to_string(now.mtime_ns));
+  add("inode", std::to_string(then.inode), std::to_string(now.inode));
+  add("ETag", then.etag.empty() ? "none" : then.etag, now.etag.empty() ? "none" : now.etag);
+  return msg;
+}
 
 const void* guard_sigbus(void (*fn)(void*), void* ctx) {
   install_sigbus_handler();

@@ -5,10 +5,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <climits>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -84,6 +87,7 @@ struct Request {
   HttpGet* get = nullptr;
   uint64_t done = 0;  // bytes from `begin` that already landed (kept across a resumed retry)
   unsigned attempts = 0;
+  std::string final_etag;  // the last response's ETag of the first attempt (a CDN's): resumes must match it
   Clock::time_point not_before{};
   std::string last_failure;
 };
@@ -94,12 +98,17 @@ struct Attempt {
   CURL* h = nullptr;
   curl_slist* headers = nullptr;
   long status = 0;
-  std::string reason, etag, content_range, retry_after, content_length;
+  // The current response's headers (reset by each response of a redirect chain).
+  std::string reason, etag, content_range, retry_after, content_length, last_modified;
+  // The chain's: the first response that carried each (the hub's own, before its redirect).
+  std::string first_etag, linked_etag, linked_size, repo_commit, checksum_sha256;
+  bool seen_response = false;
   uint64_t start = 0, expect_end = 0, received = 0;
   size_t cursor = 0;
   bool checked = false;
   std::string error_body;
-  std::string fatal;  // set by a callback: this request fails for good
+  std::string fatal;                 // set by a callback: this request fails for good
+  std::shared_ptr<const Auth> auth;  // the credentials this attempt was sent with
   char errbuf[CURL_ERROR_SIZE] = {};
 };
 
@@ -137,10 +146,13 @@ size_t on_body(char* p, size_t size, size_t n, void* ud) {
 void parse_header(Attempt* a, std::string_view line) {
   if (line.substr(0, 5) == "HTTP/") {
     // A new response (the first, or the one after a redirect): forget the previous one's headers.
+    if (a->seen_response && a->first_etag.empty()) a->first_etag = a->etag;
+    a->seen_response = true;
     a->etag.clear();
     a->content_range.clear();
     a->retry_after.clear();
     a->content_length.clear();
+    a->last_modified.clear();
     const auto sp = line.find(' ');
     a->status =
         sp == std::string_view::npos ? 0 : std::strtol(std::string(line.substr(sp + 1, 3)).c_str(), nullptr, 10);
@@ -153,19 +165,133 @@ void parse_header(Attempt* a, std::string_view line) {
     a->retry_after = header_value(line, 11);
   } else if (iequals_prefix(line, "content-length")) {
     a->content_length = header_value(line, 14);
+  } else if (iequals_prefix(line, "last-modified")) {
+    a->last_modified = header_value(line, 13);
+  } else if (iequals_prefix(line, "x-linked-etag")) {
+    if (a->linked_etag.empty()) a->linked_etag = header_value(line, 13);
+  } else if (iequals_prefix(line, "x-linked-size")) {
+    if (a->linked_size.empty()) a->linked_size = header_value(line, 13);
+  } else if (iequals_prefix(line, "x-repo-commit")) {
+    if (a->repo_commit.empty()) a->repo_commit = header_value(line, 13);
+  } else if (iequals_prefix(line, "x-amz-checksum-sha256")) {
+    a->checksum_sha256 = header_value(line, 21);
   }
 }
+
+// A decimal number, all of `s` (no sign, no space): Content-Range's and the hub's sizes.
+std::optional<uint64_t> decimal(std::string_view s) {
+  uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+// "bytes LO-HI/TOTAL", strictly (review: sscanf took signs, spaces and overflowed silently).
+bool parse_content_range(std::string_view cr, uint64_t& lo, uint64_t& hi, uint64_t& total) {
+  if (cr.substr(0, 6) != "bytes ") return false;
+  cr.remove_prefix(6);
+  const auto dash = cr.find('-'), slash = cr.find('/');
+  if (dash == std::string_view::npos || slash == std::string_view::npos || slash < dash) return false;
+  const auto a = decimal(cr.substr(0, dash)), b = decimal(cr.substr(dash + 1, slash - dash - 1)),
+             t = decimal(cr.substr(slash + 1));
+  if (!a || !b || !t || *a > *b || *b >= *t) return false;
+  lo = *a, hi = *b, total = *t;
+  return true;
+}
+
+// The hub's identity for one of its files: the LFS SHA-256 (X-Linked-Etag) of its own response
+// before the redirect to the CDN, else the hub's own ETag (a git blob); never the CDN's (review
+// F8). Elsewhere the response's ETag, else its Last-Modified: a server with neither cannot tell
+// versions apart (only the size is compared).
+std::string identity_of(const Attempt& a, const Location& where) {
+  if (where.scheme == Location::Scheme::kHf) {
+    if (!a.linked_etag.empty()) return a.linked_etag;
+    return a.first_etag.empty() ? a.etag : a.first_etag;
+  }
+  if (!a.etag.empty()) return a.etag;
+  return a.last_modified.empty() ? std::string() : "last-modified " + a.last_modified;
+}
+
+bool looks_like_sha256_hex(std::string_view s) {
+  if (s.size() != 64) return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+// S3's x-amz-checksum-sha256 (base64 of the 32-byte digest; a multipart object's "…-N" is a
+// digest of part digests, not of the object) as hex; empty when it is not a whole-object digest.
+std::string base64_sha256_hex(std::string_view b64) {
+  static constexpr std::string_view kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  if (b64.size() != 44 || b64.back() != '=') return {};
+  std::string bytes;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : b64.substr(0, 43)) {
+    const auto v = kAlphabet.find(c);
+    if (v == std::string_view::npos) return {};
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      bytes += static_cast<char>((acc >> bits) & 0xFF);
+    }
+  }
+  if (bytes.size() != 32) return {};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : bytes) {
+    hex += kHex[c >> 4];
+    hex += kHex[c & 15];
+  }
+  return hex;
+}
+
+// Files the hub keeps only in its Xet storage (over 50 GB): its resolve endpoint does not serve
+// them as plain byte ranges.
+constexpr uint64_t kHubLfsLimit = uint64_t{50} * 1000 * 1000 * 1000;
 
 // First body byte of a success: the response must be the bytes asked for, of the version asked for.
 bool check_response(Attempt& a) {
   HttpGet& g = *a.req->get;
   const std::string& name = g.where->path;
-  g.etag = a.etag;
-  if (!g.if_match.empty() && !a.etag.empty() && a.etag != g.if_match) {
-    a.fatal = name + ": changed since it was catalogued (ETag " + g.if_match + " then, " + a.etag +
-              " now; the server did not honour If-Match)";
+  const std::string identity = identity_of(a, *g.where);
+  g.etag = identity;
+  g.repo_commit = a.repo_commit;
+  if (g.where->scheme == Location::Scheme::kHf) {
+    std::string linked = a.linked_etag;
+    if (linked.size() >= 2 && linked.front() == '"' && linked.back() == '"')
+      linked = linked.substr(1, linked.size() - 2);
+    if (looks_like_sha256_hex(linked)) {
+      g.sha256 = linked;
+      g.sha256_source = "the hub's X-Linked-Etag (LFS SHA-256)";
+    }
+    if (const auto size = decimal(a.linked_size); size && *size > kHubLfsLimit) {
+      a.fatal = name + ": " + std::to_string(*size) +
+                " bytes: the hub keeps files over 50 GB in its Xet storage only, which wmap does not read; "
+                "download it (hf download) and load the folder";
+      return false;
+    }
+  } else if (!a.checksum_sha256.empty()) {
+    if (std::string hex = base64_sha256_hex(a.checksum_sha256); !hex.empty()) {
+      g.sha256 = std::move(hex);
+      g.sha256_source = "S3's x-amz-checksum-sha256";
+    }
+  }
+  if (!g.if_match.empty() && !identity.empty() && identity != g.if_match) {
+    const bool sent = g.if_match.front() == '"' && g.where->scheme != Location::Scheme::kHf;
+    a.fatal = name + ": changed since it was planned (" +
+              (g.where->scheme == Location::Scheme::kHf ? "the hub's ETag " : "ETag ") + g.if_match + " then, " +
+              identity + " now" + (sent ? "; the server did not honour If-Match" : "") + "): plan again";
     return false;
   }
+  if (!a.req->final_etag.empty() && !a.etag.empty() && a.etag != a.req->final_etag) {
+    a.fatal =
+        name + ": the server's copy changed during the transfer (ETag " + a.req->final_etag + ", then " + a.etag + ")";
+    return false;
+  }
+  if (a.req->final_etag.empty()) a.req->final_etag = a.etag;
   if (!g.ranged) return true;
   if (a.status == 206 && g.clamp_end && a.content_range == "bytes */0") {
     g.object_size = 0;  // an empty object (answered 416 to a probe, handled in judge)
@@ -173,16 +299,16 @@ bool check_response(Attempt& a) {
     return true;
   }
   if (a.status == 206) {
-    unsigned long long lo = 0, hi = 0, total = 0;
-    if (std::sscanf(a.content_range.c_str(), "bytes %llu-%llu/%llu", &lo, &hi, &total) != 3) {
+    uint64_t lo = 0, hi = 0, total = 0;
+    if (!parse_content_range(a.content_range, lo, hi, total)) {
       a.fatal = name + ": unreadable Content-Range '" + a.content_range + "' for " + range_text(g, a.start);
       return false;
     }
     g.object_size = total;
     if (g.expected_size && total != g.expected_size) {
-      // Without an ETag (or from a server that ignores If-Match), the size still tells versions apart.
-      a.fatal = name + ": changed since it was catalogued (" + std::to_string(g.expected_size) + " bytes then, " +
-                std::to_string(total) + " now)";
+      // Without an identity (or from a server that ignores If-Match), the size still tells versions apart.
+      a.fatal = name + ": changed since it was planned (" + std::to_string(g.expected_size) + " bytes then, " +
+                std::to_string(total) + " now; plan again)";
       return false;
     }
     if (lo != a.start) {
@@ -200,14 +326,15 @@ bool check_response(Attempt& a) {
     return true;
   }
   // 200 to a ranged request: the server ignored Range. Usable only when it is the whole object.
-  const uint64_t total = std::strtoull(a.content_length.c_str(), nullptr, 10);
+  const auto length = decimal(a.content_length);
+  const uint64_t total = length.value_or(0);
   g.object_size = total;
-  if (g.expected_size && total != g.expected_size) {
-    a.fatal = name + ": changed since it was catalogued (" + std::to_string(g.expected_size) + " bytes then, " +
-              std::to_string(total) + " now)";
+  if (g.expected_size && length && total != g.expected_size) {
+    a.fatal = name + ": changed since it was planned (" + std::to_string(g.expected_size) + " bytes then, " +
+              std::to_string(total) + " now; plan again)";
     return false;
   }
-  if (a.start == 0 && !a.content_length.empty() && (total == g.end || (g.clamp_end && total <= g.end))) {
+  if (a.start == 0 && length && (total == g.end || (g.clamp_end && total <= g.end))) {
     a.expect_end = total;
     return true;
   }
@@ -277,15 +404,20 @@ void setup(Attempt& a, const RemoteOptions& o) {
   HttpGet& g = *a.req->get;
   CURL* h = a.h;
   curl_easy_reset(h);
-  const std::string& url = g.url.empty() ? g.where->url : g.url;
-  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  const SecretUrl& url = g.url.empty() ? g.where->url : g.url;
+  curl_easy_setopt(h, CURLOPT_URL, url.for_curl());
+  // An https origin (or the hub over https) is never downgraded by a redirect (review F6).
+  const char* protocols = g.where->https_only ? "https" : "http,https";
+  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, protocols);
+  curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, protocols);
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);  // the hub answers with a redirect to its CDN
   curl_easy_setopt(h, CURLOPT_MAXREDIRS, 8L);
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);  // a stall (no byte for stall_seconds) is retried
+  // The throughput floor: a transfer averaging less than this over stall_seconds (a stall, or a
+  // server trickling a byte a second, review F5) is abandoned and retried.
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT,
+                   static_cast<long>(std::clamp<uint64_t>(o.min_bytes_per_second, 1, LONG_MAX)));
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, std::max(1L, static_cast<long>(o.stall_seconds + 0.5)));
   curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024);  // measured: 64 KiB, 2 MiB and 10 MiB are slower over loopback
   curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
@@ -301,18 +433,21 @@ void setup(Attempt& a, const RemoteOptions& o) {
     a.headers = curl_slist_append(
         a.headers, ("Range: bytes=" + std::to_string(a.start) + "-" + std::to_string(g.end - 1)).c_str());
   }
-  // If-Match compares strongly (RFC 9110): a weak ETag is compared here instead, never sent. Nor
-  // to the hub: its ETag is the CDN's (the last response after a redirect), which the hub's own
-  // host, asked first, need not share; the response's ETag and size are compared here.
-  if (!g.if_match.empty() && g.if_match.rfind("W/", 0) != 0 && g.where->scheme != Location::Scheme::kHf)
+  // If-Match compares strongly (RFC 9110): only a strong ETag is sent; a weak one, a
+  // Last-Modified identity and the hub's (its own ETag, which the CDN answering after its
+  // redirect does not share) are compared here instead.
+  if (!g.if_match.empty() && g.if_match.front() == '"' && g.where->scheme != Location::Scheme::kHf)
     a.headers = curl_slist_append(a.headers, ("If-Match: " + g.if_match).c_str());
+  if (g.head) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
   if (g.where->scheme == Location::Scheme::kS3) {
     // S3 redirects nowhere worth following (a custom header such as the session token would
     // follow to another host), and a key is a name, not a path to normalise ("a/../b").
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
+    if (g.checksum_mode) a.headers = curl_slist_append(a.headers, "x-amz-checksum-mode: ENABLED");
   }
-  if (const Auth* auth = g.where->auth) {
+  a.auth = g.auth ? g.auth : (g.where->auth ? g.where->auth->current() : nullptr);
+  if (const Auth* auth = a.auth.get()) {
     if (auth->kind == Auth::Kind::kSigV4) {
       // libcurl signs (CURLOPT_AWS_SIGV4); the payload of a GET is empty.
       curl_easy_setopt(h, CURLOPT_AWS_SIGV4, ("aws:amz:" + auth->region + ":s3").c_str());
@@ -405,13 +540,13 @@ Verdict judge(Attempt& a, CURLcode rc) {
     return {Outcome::kDone, {}};
   }
   if (s == 401 || s == 403) {
-    const Auth* auth = g.where->auth;
-    return {Outcome::kFail, full + "; credentials: " + (auth ? auth->source : std::string("none"))};
+    return {Outcome::kFail, full + "; credentials: " + (a.auth ? a.auth->source : std::string("none"))};
   }
-  if (s == 412) return {Outcome::kFail, "changed since it was catalogued: " + full + " with If-Match: " + g.if_match};
+  if (s == 412)
+    return {Outcome::kFail, "changed since it was planned (plan again): " + full + " with If-Match: " + g.if_match};
   if (s == 416 && g.clamp_end && a.content_range == "bytes */0") {
     g.object_size = 0;  // a probe of an empty object
-    g.etag = a.etag;
+    g.etag = identity_of(a, *g.where);
     return {Outcome::kDone, {}};
   }
   if (s == 416) return {Outcome::kFail, full + ": the object is shorter than the catalog says (changed?)"};
@@ -434,8 +569,17 @@ RemoteCounters counters() {
           g_bytes.load(std::memory_order_relaxed)};
 }
 
-void run_gets(std::span<HttpGet> gets, const RemoteOptions& o) {
+namespace {
+[[noreturn]] void throw_cancelled(const HttpGet& g) {
+  throw Error(ErrorCode::kCancelled, g.where->path + ": cancelled");
+}
+}  // namespace
+
+void run_gets(std::span<HttpGet> gets, const TransferContext& ctx) {
   if (gets.empty()) return;
+  const RemoteOptions& o = *ctx.options;
+  auto cancelled = [&] { return ctx.cancelled && ctx.cancelled->load(std::memory_order_relaxed); };
+  if (cancelled()) throw_cancelled(gets[0]);
   ThreadCurl& tc = thread_curl();
   std::vector<Request> reqs(gets.size());
   std::deque<Request*> pending;
@@ -451,6 +595,11 @@ void run_gets(std::span<HttpGet> gets, const RemoteOptions& o) {
   };
   try {
     while (!pending.empty() || !active.empty()) {
+      // Checked every turn: a turn waits at most 100 ms (the poll below, the backoff sleep).
+      if (cancelled()) {
+        abandon_all();
+        throw_cancelled(gets[0]);
+      }
       const auto now = Clock::now();
       auto next_ready = Clock::time_point::max();
       for (auto it = pending.begin(); it != pending.end() && active.size() < limit;) {
@@ -485,7 +634,8 @@ void run_gets(std::span<HttpGet> gets, const RemoteOptions& o) {
         active.push_back(std::move(a));
       }
       if (active.empty()) {
-        std::this_thread::sleep_until(next_ready);
+        // Backing off: in steps of at most 100 ms, so a cancel is seen (a Retry-After may be 60 s).
+        std::this_thread::sleep_until(std::min(next_ready, Clock::now() + std::chrono::milliseconds(100)));
         continue;
       }
       int running = 0;
@@ -514,8 +664,8 @@ void run_gets(std::span<HttpGet> gets, const RemoteOptions& o) {
           // Resume after the bytes that landed, when they were the right bytes of the right version.
           if (r.get->ranged && a.checked && a.fatal.empty() && (a.status == 206 || a.status == 200)) {
             r.done += a.received;
-            // A probe learns the ETag from its first response: the rest must be that version.
-            if (r.get->if_match.empty() && a.received) r.get->if_match = a.etag;
+            // A probe learns the identity from its first response: the rest must be that version.
+            if (r.get->if_match.empty() && a.received) r.get->if_match = r.get->etag;
           }
           r.last_failure = v.what;
           const double wait = backoff_seconds(a, r.attempts);
@@ -540,6 +690,57 @@ void run_gets(std::span<HttpGet> gets, const RemoteOptions& o) {
     abandon_all();
     throw;
   }
+}
+
+namespace {
+size_t on_call_body(char* p, size_t size, size_t n, void* ud) {
+  auto* out = static_cast<std::pair<std::string*, uint64_t>*>(ud);
+  if (out->first->size() + size * n > out->second) return 0;  // over the bound: the call fails
+  out->first->append(p, size * n);
+  return size * n;
+}
+}  // namespace
+
+HttpAnswer http_call(const HttpCall& call, const TransferContext& ctx) {
+  global_init();
+  HttpAnswer out;
+  if (ctx.cancelled && ctx.cancelled->load()) {
+    out.error = "cancelled";
+    return out;
+  }
+  CURL* h = curl_easy_init();
+  if (!h) throw Error(ErrorCode::kOutOfMemory, "libcurl: cannot create a handle");
+  curl_slist* headers = nullptr;
+  for (const auto& line : call.headers) headers = curl_slist_append(headers, line.c_str());
+  char errbuf[CURL_ERROR_SIZE] = {};
+  std::pair<std::string*, uint64_t> sink{&out.body, call.max_bytes};
+  curl_easy_setopt(h, CURLOPT_URL, call.url.c_str());
+  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, call.method.c_str());
+  if (call.method == "PUT" || call.method == "POST") {
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
+  }
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(call.timeout_seconds * 1000));
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(std::min(call.timeout_seconds, 10.0) * 1000));
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_call_body);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "wmap");
+  if (!ctx.options->ca_bundle.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, ctx.options->ca_bundle.c_str());
+  g_requests.fetch_add(1, std::memory_order_relaxed);
+  const CURLcode rc = curl_easy_perform(h);
+  if (rc == CURLE_OK) {
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out.status);
+  } else {
+    out.error = errbuf[0] ? std::string(errbuf) : curl_easy_strerror(rc);
+  }
+  curl_slist_free_all(headers);
+  curl_easy_cleanup(h);
+  return out;
 }
 
 }  // namespace wmap::remote

@@ -58,6 +58,11 @@ LoaderSession::LoaderSession(const LoaderOptions& options) : options_(options) {
     throw Error(ErrorCode::kInvalidArgument,
                 "nothing to load: give a checkpoint (a directory or .safetensors file) or a saved catalog (catalog)");
   }
+  if (!options_.fs)
+    remote_ = std::make_unique<RemoteFileSystem>(options_.remote.value_or(RemoteOptions::from_environment()));
+  // From here on the checkpoint is named without a URL's credentials or query (review F4).
+  if (options_.checkpoint) options_.checkpoint = file_system().location(*options_.checkpoint);
+  if (options_.config_file) options_.config_file = file_system().location(*options_.config_file);
   options_.layout.validate();
   const auto plugin_folders = plugin_search_path(options_.plugin_dir);
   plugins_ = PluginHost::load(plugin_folders);
@@ -68,7 +73,24 @@ LoaderSession::LoaderSession(const LoaderOptions& options) : options_(options) {
   mappings_ = MappingRegistry::load(mapping_search_path(options_.mappings_dir, mapping_defaults), file_system());
 }
 
+void LoaderSession::cancel() const {
+  cancelled_ = true;
+  if (remote_) remote_->cancel();
+}
+
+void LoaderSession::clear_cancel() const {
+  cancelled_ = false;
+  if (remote_) remote_->clear_cancel();
+}
+
+void LoaderSession::forget_remote_objects() const {
+  if (remote_) remote_->forget();
+}
+
 std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
+  // A new plan asks the servers again: nothing about a remote object outlives the plan and the
+  // load after it (review F2).
+  forget_remote_objects();
   auto out = std::make_unique<PreparedLoad>();
   auto t0 = std::chrono::steady_clock::now();
   if (options_.catalog_file) {
@@ -151,28 +173,64 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
   return out;
 }
 
+namespace {
+int verify_rank(ExecOptions::Verify v) {
+  switch (v) {
+    case ExecOptions::Verify::kOff: return 0;
+    case ExecOptions::Verify::kBestEffort: return 1;
+    case ExecOptions::Verify::kRead: return 2;
+    case ExecOptions::Verify::kFull: return 3;
+  }
+  return 0;
+}
+}  // namespace
+
+bool verification_met(const LoadStats& made, const ExecOptions& wanted) {
+  if (wanted.verify == ExecOptions::Verify::kOff) return true;
+  const auto mode = parse_verify_mode(made.verified);
+  if (!mode || verify_rank(*mode) < verify_rank(wanted.verify)) return false;
+  // The same expected digests: a check against another manifest is another check.
+  for (size_t i = 0; i < made.verification.size(); ++i) {
+    const std::string want = i < wanted.expected_sha256.size() && wanted.expected_sha256[i]
+                                 ? wanted.expected_sha256[i]->sha256
+                                 : std::string();
+    if (made.verification[i].expected != want) return false;
+  }
+  return true;
+}
+
 ExecOptions LoaderSession::session_exec(ExecOptions exec) const {
   if (!exec.transforms) {
     exec.transforms = [this](std::string_view name) { return plugins_.find_transform(name); };
   }
-  if (!exec.fs) exec.fs = options_.fs;
+  if (!exec.fs) exec.fs = &file_system();
+  if (!exec.cancel) exec.cancel = &cancelled_;
   return exec;
 }
 
 LoadedModel LoaderSession::load(const PreparedLoad& prepared, Device& device, ExecOptions exec, bool cached) const {
+  struct Forget {
+    const LoaderSession& s;
+    ~Forget() { s.forget_remote_objects(); }
+  } forget{*this};
   if (!cached) return execute_plan(*prepared.plan, device, session_exec(std::move(exec)));
   if (!device.spec().is_host()) {
     throw Error(ErrorCode::kInvalidArgument,
                 "the weight cache keeps host parameter sets: load onto host, or without the cache");
   }
   prepared.plan->require_runnable(exec.allow_partial);  // a hit must not bypass it
+  // The key is made of the plan's shard identities: a plan reused after its shards changed
+  // would find the old weights under it (review F2), so the identities are taken again now.
+  require_unchanged(prepared);
   const WeightCache::Limits limits = WeightCache::limits_from_env();
   WeightCache& cache = WeightCache::process();
   const std::string key = WeightCache::key_of(*prepared.plan);
   if (limits.max_entries > 0) {
-    if (auto hit = cache.lookup(key)) {
-      // Nothing is read on a hit: no shard is hashed (stats.verification stays empty); the
-      // parameters' digests are still what the caller asked for.
+    // A hit satisfies only the verification its entry was made with (review F3): as strong a
+    // mode, against the same expected digests. Otherwise the shards are read and verified now.
+    auto verified = [&](const LoadStats& s) { return verification_met(s, exec); };
+    if (auto hit = cache.lookup(key, verified)) {
+      // Nothing is read on a hit; the parameters' digests are still what the caller asked for.
       if (exec.digests) hit->digests = param_digests(*hit, device);
       return std::move(*hit);
     }
@@ -186,7 +244,70 @@ LoadedModel LoaderSession::load(const PreparedLoad& prepared, Device& device, Ex
 LoadIntoReport LoaderSession::load_into(const PreparedLoad& prepared, Device& device,
                                         const std::vector<Destination>& destinations, ExecOptions exec,
                                         const DestinationOptions& dest_options) const {
+  struct Forget {
+    const LoaderSession& s;
+    ~Forget() { s.forget_remote_objects(); }
+  } forget{*this};
   return execute_into(*prepared.plan, device, destinations, session_exec(std::move(exec)), dest_options);
+}
+
+void LoaderSession::require_unchanged(const PreparedLoad& prepared) const {
+  const Catalog& c = *prepared.catalog;
+  for (uint32_t s = 0; s < c.shards().size(); ++s) {
+    FileSignature now;
+    try {
+      now = file_system().signature(c.shard_path(s));
+    } catch (const Error& e) {
+      throw Error(ErrorCode::kValidation, c.shard_path(s).string() +
+                                              ": changed since it was planned (it cannot be read now: " + e.what() +
+                                              "): plan again");
+    }
+    c.require_unchanged(s, now);
+  }
+}
+
+namespace {
+// The first tensor whose record differs between two catalogs of one checkpoint, in words.
+std::string first_moved_tensor(const Catalog& then, const Catalog& now) {
+  const auto a = then.tensors(), b = now.tensors();
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const TensorRecord &x = a[i], &y = b[j];
+    if (x.name != y.name) {
+      return x.name < y.name ? "'" + x.name + "' is no longer in the checkpoint"
+                             : "'" + y.name + "' is new in the checkpoint";
+    }
+    const std::string fx = then.shards()[x.shard].file, fy = now.shards()[y.shard].file;
+    if (fx != fy) return "'" + x.name + "' moved from " + fx + " to " + fy;
+    if (x.offset != y.offset)
+      return "'" + x.name + "' in " + fx + ": data offset " + std::to_string(x.offset) + " -> " +
+             std::to_string(y.offset);
+    if (x.dtype != y.dtype || x.shape != y.shape)
+      return "'" + x.name + "': " + std::string(dtype_name(x.dtype)) + " " + shape_text(x.shape) + " -> " +
+             std::string(dtype_name(y.dtype)) + " " + shape_text(y.shape);
+    ++i, ++j;
+  }
+  if (i < a.size()) return "'" + a[i].name + "' is no longer in the checkpoint";
+  if (j < b.size()) return "'" + b[j].name + "' is new in the checkpoint";
+  return "the shards' sizes or header lengths changed";
+}
+}  // namespace
+
+std::unique_ptr<PreparedLoad> LoaderSession::refresh(const PreparedLoad& prepared) const {
+  if (options_.catalog_file) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "a plan made from a saved catalog (" + options_.catalog_file->string() +
+                    ") is pinned to it: save the catalog again (wmap inspect --save-catalog), or plan from the "
+                    "checkpoint");
+  }
+  auto fresh = prepare();
+  if (fresh->catalog->content_id() != prepared.catalog->content_id()) {
+    throw Error(ErrorCode::kValidation, prepared.catalog->root().string() +
+                                            ": the shards' headers changed since the plan was made (" +
+                                            first_moved_tensor(*prepared.catalog, *fresh->catalog) +
+                                            "): its offsets are not the files', plan again");
+  }
+  return fresh;
 }
 
 }  // namespace wmap

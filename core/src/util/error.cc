@@ -24,6 +24,7 @@ std::string_view error_code_name(ErrorCode code) {
     case ErrorCode::kUnsupported: return "Unsupported";
     case ErrorCode::kOutOfMemory: return "OutOfMemory";
     case ErrorCode::kInternal: return "Internal";
+    case ErrorCode::kCancelled: return "Cancelled";
   }
   return "Unknown";
 }
@@ -34,6 +35,7 @@ int exit_code_for(ErrorCode code) {
     case ErrorCode::kUnsupported:
     case ErrorCode::kOutOfMemory:
     case ErrorCode::kInternal: return 1;
+    case ErrorCode::kCancelled: return 130;
     default: return 2;
   }
 }

@@ -35,6 +35,9 @@ struct ShardRecord {
   // The file's SHA-256 (hex) when recorded (`inspect --save-catalog --digests`): an expected
   // digest for `verify` and `load --verify`. Like the signature, not part of the content id.
   std::string sha256;
+  // Where `sha256` came from when the storage published it (the hub's X-Linked-Etag, S3's
+  // x-amz-checksum-sha256, recorded when the shard was catalogued); empty for a recorded digest.
+  std::string sha256_source;
 };
 
 struct CatalogBuildOptions {
@@ -86,6 +89,11 @@ class Catalog {
   // Index of a record inside tensors(), for consumption bookkeeping.
   size_t index_of(const TensorRecord& record) const { return static_cast<size_t>(&record - tensors_.data()); }
 
+  // Refuses (kValidation, "changed since it was planned: plan again", naming the shard and what
+  // differs) a shard whose current signature is not the catalogued one: every reader that opens
+  // a shard to read at catalogued offsets checks the file it opened (RandomAccessFile::signature).
+  // A catalog saved without signatures has nothing to compare and passes.
+  void require_unchanged(uint32_t shard, const FileSignature& now) const;
   // Shards whose size, mtime or inode differ from the catalogued signature, one message each.
   std::vector<std::string> changed_shards(const std::filesystem::path& root,
                                           const FileSystem& fs = FileSystem::standard()) const;

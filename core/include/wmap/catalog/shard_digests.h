@@ -15,7 +15,9 @@
 //      the digest is still used and the report says the file was modified after the download.
 //   3. A manifest in `sha256sum` format (`<64 hex>  <name>` or `<64 hex> *<name>`), names
 //      relative to the checkpoint folder or bare file names.
-//   4. A saved catalog's recorded digests (`inspect --save-catalog --digests`).
+//   4. A saved catalog's recorded digests (`inspect --save-catalog --digests`), and the digests
+//      the storage published when the catalog was built (the hub's LFS SHA-256).
+//   5. The storage's own, asked for now (FileSystem::published_sha256: S3's checksum).
 
 #include <cstdint>
 #include <filesystem>
@@ -50,9 +52,11 @@ std::vector<std::optional<ExpectedDigest>> expected_digests(const std::filesyste
 
 // The same for a catalog's shards (catalog order); the catalog's own recorded digests (a saved
 // catalog, `catalog_file` names it) are the last source.
+// `fs`, when given, is asked for what the other sources do not know (5.).
 std::vector<std::optional<ExpectedDigest>> expected_digests(const Catalog& catalog,
                                                             const std::filesystem::path& manifest = {},
-                                                            const std::filesystem::path& catalog_file = {});
+                                                            const std::filesystem::path& catalog_file = {},
+                                                            const FileSystem* fs = nullptr);
 
 // What one shard's check found.
 struct ShardCheck {

@@ -4,6 +4,7 @@
 // memory, and releases each source range after its last reader (the schedule's release points).
 // One call is one load; it is thread-safe with respect to other loads.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "wmap/io/file_io.h"
 #include "wmap/plan/load_plan.h"
 #include "wmap/spec/transform_fn.h"
+#include "wmap/util/error.h"
 #include "wmap/util/export.h"
 
 WMAP_PUBLIC_BEGIN
@@ -55,6 +57,9 @@ struct LoadStats {
   // (headers, skipped tensors; whole shards under kFull when the plan's reads cannot feed a hash).
   std::vector<ShardCheck> verification;
   uint64_t verify_extra_bytes = 0;
+  // What the load verified: verify_mode_name of ExecOptions::verify ("off" when nothing was).
+  // A weight-cache hit replays the checks its entry was made with (`verification`) and their mode.
+  std::string verified = "off";
 };
 
 struct ExecOptions {
@@ -73,12 +78,15 @@ struct ExecOptions {
   // memory available (cgroup-aware); the window ahead is bounded by prefetch_window_bytes.
   enum class Prefetch { kAuto, kOff, kOn } prefetch = Prefetch::kAuto;
   uint64_t prefetch_window_bytes = uint64_t{256} << 20;
-  // SHA-256 of every shard from the bytes the load reads (core/src/exec/shard_hasher.h): kRead
-  // hashes the shards this rank reads (nearly) whole and reports the others as partial; kFull
-  // also reads what the plan does not, to hash every shard. A digest that differs from
-  // `expected_sha256` (per catalog shard; see wmap/catalog/shard_digests.h) fails the load, naming
-  // the shard, both digests and their source, before any parameter is handed over.
-  enum class Verify { kOff, kRead, kFull } verify = Verify::kOff;
+  // SHA-256 of every shard from the bytes the load reads (core/src/exec/shard_hasher.h). kRead
+  // hashes the shards this rank reads (nearly) whole; kFull also reads what the plan does not,
+  // to hash every shard. Both are requirements (review F3): a shard this rank reads that cannot
+  // be hashed (a partial read under kRead) or has no expected digest fails the load before any
+  // byte is read, naming it. kBestEffort hashes as kRead and reports those shards instead
+  // ("not verified", "no digest"). A digest that differs from `expected_sha256` (per catalog
+  // shard; see wmap/catalog/shard_digests.h) fails every mode, naming the shard, both digests and
+  // their source, before any parameter is handed over.
+  enum class Verify { kOff, kBestEffort, kRead, kFull } verify = Verify::kOff;
   std::vector<std::optional<ExpectedDigest>> expected_sha256;
   // Where the hash reads what the plan does not (headers, skipped bytes, `kFull`'s rest): the
   // storage. Default `fs`; a multi-rank policy that serves the plan's bytes from elsewhere (the
@@ -88,7 +96,14 @@ struct ExecOptions {
   bool digests = false;
   // On a failure, name the destinations already written (execute_into: the caller's buffers).
   bool name_written_on_failure = false;
+  // Set (by another thread): the workers stop at their next unit and the load throws
+  // kCancelled. LoaderSession points it at its own flag (LoaderSession::cancel).
+  const std::atomic<bool>* cancel = nullptr;
 };
+
+// "off", "best-effort", "read", "full": the names front ends take (--verify=..., verify=...).
+std::string_view verify_mode_name(ExecOptions::Verify mode);
+std::optional<ExecOptions::Verify> parse_verify_mode(std::string_view name);
 
 // Defaults from the core count: min(hardware threads, 4) for each pool.
 unsigned default_read_workers();
@@ -112,6 +127,24 @@ struct LoadedModel {
   std::vector<uint64_t> digests;  // ExecOptions::digests: XXH3-64 of each params entry's bytes
   const LoadedParam* find(std::string_view name) const;
 };
+
+// A load into the caller's buffers (ExecOptions::name_written_on_failure) that failed after it
+// had written some of them: the message names them (the first hundred), written() has them all.
+class PartialWriteError : public Error {
+ public:
+  PartialWriteError(ErrorCode code, const std::string& message, std::vector<std::string> written)
+      : Error(code, message), written_(std::move(written)) {}
+  const std::vector<std::string>& written() const { return written_; }
+
+ private:
+  std::vector<std::string> written_;
+};
+
+// What `options.verify` (kRead, kFull) cannot meet for this plan, known before any byte is read:
+// kValidation listing each shard the rank reads that will not be hashed (a partial read under
+// kRead) or has no expected digest. execute_plan checks it first; a multi-rank front end checks
+// it before its I/O policy reads anything.
+void require_verification(const LoadPlan& plan, const ExecOptions& options);
 
 // Refuses a plan that may not run (LoadPlan::require_runnable), then runs its schedule over the
 // plan's own catalog.

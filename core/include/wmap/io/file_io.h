@@ -37,12 +37,25 @@ struct FileSignature {
   uint64_t inode = 0;
   std::string etag;  // remote objects only, as the server sent it (quotes included)
   bool operator==(const FileSignature&) const = default;
+  // Nothing recorded (a catalog saved without signatures): there is nothing to compare with.
+  bool unknown() const { return *this == FileSignature{}; }
 };
+
+// What differs between a recorded signature and the current one, "size 10 -> 12; inode 5 -> 9",
+// for messages; empty when they are equal.
+std::string signature_change(const FileSignature& then, const FileSignature& now);
 
 // What a path names, for discovery (FileSystem::status).
 struct PathStatus {
   enum class Kind { kNone, kFile, kDirectory };
   Kind kind = Kind::kNone;
+};
+
+// A whole object's SHA-256 as its storage publishes it (the hub's LFS X-Linked-Etag, S3's
+// x-amz-checksum-sha256): an expected digest for `verify` (shard_digests.h).
+struct PublishedDigest {
+  std::string sha256;  // lowercase hex
+  std::string source;  // where it came from, for reports
 };
 
 class RandomAccessFile {
@@ -77,6 +90,11 @@ class RandomAccessFile {
   // reads each segment through read() (so wrappers that inject faults see every byte range).
   // Returns the file bytes read (segments plus the gaps read through).
   virtual uint64_t read_segments(std::span<const ReadSegment> segments) const;
+  // Bytes worth asking for in one read() when the whole file is read in order (verify): 0 for
+  // local files (the reader's own chunk holds); remote objects want large concurrent ranges.
+  virtual uint64_t preferred_read_bytes() const { return 0; }
+  // The digest the storage publishes for this object; nullopt where it publishes none.
+  virtual std::optional<PublishedDigest> published_sha256() const { return std::nullopt; }
   // Maps [offset, offset + len) in now (MADV_POPULATE_READ; WILLNEED where the kernel lacks it)
   // so a copy out of view() does not fault page by page. Throws kIo naming the file and offset
   // when the range is no longer backed by the file (it shrank). Default: will_need().
@@ -100,16 +118,24 @@ class FileSystem {
   // checkpoint there is found through its index.json. Defaults: std::filesystem.
   virtual PathStatus status(const std::filesystem::path& path) const;
   virtual std::optional<std::vector<std::string>> list(const std::filesystem::path& dir) const;
+  // The SHA-256 the storage publishes for the object at `path` (S3's checksum, the hub's LFS
+  // digest): an expected digest for verification. Default: none (a local file publishes none).
+  virtual std::optional<PublishedDigest> published_sha256(const std::filesystem::path& path) const;
   // The identity of a file that is not open (a saved catalog checked against its shards).
   // Default: stat_signature().
   virtual FileSignature signature(const std::filesystem::path& path) const;
+  // The path by which this file system names `path` from now on. A remote file system takes a
+  // URL's credentials and query into itself here (wmap/io/remote.h), so they never enter a path
+  // that could be printed or saved. Default: `path` as it is.
+  virtual std::filesystem::path location(const std::filesystem::path& path) const { return path; }
   // Independent requests worth keeping in flight for `path` (the catalog's header fetch): 0 for
   // local storage, where the catalog's own default holds.
   virtual unsigned concurrency(const std::filesystem::path& path) const;
   // The process-wide POSIX file system: local paths only.
   static const FileSystem& posix();
   // What wmap uses unless told otherwise: posix() for local paths, remote storage for s3://,
-  // http(s):// and hf:// paths (wmap/io/remote.h).
+  // http(s):// and hf:// paths (wmap/io/remote.h) with the environment's settings, remembering
+  // nothing between calls. A LoaderSession owns a RemoteFileSystem of its own instead.
   static const FileSystem& standard();
 };
 

@@ -3,8 +3,12 @@
 // load, as the CLI and embedding engines use it: discover, catalog, pick the plugin and the
 // mapping file for config.json's architecture, build the rank's ModelSpec, plan, validate,
 // execute. A LoaderSession owns the plugins (and their library handles), so it must outlive
-// every spec, plan and loaded model made through it. Not thread-safe; one session per thread.
+// every spec, plan and loaded model made through it, and (unless given a FileSystem) the
+// RemoteFileSystem its plans read through: what it remembers of remote objects lives from a
+// prepare() to the end of the load after it, so every new plan sees the servers' current objects.
+// Not thread-safe (one session per thread), but cancel() may be called from any thread.
 
+#include <atomic>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -14,6 +18,7 @@
 #include "wmap/catalog/catalog.h"
 #include "wmap/exec/destinations.h"
 #include "wmap/exec/executor.h"
+#include "wmap/io/remote.h"
 #include "wmap/spec/layout.h"
 #include "wmap/plan/load_plan.h"
 #include "wmap/mapping/mapping_registry.h"
@@ -38,8 +43,11 @@ struct LoaderOptions {
   PlanOptions plan;  // read chunking of the schedule; the unconsumed policy
   // Every file the session reads (mapping files, a saved catalog, index.json, shard headers,
   // config.json) and, unless ExecOptions::fs says otherwise, the tensor data. Must outlive the
-  // session. Default: FileSystem::standard().
+  // session. Default: a RemoteFileSystem the session owns, made from `remote`.
   const FileSystem* fs = nullptr;
+  // How the session's own RemoteFileSystem reaches remote paths (when `fs` is not given).
+  // Default: RemoteOptions::from_environment(), read when the session is made.
+  std::optional<RemoteOptions> remote;
 };
 
 // A plan with everything it was made from. Neither copyable nor movable: held by the unique_ptr
@@ -80,15 +88,37 @@ class LoaderSession {
   // and nothing is written when it does not fit). Again with the same buffers: a reload in place.
   LoadIntoReport load_into(const PreparedLoad& prepared, Device& device, const std::vector<Destination>& destinations,
                            ExecOptions exec, const DestinationOptions& dest_options = {}) const;
+  // The same plan over the shards as they are now (refit: the trainer wrote the next step): the
+  // headers are read again and the plan rebuilt; when every tensor is where it was (same
+  // catalog content id: names, dtypes, shapes, files, offsets), the fresh plan is returned, with
+  // the shards' new identities. Otherwise kValidation naming the first tensor that moved: the
+  // old plan's offsets are not the files', plan again.
+  std::unique_ptr<PreparedLoad> refresh(const PreparedLoad& prepared) const;
+  // Refuses (kValidation, "changed since it was planned") a prepared load whose shards are no
+  // longer the ones it was planned from (each shard's identity taken again now).
+  void require_unchanged(const PreparedLoad& prepared) const;
+  // The file system the session reads through (its own RemoteFileSystem unless given one).
+  const FileSystem& file_system() const { return options_.fs ? *options_.fs : *remote_; }
+  // Ends the prepare() or load running on another thread: remote transfers within a tenth of a
+  // second, the executor's workers at their next read; it throws kCancelled. clear_cancel()
+  // makes the session usable again.
+  void cancel() const;
+  void clear_cancel() const;
 
  private:
-  const FileSystem& file_system() const { return options_.fs ? *options_.fs : FileSystem::standard(); }
   ExecOptions session_exec(ExecOptions exec) const;  // the session's transforms and file system
+  void forget_remote_objects() const;                // after a load: the next plan asks the servers again
 
   LoaderOptions options_;
+  std::unique_ptr<RemoteFileSystem> remote_;  // when options_.fs is not given
+  mutable std::atomic<bool> cancelled_{false};
   PluginHost plugins_;
   MappingRegistry mappings_;
 };
+
+// Whether a load's verification (its stats: `verified`, `verification`) meets what `wanted`
+// asks for: as strong a mode, against the same expected digests (a weight-cache hit replays it).
+bool verification_met(const LoadStats& made, const ExecOptions& wanted);
 
 // The core's generic in-place transforms (scale inversion), registered on every session.
 void register_builtin_transforms(PluginHost& host);
@@ -104,6 +134,9 @@ template <class Fn>
 auto run_as_load_failure(Fn&& fn) -> decltype(fn()) {
   try {
     return fn();
+  } catch (const PartialWriteError& e) {
+    if (auto failure = as_load_failure(e)) throw PartialWriteError(failure->code(), e.what(), e.written());
+    throw;
   } catch (const Error& e) {
     if (auto failure = as_load_failure(e)) throw *failure;
     throw;

@@ -1,8 +1,10 @@
 #pragma once
 // The weight cache (DESIGN.md "Weight cache"): loaded host parameter sets kept process-wide for
 // repeated loads (an engine rebuilt in the same process, tests, notebooks), keyed by the catalog's
-// content id, the plan id and every shard's signature (size, mtime, inode), so a rewritten shard
-// misses. Bounded by WMAP_WEIGHT_CACHE_MAX_ENTRIES (default 1: each pins a whole rank in host
+// content id, the plan id and every shard's signature (size, mtime, inode; a remote object's
+// size and identity), taken again at each lookup, so a rewritten shard misses. A hit satisfies
+// only the verification its entry was made with (review F3): a later verify= it does not meet
+// bypasses the entry. Bounded by WMAP_WEIGHT_CACHE_MAX_ENTRIES (default 1: each pins a whole rank in host
 // memory) and WMAP_WEIGHT_CACHE_MAX_BYTES (default: no byte limit), the oldest evicted first.
 //
 // A hit never returns bytes that differ from the checkpoint's: each entry keeps an XXH3-64 digest
@@ -13,6 +15,7 @@
 // can say so (numpy, DLPack 1.x). Thread-safe.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,9 +47,12 @@ class WeightCache {
   static std::string key_of(const LoadPlan& plan);
 
   // A hit: the cached parameters (their buffers shared with the cache), stats of a load that
-  // read nothing (cache "hit"). nullopt on a miss, or when a parameter's bytes changed since they
-  // were cached (warned with the parameters' names; the entry is dropped).
-  std::optional<LoadedModel> lookup(const std::string& key);
+  // read nothing (cache "hit") but the verification its entry was made with (replayed). nullopt
+  // on a miss, when `accept` refuses the entry's stats (a verification it was not made with:
+  // counted `bypassed`; the caller loads and verifies, and its insert replaces the entry), or when
+  // a parameter's bytes changed since they were cached (warned with the parameters' names; the
+  // entry is dropped).
+  std::optional<LoadedModel> lookup(const std::string& key, const std::function<bool(const LoadStats&)>& accept = {});
   // Keeps `model` (host buffers) under `key` when the limits allow (returns whether it did), then
   // evicts the oldest entries beyond them (a lowered limit drops what is over it).
   bool insert(const std::string& key, const LoadedModel& model, const Limits& limits);
@@ -54,6 +60,7 @@ class WeightCache {
 
   struct Info {
     size_t entries = 0, hits = 0, misses = 0, healed = 0, evicted = 0;
+    size_t bypassed = 0;                   // entries found but not made with the verification asked for
     uint64_t bytes = 0;                    // parameter bytes held
     std::vector<std::string> last_healed;  // the parameters the last heal found changed
   };

@@ -32,11 +32,13 @@ enum class ErrorCode {
   kUnsupported,  // well-formed but not supported
   kOutOfMemory,  // host or device memory could not be allocated
   kInternal,     // a bug in wmap
+  kCancelled,    // the caller cancelled the work (Ctrl-C in Python: KeyboardInterrupt)
 };
 
 std::string_view error_code_name(ErrorCode code);
 
-// Exit code of the CLI for an error: 2 for bad usage or malformed/unreadable input, 1 otherwise.
+// Exit code of the CLI for an error: 2 for bad usage or malformed/unreadable input, 130 for a
+// cancelled command (as a shell reports SIGINT), 1 otherwise.
 int exit_code_for(ErrorCode code);
 
 class Error : public std::runtime_error {
