@@ -292,6 +292,12 @@ std::vector<ParamSpec> trtllm_experts(const std::string& dst, const std::string&
   s2 = spec::padded(s2, {El, hp, ipad / kGroup});
   s2.transform = "block_scale_interleave_128x4";  // per expert: hp is a multiple of 128
   out.push_back(param(dst + ".w2_weight_scale", {El, hp, ipad / 128}, DType::kI32, {s2}));
+  // TensorRT-LLM picks W4A8MXFP4MXFP8CutlassFusedMoEMethod for mxfp4 checkpoints on CUTLASS
+  // (model_config.py get_mxfp4_quant_algo, SM >= 100): its create_weights makes fake_input_scale
+  // with torch.empty([experts per rank], float32) and load_quant_scales fills it with 1.0
+  // (_torch/modules/fused_moe/quantization.py, commit 002366a4). A load into the engine's buffers
+  // bypasses load_quant_scales, so the plan writes it (review, issue 38).
+  out.push_back(param(dst + ".fake_input_scale", {El}, DType::kF32, {spec::ones(El)}));
   return out;
 }
 

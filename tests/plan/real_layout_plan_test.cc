@@ -76,9 +76,9 @@ RankTotals gpt_oss(uint64_t E, uint64_t L, bool trt, uint64_t T, uint64_t P) {
     const uint64_t a0 = std::lcm(std::lcm(uint64_t{128}, uint64_t{32}), tm), per = rup(I, a0) / tm;
     const uint64_t a = per % 128 ? 128 * ((per + 127) / 128) * tm : a0, ipad = rup(I, a) / tm, hp = rup(H, 128);
     layer += El * 2 * ipad * hp / 2 + El * 2 * ipad * 2 + El * 2 * ipad * hp / 32 + El * hp * ipad / 2 + El * hp * 2 +
-             El * hp * ipad / 32;
+             El * hp * ipad / 32 + El * 4;  // fake_input_scale F32 [El]
   }
-  return {3 + L * (trt ? 17 : 15), 2 * vocab_rows * H * 2 + H * 2 + L * layer};
+  return {3 + L * (trt ? 18 : 15), 2 * vocab_rows * H * 2 + H * 2 + L * layer};
 }
 
 RankTotals maverick(uint64_t P) {

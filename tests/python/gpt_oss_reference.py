@@ -6,11 +6,13 @@ the C++ loader.  `GptOssBuilder(ck, cfg, lay).build()` returns, for one rank, th
 OrderedDict {param_name: reference.Tensor} the engine holds after its own `load_weights`:
 
   target vllm   -> section 3, MoE backend "triton"  (the only vLLM backend served here)
-  target trtllm -> section 4, MoE backend "cutlass" (MXFP4WeightCutlassFusedMoEMethod,
-                   i.e. without the W4A8 `fake_input_scale`)
+  target trtllm -> section 4, MoE backend "cutlass" (W4A8MXFP4MXFP8CutlassFusedMoEMethod:
+                   MXFP4WeightCutlassFusedMoEMethod's parameters and `fake_input_scale` = 1.0,
+                   which its load_quant_scales fills)
 
 Everything is a byte copy of the checkpoint (raw unsigned ints of the item size), plus zero
-padding, except TRT-LLM's `attn.sinks`, widened BF16 -> F32 exactly (bits << 16).
+padding, except TRT-LLM's `attn.sinks`, widened BF16 -> F32 exactly (bits << 16), and its
+`fake_input_scale` (F32 1.0, bits 0x3F800000).
 I64 / I32 parameters (TRT-LLM cutlass experts) hold the little-endian bytes of the uint8
 data, represented as uint64 / uint32 arrays.
 
@@ -510,3 +512,7 @@ class GptOssBuilder:
         s2 = block_scale_interleave(s2)
         assert s2.shape == (El, Hp, Ipad // 32), s2.shape
         self.put(dst + "w2_weight_scale", "I32", bytes_as(s2, "<u4"))
+
+        # --- fake_input_scale F32 [El] = 1.0: W4A8MXFP4MXFP8CutlassFusedMoEMethod creates it
+        #     with torch.empty and fills it with 1.0 in load_quant_scales (section 4).
+        self.put(dst + "fake_input_scale", "F32", np.full(El, 0x3F800000, dtype=np.uint32))

@@ -259,6 +259,7 @@ def trtllm_expected(T, P=1, adp=False):
         X + "w2_bias": ("BF16", (El, Hp)),
         X + "w3_w1_weight_scale": ("I32", (El, 2 * Ipad, Hp // 128)),
         X + "w2_weight_scale": ("I32", (El, Hp, Ipad // 128)),
+        X + "fake_input_scale": ("F32", (El,)),  # W4A8MXFP4MXFP8CutlassFusedMoEMethod: 1.0
     }
 
 

@@ -22,31 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Sets environment variables for one test and puts the old values back (the CLI runs as a child
-// and inherits them; an in-process RemoteFileSystem made after it reads them).
-class ScopedEnv {
- public:
-  ScopedEnv(std::initializer_list<std::pair<const char*, std::string>> vars) {
-    for (const auto& [name, value] : vars) {
-      const char* old = std::getenv(name);
-      saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
-      ::setenv(name, value.c_str(), 1);
-    }
-  }
-  ~ScopedEnv() {
-    for (const auto& [name, value] : saved_) {
-      if (value) {
-        ::setenv(name.c_str(), value->c_str(), 1);
-      } else {
-        ::unsetenv(name.c_str());
-      }
-    }
-  }
-
- private:
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
-};
-
 // One layout per family, at TP2 (EP2 where the family has experts): a subset is enough per
 // family here; tests/plugins/ covers every layout from local files.
 struct FamilyCase {

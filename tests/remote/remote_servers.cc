@@ -170,7 +170,7 @@ std::string uri_encode(const std::string& s, bool keep_slash) {
 
 // ---- nginx ----
 
-NginxServer::NginxServer(const std::filesystem::path& root, bool tls) : tls_(tls) {
+NginxServer::NginxServer(const std::filesystem::path& root, bool tls, const std::string& extra_config) : tls_(tls) {
   const std::string why = nginx_missing();
   if (!why.empty()) throw std::runtime_error(why);
   const auto& d = dir_.path();
@@ -202,7 +202,8 @@ NginxServer::NginxServer(const std::filesystem::path& root, bool tls) : tls_(tls
            << "    ssl_certificate_key \"" << (d / "key.pem").string() << "\";\n";
     }
     conf << "    root \"" << std::filesystem::absolute(root).string() << "\";\n"
-         << "    etag on;\n    autoindex off;\n  }\n}\n";
+         << "    etag on;\n    autoindex off;\n"
+         << extra_config << "  }\n}\n";
     write_file(d / "nginx.conf", conf.str());
     process_ = std::make_unique<ChildProcess>(
         std::vector<std::string>{"nginx", "-p", d.string() + "/", "-c", (d / "nginx.conf").string(), "-e",
@@ -273,9 +274,12 @@ void S3Server::create_bucket(const std::string& bucket) const {
              "create bucket " + bucket);
 }
 
-void S3Server::put_file(const std::string& bucket, const std::string& key, const std::filesystem::path& file) const {
-  expect_200(run_command("curl -sS -w '%{http_code}' -T " + shell_quote(file.string()) + " " + curl_sign_args() + " " +
-                         shell_quote(endpoint() + object_path(bucket, key))),
+void S3Server::put_file(const std::string& bucket, const std::string& key, const std::filesystem::path& file,
+                        const std::string& sha256_base64) const {
+  const std::string checksum =
+      sha256_base64.empty() ? "" : " -H " + shell_quote("x-amz-checksum-sha256: " + sha256_base64);
+  expect_200(run_command("curl -sS -w '%{http_code}' -T " + shell_quote(file.string()) + " " + curl_sign_args() +
+                         checksum + " " + shell_quote(endpoint() + object_path(bucket, key))),
              "put " + bucket + "/" + key);
 }
 
@@ -303,10 +307,11 @@ void FaultProxy::set_rules(const std::string& json) {
   const auto parsed = nlohmann::json::parse(json);
   const auto& rules = parsed.is_object() ? parsed.at("rules") : parsed;
   static const std::vector<std::string> kActions = {"status",           "retry_after", "reset_after",  "short_body",
-                                                    "delay_first_byte", "drop_header", "replace_etag", "redirect"};
-  static const std::vector<std::string> kKeys = {"path_contains", "method", "range_present", "nth",
-                                                 "action",        "status", "body",          "seconds",
-                                                 "bytes",         "header", "etag",          "location"};
+                                                    "delay_first_byte", "drop_header", "replace_etag", "redirect",
+                                                    "trickle",          "pass"};
+  static const std::vector<std::string> kKeys = {
+      "path_contains", "method", "range_present", "nth",  "action",   "status",  "body",
+      "seconds",       "bytes",  "header",        "etag", "location", "headers", "bytes_per_second"};
   if (!rules.is_array()) throw std::invalid_argument("fault rules: not a list: " + json);
   for (const auto& rule : rules) {
     const std::string action = rule.value("action", "");
@@ -328,5 +333,44 @@ std::vector<nlohmann::json> FaultProxy::log() const {
 }
 
 void FaultProxy::clear_log() { write_file(dir_ / "log.jsonl", ""); }
+
+// ---- environment ----
+
+ScopedEnv::ScopedEnv(std::initializer_list<std::pair<const char*, std::string>> vars) {
+  for (const auto& [name, value] : vars) {
+    const char* old = std::getenv(name);
+    saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+    ::setenv(name, value.c_str(), 1);
+  }
+}
+
+ScopedEnv::~ScopedEnv() {
+  for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+    if (it->second) {
+      ::setenv(it->first.c_str(), it->second->c_str(), 1);
+    } else {
+      ::unsetenv(it->first.c_str());
+    }
+  }
+}
+
+// ---- the AWS credential services ----
+
+CredentialsServer::CredentialsServer(const nlohmann::json& config) {
+  write_file(dir_ / "config.json", config.dump());
+  write_file(dir_ / "log.jsonl", "");
+  process_ = std::make_unique<ChildProcess>(
+      std::vector<std::string>{python(), source_path("tests/servers/credentials_server.py"),
+                               (dir_ / "config.json").string(), (dir_ / "log.jsonl").string()},
+      dir_ / "stdout", dir_ / "stderr");
+  port_ = wait_for_port_line(*process_, dir_ / "stdout");
+}
+
+std::vector<nlohmann::json> CredentialsServer::log() const {
+  std::vector<nlohmann::json> out;
+  for (const auto& line : lines_of(read_text(dir_ / "log.jsonl")))
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
 
 }  // namespace wmap::test

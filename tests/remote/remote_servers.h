@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,19 @@
 #include "test_util.h"
 
 namespace wmap::test {
+
+// Sets environment variables for one test and puts the old values back (the CLI runs as a child
+// and inherits them; an in-process RemoteFileSystem made after it reads them).
+class ScopedEnv {
+ public:
+  ScopedEnv(std::initializer_list<std::pair<const char*, std::string>> vars);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
 
 // A child process (argv[0] looked up on PATH) in a new process group, stdout and stderr to files.
 class ChildProcess {
@@ -48,7 +62,8 @@ std::string uri_encode(const std::string& s, bool keep_slash = false);
 class NginxServer {
  public:
   // tls: https with a self-signed certificate for 127.0.0.1 (cert_file(): what a client trusts).
-  explicit NginxServer(const std::filesystem::path& root, bool tls = false);
+  // extra_config: more directives inside the server block (a `location` that redirects).
+  explicit NginxServer(const std::filesystem::path& root, bool tls = false, const std::string& extra_config = "");
   std::string url() const { return (tls_ ? "https://127.0.0.1:" : "http://127.0.0.1:") + std::to_string(port_); }
   std::filesystem::path cert_file() const { return dir_.path() / "cert.pem"; }
   int port() const { return port_; }
@@ -80,7 +95,9 @@ class S3Server {
 
   // Through the curl CLI, signed; throw std::runtime_error with curl's output on failure.
   void create_bucket(const std::string& bucket) const;
-  void put_file(const std::string& bucket, const std::string& key, const std::filesystem::path& file) const;
+  // sha256_base64: uploaded with that x-amz-checksum-sha256 (returned to checksum-mode GETs and HEADs).
+  void put_file(const std::string& bucket, const std::string& key, const std::filesystem::path& file,
+                const std::string& sha256_base64 = "") const;
   // Every regular file under dir (recursively) as key prefix + its relative path ('/'-separated).
   void put_dir(const std::string& bucket, const std::string& prefix, const std::filesystem::path& dir) const;
 
@@ -114,6 +131,20 @@ class FaultProxy {
   // One object per request so far: method, path, headers, fault, status, body_bytes.
   std::vector<nlohmann::json> log() const;
   void clear_log();
+
+ private:
+  TempDir dir_;
+  int port_ = 0;
+  std::unique_ptr<ChildProcess> process_;
+};
+
+// tests/servers/credentials_server.py: STS (AssumeRoleWithWebIdentity), the ECS container
+// endpoint (/ecs/credentials) and IMDSv2 on one port; `config` as its docstring says.
+class CredentialsServer {
+ public:
+  explicit CredentialsServer(const nlohmann::json& config);
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::vector<nlohmann::json> log() const;  // method, path, headers, body, status per request
 
  private:
   TempDir dir_;

@@ -21,6 +21,10 @@ It holds a list of rules, or {"rules": [...]}; the first rule that matches a req
           "drop_header"      -> removes response header "header"
           "replace_etag"     -> sets the response ETag to "etag"
           "redirect"         -> 302 to "location" + the request's path    (upstream not asked)
+          "trickle"          -> the body at "bytes_per_second" (a server that never quite stalls)
+          "pass"             -> upstream's response as it is (with "headers" below)
+  any rule: "headers": {"Name": "value"} set on the response (replacing upstream's of that name),
+          e.g. the hub's X-Repo-Commit / X-Linked-Etag / X-Linked-Size
 LOG_JSONL gets one line per request, written before its last response byte is sent: method,
 path, headers (lowercased names), fault (the action or null), status, body_bytes (sent).
 """
@@ -137,11 +141,24 @@ class Handler(http.server.BaseHTTPRequestHandler):
         sent = len(body)
         if action in ("reset_after", "short_body"):
             sent = min(int(fault["bytes"]), len(body))
+        if fault and fault.get("headers"):
+            names = {k.lower() for k in fault["headers"]}
+            headers = [(k, v) for k, v in headers if k.lower() not in names] + list(fault["headers"].items())
         entry.update(status=status, body_bytes=0 if self.command == "HEAD" else sent)
         self.state.log(entry)
         head = f"HTTP/1.1 {status} {reason}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n"
         self.wfile.write(head.encode("latin-1"))
-        if self.command != "HEAD":
+        if self.command != "HEAD" and action == "trickle":
+            rate = max(1, int(fault["bytes_per_second"]))
+            step = max(1, rate // 10)
+            try:
+                for at in range(0, sent, step):
+                    self.wfile.write(body[at:at + step])
+                    self.wfile.flush()
+                    time.sleep(step / rate)
+            except OSError:  # the client gave up
+                self.close_connection = True
+        elif self.command != "HEAD":
             self.wfile.write(body[:sent])
         if action == "reset_after":
             # Close with SO_LINGER 0: the kernel sends RST, the client sees a receive error.
@@ -165,7 +182,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                                                 ("Content-Length", str(len(text)))], text, None, entry)
         if action == "redirect":
             return self.send(302, "Found", [("Location", fault["location"] + self.path), ("Content-Length", "0")], b"",
-                             None, entry)
+                             fault, entry)
         if action == "retry_after":
             text = b"slow down\n"
             return self.send(429, "Too Many Requests", [("Retry-After", str(fault["seconds"])),

@@ -9,6 +9,10 @@
 // SignatureDoesNotMatch, InvalidAccessKeyId, or AccessDenied for unsigned requests unless
 // --allow-anonymous. Query-string (presigned) auth is refused: the tests do not use it.
 // The payload hash is taken from x-amz-content-sha256 as sent; the body is not re-hashed.
+// Object checksums, as S3 keeps them for an object uploaded with one: the x-amz-checksum-sha256
+// a PUT sends is stored with the key and returned (with x-amz-checksum-type: FULL_OBJECT) by a
+// whole-object GET or a HEAD that asks with x-amz-checksum-mode: ENABLED; a ranged GET gets none,
+// as from S3. (S3 also checks the sum against the body; this server does not.)
 //
 //   node s3_server.js --directory DIR [--address 127.0.0.1] [--port 0] [--allow-anonymous]
 // Prints the bound port as its first stdout line.
@@ -127,9 +131,20 @@ async function main() {
   const server = new S3rver({ address: opts.address, port: opts.port, directory: opts.directory, silent: true });
   // Koa composes app.middleware when it starts listening: insert the check just before
   // s3rver's router (the last middleware), after its XML error rendering.
-  server.middleware.splice(server.middleware.length - 1, 0, (ctx, next) => {
+  const checksums = new Map();  // "/bucket/key" -> base64 SHA-256 given at upload
+  server.middleware.splice(server.middleware.length - 1, 0, async (ctx, next) => {
     verify(ctx.req, opts.allowAnonymous);
-    return next();
+    const path = decode(ctx.req.url.split('?')[0]);
+    const sum = ctx.req.headers['x-amz-checksum-sha256'];
+    await next();
+    if (ctx.req.method === 'PUT' && ctx.status === 200) {
+      if (sum) checksums.set(path, sum); else checksums.delete(path);
+    }
+    if ((ctx.req.method === 'GET' || ctx.req.method === 'HEAD') && checksums.has(path) &&
+        String(ctx.req.headers['x-amz-checksum-mode'] || '').toUpperCase() === 'ENABLED' && !ctx.req.headers['range']) {
+      ctx.set('x-amz-checksum-sha256', checksums.get(path));
+      ctx.set('x-amz-checksum-type', 'FULL_OBJECT');
+    }
   });
   const { port } = await server.run();
   process.stdout.write(`${port}\n`);

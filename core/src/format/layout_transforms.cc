@@ -23,6 +23,23 @@ void widen_bf16_to_f32(std::span<std::byte> data, DType dtype, const std::string
   }
 }
 
+void fill_one(std::span<std::byte> data, DType dtype, const std::string& key, std::span<const uint64_t>) {
+  uint32_t one = 0;
+  size_t size = 0;
+  switch (dtype) {
+    case DType::kF32: one = 0x3f800000u, size = 4; break;
+    case DType::kBF16: one = 0x3f80u, size = 2; break;
+    case DType::kF16: one = 0x3c00u, size = 2; break;
+    default:
+      throw Error(ErrorCode::kValidation,
+                  key + ": fill_one fills F32, BF16 or F16 parameters, not " + std::string(dtype_name(dtype)));
+  }
+  if (data.size() % size != 0)
+    throw Error(ErrorCode::kValidation, key + ": fill_one over " + std::to_string(data.size()) + " bytes, not whole " +
+                                            std::string(dtype_name(dtype)) + " elements");
+  for (size_t at = 0; at < data.size(); at += size) std::memcpy(data.data() + at, &one, size);  // little-endian
+}
+
 uint64_t block_scale_interleave_index(uint64_t m, uint64_t k, uint64_t cols) {
   return k % 4 + (k / 4) * 512 + (m % 32) * 16 + ((m % 128) / 32) * 4 + (m / 128) * 128 * cols;
 }

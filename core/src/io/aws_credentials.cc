@@ -190,9 +190,14 @@ std::shared_ptr<const Auth> S3Credentials::resolve() const {
     std::string sts = env_value("AWS_ENDPOINT_URL_STS").value_or("");
     if (sts.empty()) sts = "https://sts." + reg + ".amazonaws.com";
     while (!sts.empty() && sts.back() == '/') sts.pop_back();
+    // An unsigned POST of the form, as botocore sends it (the token is a credential: in the body,
+    // never in a URL).
     HttpCall call;
-    call.url = sts + "/?Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=" + uri_encode(role, false) +
-               "&RoleSessionName=" + uri_encode(session, false) + "&WebIdentityToken=" + uri_encode(token, false);
+    call.method = "POST";
+    call.url = sts + "/";
+    call.headers = {"Content-Type: application/x-www-form-urlencoded; charset=utf-8"};
+    call.body = "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=" + uri_encode(role, false) +
+                "&RoleSessionName=" + uri_encode(session, false) + "&WebIdentityToken=" + uri_encode(token, false);
     call.timeout_seconds = 10;
     const std::string source = "web identity (" + where + ", role " + role + ", STS " + redacted(sts) + ")";
     HttpAnswer r;

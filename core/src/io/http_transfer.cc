@@ -720,8 +720,8 @@ HttpAnswer http_call(const HttpCall& call, const TransferContext& ctx) {
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, call.method.c_str());
   if (call.method == "PUT" || call.method == "POST") {
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, call.body.c_str());  // `call` outlives the transfer
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, static_cast<long>(call.body.size()));
   }
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(call.timeout_seconds * 1000));
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(std::min(call.timeout_seconds, 10.0) * 1000));

@@ -65,6 +65,7 @@ struct HttpCall {
   std::string method = "GET";
   std::string url;
   std::vector<std::string> headers;  // "Name: value"
+  std::string body;                  // sent with POST/PUT
   double timeout_seconds = 5;
   uint64_t max_bytes = uint64_t{1} << 20;
 };

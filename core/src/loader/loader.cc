@@ -46,6 +46,7 @@ void register_builtin_transforms(PluginHost& host) {
                                                        std::span<const uint64_t>) { invert_scale_strict(d, t, k); });
   host.add_builtin_transform("bf16_to_f32", widen_bf16_to_f32);
   host.add_builtin_transform("block_scale_interleave_128x4", block_scale_interleave_128x4);
+  host.add_builtin_transform("fill_one", fill_one);
 }
 
 std::optional<Error> as_load_failure(const Error& e) {

@@ -48,6 +48,12 @@ Piece zeros(uint64_t elements) {
   return p;
 }
 
+Piece ones(uint64_t elements) {
+  Piece p = zeros(elements);
+  p.transform = "fill_one";  // core/src/format/layout_transforms.cc
+  return p;
+}
+
 ParamSpec replicated(std::string name, std::string source, std::vector<uint64_t> shape) {
   ParamSpec s;
   s.name = std::move(name);

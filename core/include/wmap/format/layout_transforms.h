@@ -5,6 +5,9 @@
 //                                   piece reserves with Piece::pad (its first half holds the BF16s)
 //   "block_scale_interleave_128x4"  TensorRT-LLM's block-scale swizzle of a [rows, cols] byte matrix
 //                                   (thop/fp4Op.cpp BlockScaleInterleave), done inside its MoE load
+//   "fill_one"                      every element 1.0 (F32, BF16, F16): a parameter the engine creates
+//                                   empty and fills with a constant inside its own load_weights, which
+//                                   a load into its buffers bypasses (spec::ones)
 // Each throws kValidation naming `key` when the piece's geometry does not fit. Thread-safe.
 #include <cstddef>
 #include <cstdint>
@@ -24,6 +27,9 @@ void widen_bf16_to_f32(std::span<std::byte> data, DType dtype, const std::string
 // cols of 4; byte (m, k) moves to k%4 + (k/4)*512 + (m%32)*16 + ((m%128)/32)*4 + (m/128)*128*cols.
 void block_scale_interleave_128x4(std::span<std::byte> data, DType dtype, const std::string& key,
                                   std::span<const uint64_t> shape);
+// data: whole elements of `dtype` (F32, BF16 or F16), each set to 1.0.
+void fill_one(std::span<std::byte> data, DType dtype, const std::string& key, std::span<const uint64_t> shape);
+
 // The destination of byte (m, k) of a [rows, cols] matrix under that swizzle.
 uint64_t block_scale_interleave_index(uint64_t m, uint64_t k, uint64_t cols);
 

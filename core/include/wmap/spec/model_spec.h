@@ -111,6 +111,10 @@ Piece whole(std::string source, std::vector<uint64_t> shape);
 Piece rows(std::string source, std::vector<uint64_t> shape, Range r);  // dim 0 range
 Piece cols(std::string source, std::vector<uint64_t> shape, Range c);  // dim 1 range
 Piece zeros(uint64_t elements);
+// `elements` values of 1.0 in the parameter's dtype (F32, BF16, F16; set ParamSpec::dtype): a
+// constant the engine writes inside its own load_weights into a parameter it created empty
+// (TensorRT-LLM's fake_input_scale.fill_(1.)), which a load into the engine's buffers must write.
+Piece ones(uint64_t elements);
 
 ParamSpec replicated(std::string name, std::string source, std::vector<uint64_t> shape);
 // Column-parallel: dim 0 split by `s` (the shard rule; exact under target vllm).
