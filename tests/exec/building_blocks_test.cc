@@ -465,6 +465,14 @@ TEST(BuildingBlocks, F32ToBf16RoundsToNearestEvenAndFp8E4m3Decodes) {
   EXPECT_EQ(fp8_e4m3_to_f32(0x7e), 448.0f);                // the largest finite value
   EXPECT_EQ(fp8_e4m3_to_f32(0x01), std::ldexp(1.0f, -9));  // the smallest subnormal
   EXPECT_TRUE(std::isnan(fp8_e4m3_to_f32(0x7f)));
+  // NaN as torch writes it (c10 fp8e4m3fn_to_fp32_value), sign kept: 0x7ff00000, 0xfff00000.
+  auto bits = [](float f) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    return b;
+  };
+  EXPECT_EQ(bits(fp8_e4m3_to_f32(0x7f)), 0x7ff00000u);
+  EXPECT_EQ(bits(fp8_e4m3_to_f32(0xff)), 0xfff00000u);
   EXPECT_EQ(fp8_e4m3_to_f32(0x80), -0.0f);
 }
 

@@ -5,6 +5,9 @@
 // leave a gap, pieces that run past the end, a missing, absent, broken or undeclared scale) are
 // refused with the parameter and the bytes named; real family plans certify every parameter.
 #include <gtest/gtest.h>
+
+#include "wmap/spec/model_config.h"
+#include "wmap/spec/quant_format.h"
 #include <simdjson.h>
 
 #include <algorithm>
@@ -242,6 +245,37 @@ TEST(CoverageScales, AQuantisedWeightThatDeclaresNoScaleIsRefused) {
             "m.weight F8_E4M3[4, 4] (bytes [0, 16)) holds quantised values but declares no scales "
             "(ParamSpec::scales) and is no parameter's scale");
   expect_refused(plan, "m.weight");
+}
+
+// Review F9.4: the backstop keyed on the dtype, so U8-stored MXFP4 blocks and packed NVFP4
+// weights escaped it. It keys on the checkpoint's format: a source the format packs must come
+// with declared scales, whatever its dtype; under no quantisation format the same U8 tensor is
+// plain bytes.
+TEST(CoverageScales, APackedWeightOfTheCheckpointsFormatThatDeclaresNoScaleIsRefused) {
+  ParamSpec blocks;
+  blocks.name = "m.experts.w13_weight";
+  blocks.shape = {4, 16};
+  blocks.dtype = DType::kU8;
+  blocks.pieces = {spec::whole("m.experts.gate_up_proj_blocks", {4, 16})};
+  ModelSpec spec = spec_of({blocks});
+  spec.skipped_keys = {"m.experts.gate_up_proj_scales"};
+  const auto catalog = catalog_of(
+      {{"m.experts.gate_up_proj_blocks", DType::kU8, {4, 16}}, {"m.experts.gate_up_proj_scales", DType::kU8, {4, 1}}});
+  PlanOptions mxfp4;
+  mxfp4.format = QuantFormat::detect(ModelConfig::parse(R"({"quantization_config": {"quant_method": "mxfp4"}})", "c"));
+  const LoadPlan refused = LoadPlan::build(spec, catalog, RenameTable(), mxfp4);
+  const PlanProblem problem = only_problem(refused, PlanProblem::Kind::kCoverage, "m.experts.w13_weight");
+  EXPECT_NE(problem.message.find("holds quantised values but declares no scales"), std::string::npos)
+      << problem.message;
+  expect_refused(refused, "m.experts.w13_weight");
+  EXPECT_TRUE(LoadPlan::build(spec, catalog, RenameTable()).ok()) << "without a quantisation format: plain bytes";
+  // compressed-tensors' weight_packed likewise.
+  PlanOptions ct;
+  ct.format = QuantFormat::detect(
+      ModelConfig::parse(R"({"quantization_config": {"quant_method": "compressed-tensors"}})", "c"));
+  EXPECT_TRUE(ct.format.packed_weight("model.layers.0.mlp.down_proj.weight_packed", DType::kU8));
+  EXPECT_FALSE(ct.format.packed_weight("model.layers.0.mlp.down_proj.weight_scale", DType::kF8_E4M3));
+  EXPECT_FALSE(mxfp4.format.packed_weight("model.layers.0.mlp.experts.gate_up_proj_bias", DType::kBF16));
 }
 
 TEST(CoverageScales, TheLinearBuildersDeclareEachWeightsScales) {

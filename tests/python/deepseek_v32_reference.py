@@ -37,11 +37,16 @@ NORM_SUFFIXES = ("input_layernorm.weight", "post_attention_layernorm.weight", "q
 
 
 def e4m3_values():
+    """F8_E4M3 code -> float32, as torch's .float() gives it: NaN codes become the bits
+    0x7ff00000 / 0xfff00000 (c10 fp8e4m3fn_to_fp32_value shifts the code's 7 bits under an
+    all-ones exponent)."""
     out = np.zeros(256, dtype=np.float32)
+    bits = out.view(np.uint32)
     for v in range(256):
         sign, exp, man = v >> 7, (v >> 3) & 15, v & 7
         if exp == 15 and man == 7:
-            x = float("nan")
+            bits[v] = (0x80000000 if sign else 0) | 0x7FF00000
+            continue
         elif exp == 0:
             x = math.ldexp(man / 8.0, -6)
         else:
@@ -65,7 +70,9 @@ def dequant(w, s, block):
     rows, cols = w.shape
     scale = s.view(np.float32)
     full = np.repeat(np.repeat(scale, block[0], axis=0), block[1], axis=1)[:rows, :cols]
-    return (E4M3[w.astype(np.int64)] * full).astype(np.float32)
+    # A NaN weight keeps its payload (torch on the host: the first NaN operand), a NaN scale its own.
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (E4M3[w.astype(np.int64)] * full).astype(np.float32)
 
 
 class DeepseekV32Builder(DeepseekV3Builder):

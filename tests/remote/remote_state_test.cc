@@ -23,11 +23,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* const kSecrets[] = {"pw-not-to-print", "q-not-to-print", "sig-not-to-print", "alice",
-                                "hf_file_token_9"};
+const char* const kSecrets[] = {"pw-not-to-print", "q-not-to-print", "sig-not-to-print", "alice", "hf_file_token_9"};
 
 void expect_no_secret(const std::string& text, const std::string& what) {
-  for (const char* s : kSecrets) EXPECT_EQ(text.find(s), std::string::npos) << what << " holds '" << s << "':\n" << text;
+  for (const char* s : kSecrets)
+    EXPECT_EQ(text.find(s), std::string::npos) << what << " holds '" << s << "':\n" << text;
 }
 
 std::string sha256_of(const fs::path& file) { return sha256_hex(read_file(file)); }
@@ -103,7 +103,8 @@ TEST_F(RemoteState, UrlCredentialsAndQueriesReachNoOutputAndNoFile) {
   run("verify " + f);
   run("plan " + shell_quote("http://alice:pw-not-to-print@" + host + "/gone/?tok=q-not-to-print"));
   for (const auto& [args, r] : runs) expect_no_secret(r.out + r.err, args);
-  for (size_t i : {0, 1, 2, 3, 4, 5, 6, 8, 9}) EXPECT_EQ(runs[i].second.exit_code, 0) << runs[i].first << "\n" << runs[i].second.err;
+  for (size_t i : {0, 1, 2, 3, 4, 5, 6, 8, 9})
+    EXPECT_EQ(runs[i].second.exit_code, 0) << runs[i].first << "\n" << runs[i].second.err;
   EXPECT_EQ(runs[7].second.exit_code, 1) << "--verify at TP 2 is refused: " << runs[7].second.err;
   EXPECT_EQ(runs[10].second.exit_code, 2) << runs[10].second.err;
   EXPECT_EQ(runs[6].second.exit_code, 0) << runs[6].second.err;
@@ -121,7 +122,8 @@ TEST_F(RemoteState, UrlCredentialsAndQueriesReachNoOutputAndNoFile) {
   expect_no_secret(mismatch.out + mismatch.err, "a mismatch");
   // A presigned single-file URL: the signature is neither printed nor saved in the catalog.
   const auto one = synth_checkpoint(dir_.path(), "llama", "one", "--shards 1");
-  const std::string file_url = "http://" + host + "/one/" + shard_files(one).front() + "?X-Amz-Signature=sig-not-to-print";
+  const std::string file_url =
+      "http://" + host + "/one/" + shard_files(one).front() + "?X-Amz-Signature=sig-not-to-print";
   const auto i = run_wmap("inspect " + shell_quote(file_url) + " --save-catalog " + shell_quote(saved_one.string()));
   EXPECT_EQ(i.exit_code, 0) << i.err;
   expect_no_secret(i.out + i.err, "inspect of a presigned URL");
@@ -132,14 +134,16 @@ TEST_F(RemoteState, UrlCredentialsAndQueriesReachNoOutputAndNoFile) {
   for (const auto& file : {saved, saved_one, dump}) expect_no_secret(read_file(file), file.string());
   // From Python: the error of a failed load and a refused verification.
   const std::string gone = "http://alice:pw-not-to-print@" + host + "/gone/?tok=q-not-to-print";
-  const auto py = run_command("PYTHONPATH=" + shell_quote(std::string(WMAP_BUILD_DIR) + "/python") + " " + python() +
-                              " -c " +
-                              shell_quote("import wmap\n"
-                                          "for src, kw in (('" + gone + "', {}), ('" + folder + "', {'verify': True})):\n"
-                                          "    try:\n"
-                                          "        wmap.load(src, quiet=True, **kw)\n"
-                                          "    except wmap.Error as e:\n"
-                                          "        print('raised', repr(e), e.args)\n"));
+  const auto py =
+      run_command("PYTHONPATH=" + shell_quote(std::string(WMAP_BUILD_DIR) + "/python") + " " + python() + " -c " +
+                  shell_quote("import wmap\n"
+                              "for src, kw in (('" +
+                              gone + "', {}), ('" + folder +
+                              "', {'verify': True})):\n"
+                              "    try:\n"
+                              "        wmap.load(src, quiet=True, **kw)\n"
+                              "    except wmap.Error as e:\n"
+                              "        print('raised', repr(e), e.args)\n"));
   EXPECT_EQ(py.exit_code, 0) << py.err;
   EXPECT_EQ(std::count(py.out.begin(), py.out.end(), '\n'), 2) << py.out << py.err;
   expect_no_secret(py.out + py.err, "Python exceptions");
@@ -167,7 +171,8 @@ TEST_F(RemoteState, TheHubRevisionIsPinnedToTheCommitOfTheFirstAnswer) {
   const auto paths = paths_for("/org/model/");
   ASSERT_GE(paths.size(), 4u);
   EXPECT_EQ(paths.front(), "/org/model/resolve/main/model.safetensors.index.json");
-  for (size_t i = 1; i < paths.size(); ++i) EXPECT_EQ(paths[i].rfind("/org/model/resolve/" + sha + "/", 0), 0u) << paths[i];
+  for (size_t i = 1; i < paths.size(); ++i)
+    EXPECT_EQ(paths[i].rfind("/org/model/resolve/" + sha + "/", 0), 0u) << paths[i];
 }
 
 // Review F7/F8: the hub's X-Linked-Etag (an LFS file's SHA-256, on its own answer before the
@@ -178,8 +183,8 @@ TEST_F(RemoteState, TheHubsLfsDigestIsTheExpectedDigest) {
   std::string rules = "[";
   for (const auto& s : shard_files(ckpt_)) {
     rules += std::string(rules.size() > 1 ? "," : "") + R"({"path_contains": ")" + s +
-             R"(", "action": "pass", "headers": {"X-Linked-Etag": "\")" + sha256_of(ckpt_ / s) + R"(\"", "X-Linked-Size": ")" +
-             std::to_string(fs::file_size(ckpt_ / s)) + R"("}})";
+             R"(", "action": "pass", "headers": {"X-Linked-Etag": "\")" + sha256_of(ckpt_ / s) +
+             R"(\"", "X-Linked-Size": ")" + std::to_string(fs::file_size(ckpt_ / s)) + R"("}})";
   }
   proxy_->set_rules(rules + "]");
   ScopedEnv env({{"HF_ENDPOINT", proxy_->url()}, {"HF_TOKEN", ""}, {"HF_HOME", out_.path().string()}});
@@ -198,7 +203,8 @@ TEST_F(RemoteState, TheHubsLfsDigestIsTheExpectedDigest) {
   EXPECT_NE(bad.err.find("SHA-256 mismatch: hf://org/model/model-00002"), std::string::npos) << bad.err;
   EXPECT_NE(bad.err.find("X-Linked-Etag"), std::string::npos) << bad.err;
   // Files over 50 GB are kept only in the hub's Xet storage: refused with that reason.
-  proxy_->set_rules(R"([{"path_contains": "model-00001", "action": "pass", "headers": {"X-Linked-Size": "60000000000"}}])");
+  proxy_->set_rules(
+      R"([{"path_contains": "model-00001", "action": "pass", "headers": {"X-Linked-Size": "60000000000"}}])");
   const auto xet = run_wmap("inspect hf://org/model");
   EXPECT_EQ(xet.exit_code, 2) << xet.err;
   EXPECT_NE(xet.err.find("Xet"), std::string::npos) << xet.err;
@@ -231,8 +237,7 @@ TEST_F(RemoteState, HubRepositoryIdsAreCheckedAndTheTokenFileIsUsed) {
 
 // Review F6: a redirect may not take an https request to plaintext.
 TEST_F(RemoteState, HttpsIsNeverRedirectedToHttp) {
-  NginxServer https(dir_.path(), /*tls=*/true,
-                    "    location /moved/ { return 302 " + nginx_->url() + "/ck/; }\n");
+  NginxServer https(dir_.path(), /*tls=*/true, "    location /moved/ { return 302 " + nginx_->url() + "/ck/; }\n");
   ScopedEnv env({{"WMAP_CA_BUNDLE", https.cert_file().string()}, {"WMAP_REMOTE_RETRIES", "0"}});
   const auto ok = run_wmap("inspect " + shell_quote(https.url() + "/ck/"));
   ASSERT_EQ(ok.exit_code, 0) << ok.err;
@@ -266,8 +271,8 @@ TEST_F(RemoteState, AServerThatTricklesIsAbandonedByTheThroughputFloor) {
 TEST_F(RemoteState, VerifyOverHttpReadsLargeRangesAndLoadNeverRefetchesTheProbe) {
   const auto small = synth_checkpoint(dir_.path(), "llama", "small", "--preset small");
   const fs::path manifest = write_manifest(small, out_.path() / "SUMS");
-  const auto v = run_wmap("verify " + shell_quote(proxy_->url() + "/small/") + " --manifest " +
-                          shell_quote(manifest.string()));
+  const auto v =
+      run_wmap("verify " + shell_quote(proxy_->url() + "/small/") + " --manifest " + shell_quote(manifest.string()));
   ASSERT_EQ(v.exit_code, 0) << v.out << v.err;
   const auto shards = shard_files(small);
   for (const auto& s : shards) {

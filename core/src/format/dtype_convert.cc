@@ -21,7 +21,11 @@ std::array<float, 256> fp8_table() {
     const unsigned sign = v >> 7, exp = (v >> 3) & 0xf, man = v & 7;
     float x;
     if (exp == 0xf && man == 7) {
-      x = std::nanf("");
+      // The NaN torch's e4m3fn -> f32 gives (c10 fp8e4m3fn_to_fp32_value: the 7 bits shifted in
+      // under an all-ones exponent), sign kept: 0x7ff00000 / 0xfff00000 (review, lesser notes).
+      const uint32_t bits = (sign ? 0x80000000u : 0u) | 0x7ff00000u;
+      std::memcpy(&t[v], &bits, 4);
+      continue;
     } else if (exp == 0) {
       x = std::ldexp(static_cast<float>(man) / 8.0f, -6);  // subnormal
     } else {
@@ -67,9 +71,13 @@ void fp8_block_dequant(std::span<const std::byte> weight, std::span<const std::b
     for (uint64_t c = 0; c < cols; ++c) {
       float s;
       std::memcpy(&s, scales.data() + ((r / br) * scols + c / bc) * 4, 4);
-      const float x = fp8_e4m3_to_f32(static_cast<uint8_t>(weight[r * cols + c])) * s;
+      const float w = fp8_e4m3_to_f32(static_cast<uint8_t>(weight[r * cols + c]));
+      // torch's `weight.float() * scale` on the host keeps a NaN operand's payload, the weight's
+      // first (x86 MULPS returns its first NaN source); the compiler may not reorder that here.
+      const float x = std::isnan(w) ? w : std::isnan(s) ? s : w * s;
       uint32_t f;
       std::memcpy(&f, &x, 4);
+      if (std::isnan(x)) f |= 0x00400000u;  // quieted, as the multiply would
       if (esize == 4) {
         std::memcpy(out.data() + (r * cols + c) * 4, &f, 4);
       } else {

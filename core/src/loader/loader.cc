@@ -166,7 +166,9 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
   if (out->spec.plugin.empty()) out->spec.plugin = out->plugin->name;
   if (out->spec.architecture.empty()) out->spec.architecture = out->architecture;
   const double spec_seconds = seconds_since(t0) - setup_seconds - rename_seconds;
-  out->plan = std::make_unique<LoadPlan>(LoadPlan::build(out->spec, out->catalog, renamed, options_.plan));
+  PlanOptions plan_options = options_.plan;
+  plan_options.format = QuantFormat::detect(out->config);
+  out->plan = std::make_unique<LoadPlan>(LoadPlan::build(out->spec, out->catalog, renamed, plan_options));
   out->plan_seconds = seconds_since(t0);
   log().debug(
       "plan phase: config and mapping {:.3f}s, renames {:.3f}s, plugin spec {:.3f}s, plan and validation {:.3f}s",

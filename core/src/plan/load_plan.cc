@@ -495,11 +495,15 @@ class PlanBuilder {
         if (auto it = param_index_.find(s); it != param_index_.end()) is_scale[it->second] = true;
       }
     }
-    auto holds_quantised = [](const PlannedParam& p) {
+    // By dtype (F4/F6/F8 as held), or by the checkpoint's format: U8-stored MXFP4 blocks and
+    // packed NVFP4/int4 weights are not recognisable by their dtype (review F9.4).
+    const QuantFormat& format = options_.format;
+    auto holds_quantised = [&format](const PlannedParam& p) {
       if (p.converts()) return false;
       if (quantised_dtype(p.dtype)) return true;
-      return std::any_of(p.pieces.begin(), p.pieces.end(),
-                         [](const PlannedPiece& q) { return q.record && quantised_dtype(q.record->dtype); });
+      return std::any_of(p.pieces.begin(), p.pieces.end(), [&format](const PlannedPiece& q) {
+        return q.record && (quantised_dtype(q.record->dtype) || format.packed_weight(q.record->name, q.record->dtype));
+      });
     };
     for (bool changed = true; changed;) {
       changed = false;

@@ -19,6 +19,7 @@
 #include "wmap/catalog/catalog.h"
 #include "wmap/spec/layout.h"
 #include "wmap/spec/model_spec.h"
+#include "wmap/spec/quant_format.h"
 #include "wmap/mapping/rename_table.h"
 #include "wmap/plan/read_schedule.h"
 #include "wmap/util/export.h"
@@ -133,6 +134,9 @@ struct PlanOptions {
   // (docs/performance.md); smaller values trade read calls for bytes (a TP8 row-parallel o_proj:
   // 1 KiB of every 8 KiB row, read whole at 64 KiB, one pread per row at 4 KiB).
   uint64_t max_read_gap = uint64_t{64} << 10;
+  // The checkpoint's quantisation format (QuantFormat::detect, set by the loader): a parameter
+  // with a source the format packs (QuantFormat::packed_weight) must declare its scales.
+  QuantFormat format{};
 };
 
 class LoadPlan {

@@ -1,0 +1,33 @@
+#include "wmap/spec/quant_format.h"
+
+namespace wmap {
+namespace {
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+}  // namespace
+
+QuantFormat QuantFormat::detect(const ModelConfig& config) {
+  QuantFormat f;
+  if (!config.has("quantization_config")) return f;
+  f.method = config.get_string("quantization_config.quant_method", "");
+  if (f.method == "fp8") f.kind = Kind::kFp8;
+  else if (f.method == "mxfp4" || f.method == "gpt_oss_mxfp4") f.kind = Kind::kMxfp4;
+  else if (f.method == "compressed-tensors") f.kind = Kind::kCompressedTensors;
+  else if (f.method == "gptq" || f.method == "awq") f.kind = Kind::kGptqAwq;
+  else if (f.method == "modelopt") f.kind = Kind::kModelOpt;
+  else f.kind = Kind::kOther;
+  return f;
+}
+
+bool QuantFormat::packed_weight(std::string_view key, DType dtype) const {
+  switch (kind) {
+    case Kind::kMxfp4: return ends_with(key, "_blocks");
+    case Kind::kCompressedTensors: return ends_with(key, ".weight_packed");
+    case Kind::kGptqAwq: return ends_with(key, ".qweight");
+    case Kind::kModelOpt: return ends_with(key, ".weight") && dtype == DType::kU8;
+    default: return false;
+  }
+}
+
+}  // namespace wmap
