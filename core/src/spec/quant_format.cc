@@ -11,12 +11,18 @@ QuantFormat QuantFormat::detect(const ModelConfig& config) {
   QuantFormat f;
   if (!config.has("quantization_config")) return f;
   f.method = config.get_string("quantization_config.quant_method", "");
-  if (f.method == "fp8") f.kind = Kind::kFp8;
-  else if (f.method == "mxfp4" || f.method == "gpt_oss_mxfp4") f.kind = Kind::kMxfp4;
-  else if (f.method == "compressed-tensors") f.kind = Kind::kCompressedTensors;
-  else if (f.method == "gptq" || f.method == "awq") f.kind = Kind::kGptqAwq;
-  else if (f.method == "modelopt") f.kind = Kind::kModelOpt;
-  else f.kind = Kind::kOther;
+  if (f.method == "fp8")
+    f.kind = Kind::kFp8;
+  else if (f.method == "mxfp4" || f.method == "gpt_oss_mxfp4")
+    f.kind = Kind::kMxfp4;
+  else if (f.method == "compressed-tensors")
+    f.kind = Kind::kCompressedTensors;
+  else if (f.method == "gptq" || f.method == "awq")
+    f.kind = Kind::kGptqAwq;
+  else if (f.method == "modelopt")
+    f.kind = Kind::kModelOpt;
+  else
+    f.kind = Kind::kOther;
   return f;
 }
 

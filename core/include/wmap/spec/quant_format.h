@@ -17,13 +17,13 @@ namespace wmap {
 
 struct QuantFormat {
   enum class Kind {
-    kNone,              // no quantization_config
-    kFp8,               // quant_method "fp8" (block or per-tensor): F8 weights
-    kMxfp4,             // quant_method "mxfp4": *_blocks (U8) with *_scales
-    kCompressedTensors, // quant_method "compressed-tensors": *.weight_packed with weight_scale(s)
-    kGptqAwq,           // quant_method "gptq" / "awq": *.qweight (I32) with scales, zeros
-    kModelOpt,          // quant_method "modelopt": NVFP4 U8 *.weight with weight_scale
-    kOther,             // another quant_method, named in `method`
+    kNone,               // no quantization_config
+    kFp8,                // quant_method "fp8" (block or per-tensor): F8 weights
+    kMxfp4,              // quant_method "mxfp4": *_blocks (U8) with *_scales
+    kCompressedTensors,  // quant_method "compressed-tensors": *.weight_packed with weight_scale(s)
+    kGptqAwq,            // quant_method "gptq" / "awq": *.qweight (I32) with scales, zeros
+    kModelOpt,           // quant_method "modelopt": NVFP4 U8 *.weight with weight_scale
+    kOther,              // another quant_method, named in `method`
   };
   Kind kind = Kind::kNone;
   std::string method;  // quant_method as config.json writes it ("" for kNone)
