@@ -113,6 +113,33 @@ void expect_every_rank_matches(const std::filesystem::path& ckpt, uint32_t t, co
   for (uint32_t r = 0; r < t; ++r) expect_rank_matches(ckpt, t, r, layout);
 }
 
+HostDestinations host_destinations(const LoadPlan& plan, std::byte fill) {
+  HostDestinations out;
+  for (const PlannedParam& p : plan.params()) {
+    if (p.absent || !p.alias_of.empty()) continue;
+    auto& bytes = out.memory[p.name];
+    bytes.assign(p.nbytes, fill);
+    Destination d;
+    d.name = p.name;
+    d.data = bytes.data();
+    d.bytes = p.nbytes;
+    d.shape = p.shape;
+    d.dtype = p.dtype;
+    d.element_bytes = (dtype_bits(p.dtype) + 7) / 8;
+    d.device = "host";
+    out.table.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::vector<std::string> shard_files(const std::filesystem::path& ckpt) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(ckpt))
+    if (e.path().extension() == ".safetensors") out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 LoaderOptions rank_options(const std::filesystem::path& ckpt, uint32_t tp, uint32_t rank, uint32_t ep, Target target) {
   LoaderOptions lo;
   lo.checkpoint = ckpt;

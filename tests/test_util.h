@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,18 @@ void expect_rank_matches(const std::filesystem::path& ckpt, uint32_t t, uint32_t
                          const std::string& load_flags = "", const std::string& source = "");
 // Every rank 0..t-1 of `ckpt` as above.
 void expect_every_rank_matches(const std::filesystem::path& ckpt, uint32_t t, const std::string& layout = "");
+
+// Host memory for every planned parameter of `plan` (but tied aliases and absent ones), filled
+// with `fill`, and the destination table over it: what an engine hands load_into. The memory
+// does not move while the object lives (map nodes are stable).
+struct HostDestinations {
+  std::map<std::string, std::vector<std::byte>> memory;
+  std::vector<Destination> table;
+};
+HostDestinations host_destinations(const LoadPlan& plan, std::byte fill = std::byte{0});
+
+// The .safetensors files of a checkpoint folder, sorted by name.
+std::vector<std::string> shard_files(const std::filesystem::path& ckpt);
 
 // A LoaderSession's options for rank `rank` of `tp` of `ckpt`, without progress output.
 LoaderOptions rank_options(const std::filesystem::path& ckpt, uint32_t tp, uint32_t rank, uint32_t ep = 1,

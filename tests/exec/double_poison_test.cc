@@ -81,25 +81,12 @@ TEST_F(DoublePoison, EveryByteOfEveryFamilyPlanIsWrittenByTheLoad) {
     LoaderSession session(rank_options(root_->path() / c.name, c.tp, c.rank, c.ep, c.target));
     auto prepared = session.prepare();
     ASSERT_TRUE(prepared->plan->ok()) << prepared->plan->report(true);
-    std::map<std::string, std::vector<std::byte>> memory;
-    std::vector<Destination> dests;
-    for (const PlannedParam& p : prepared->plan->params()) {
-      if (p.absent || !p.alias_of.empty()) continue;
-      auto& bytes = memory[p.name];
-      bytes.resize(p.nbytes);
-      Destination d;
-      d.name = p.name;
-      d.data = bytes.data();
-      d.bytes = p.nbytes;
-      d.shape = p.shape;
-      d.dtype = p.dtype;
-      d.element_bytes = (dtype_bits(p.dtype) + 7) / 8;
-      dests.push_back(d);
-    }
-    ASSERT_FALSE(dests.empty());
+    HostDestinations dests = host_destinations(*prepared->plan);
+    auto& memory = dests.memory;
+    ASSERT_FALSE(dests.table.empty());
     auto load_over = [&](std::byte poison) {
       for (auto& [name, bytes] : memory) std::fill(bytes.begin(), bytes.end(), poison);
-      session.load_into(*prepared, *device, dests, ExecOptions{});
+      session.load_into(*prepared, *device, dests.table, ExecOptions{});
       return memory;  // a copy
     };
     const auto a5 = load_over(std::byte{0xA5});

@@ -38,14 +38,6 @@ void publish_with_metadata(const fs::path& src, const fs::path& dst, const nlohm
   fs::rename(dst.string() + ".tmp", dst);
 }
 
-std::vector<std::string> shards_of(const fs::path& ckpt) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(ckpt))
-    if (e.path().extension() == ".safetensors") out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 class StalePlan : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -59,11 +51,11 @@ class StalePlan : public ::testing::Test {
 
   // The trainer's next step: new values and a longer header (every data offset moves).
   void publish_next_step_with_metadata() {
-    for (const auto& s : shards_of(next_)) publish_with_metadata(next_ / s, ckpt_ / s, {{"step", "2000"}});
+    for (const auto& s : shard_files(next_)) publish_with_metadata(next_ / s, ckpt_ / s, {{"step", "2000"}});
   }
   // The next step with byte-identical headers (new values at the same offsets).
   void publish_next_step_same_headers() {
-    for (const auto& s : shards_of(next_)) {
+    for (const auto& s : shard_files(next_)) {
       write_file((ckpt_ / s).string() + ".tmp", read_file(next_ / s));
       fs::rename((ckpt_ / s).string() + ".tmp", ckpt_ / s);
     }
@@ -98,31 +90,17 @@ TEST_F(StalePlan, ALoadOfAPlanWhoseShardsWereRewrittenIsRefusedNamingTheShard) {
   const auto before = load(*prepared_);
   EXPECT_EQ(before, fresh_load());
   publish_next_step_with_metadata();
-  const std::string shard = shards_of(ckpt_).front();
+  const std::string shard = shard_files(ckpt_).front();
   EXPECT_WMAP_ERROR(load(*prepared_), ErrorCode::kValidation, shard, "changed since it was planned", "inode",
                     "plan again");
   // Into the caller's buffers (refit), the same refusal, before any byte is written.
-  std::vector<std::vector<std::byte>> held;
-  std::vector<Destination> dests;
-  held.reserve(prepared_->plan->params().size());
-  for (const PlannedParam& p : prepared_->plan->params()) {
-    if (p.absent || !p.alias_of.empty()) continue;  // a tied alias needs no destination
-    held.emplace_back(p.nbytes, std::byte{0x5A});
-    Destination d;
-    d.name = p.name;
-    d.data = held.back().data();
-    d.bytes = p.nbytes;
-    d.shape = p.shape;
-    d.dtype = p.dtype;
-    d.element_bytes = dtype_bits(p.dtype) / 8;
-    dests.push_back(d);
-  }
+  HostDestinations held = host_destinations(*prepared_->plan, std::byte{0x5A});
   auto device = make_device("host");
-  EXPECT_WMAP_ERROR(session_->load_into(*prepared_, *device, dests, {}), ErrorCode::kValidation, shard,
+  EXPECT_WMAP_ERROR(session_->load_into(*prepared_, *device, held.table, {}), ErrorCode::kValidation, shard,
                     "changed since it was planned");
-  for (const auto& h : held)
+  for (const auto& [name, h] : held.memory)
     EXPECT_TRUE(std::all_of(h.begin(), h.end(), [](std::byte b) { return b == std::byte{0x5A}; }))
-        << "a refused refit wrote a destination";
+        << name << ": a refused refit wrote it";
   // The weight cache's key is the plan's identities: a reused plan must not find the old weights.
   EXPECT_WMAP_ERROR(load(*prepared_, /*cached=*/true), ErrorCode::kValidation, shard, "changed since it was planned");
   // refresh(): the headers moved, so the plan cannot be kept.
@@ -149,7 +127,7 @@ TEST_F(StalePlan, RefreshKeepsAPlanWhoseHeadersAreUnchanged) {
 
 TEST_F(StalePlan, AShardTouchedInPlaceIsRefusedToo) {
   // An in-place rewrite keeps the inode; the mtime tells.
-  const fs::path shard = ckpt_ / shards_of(ckpt_).front();
+  const fs::path shard = ckpt_ / shard_files(ckpt_).front();
   const auto t = fs::last_write_time(shard);
   fs::last_write_time(shard, t + std::chrono::seconds(2));
   EXPECT_WMAP_ERROR(load(*prepared_), ErrorCode::kValidation, shard.filename().string(), "mtime_ns");

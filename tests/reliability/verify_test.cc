@@ -261,26 +261,12 @@ TEST_F(Verify, LoadIntoMismatchNamesTheDestinationsWritten) {
   LoaderSession session(o);
   auto prepared = session.prepare();
   auto host = make_device(DeviceSpec::parse("host"));
-  std::vector<std::vector<std::byte>> memory;
-  std::vector<Destination> dests;
-  for (const PlannedParam& p : prepared->plan->params()) {
-    if (p.absent || !p.alias_of.empty()) continue;
-    memory.emplace_back(p.nbytes);
-    Destination d;
-    d.name = p.name;
-    d.data = memory.back().data();
-    d.bytes = p.nbytes;
-    d.dtype = p.dtype;
-    d.shape = p.shape;
-    d.element_bytes = (dtype_bits(p.dtype) + 7) / 8;
-    d.device = "host";
-    dests.push_back(d);
-  }
+  HostDestinations dests = host_destinations(*prepared->plan);
   ExecOptions exec;
   exec.verify = ExecOptions::Verify::kRead;
   exec.expected_sha256 = expected_digests(*prepared->catalog, manifest_);
   expect_wmap_error(
-      [&] { session.load_into(*prepared, *host, dests, exec); },
+      [&] { session.load_into(*prepared, *host, dests.table, exec); },
       {"SHA-256 mismatch", kShard3, digest_[kShard3], "destinations already written (", "model.embed_tokens.weight"});
 }
 

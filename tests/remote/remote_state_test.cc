@@ -32,14 +32,6 @@ void expect_no_secret(const std::string& text, const std::string& what) {
 
 std::string sha256_of(const fs::path& file) { return sha256_hex(read_file(file)); }
 
-std::vector<std::string> shard_files(const fs::path& ckpt) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(ckpt))
-    if (e.path().extension() == ".safetensors") out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 // `sha256sum` lines for every shard of `ckpt`, written to `file`.
 fs::path write_manifest(const fs::path& ckpt, const fs::path& file) {
   std::string text;

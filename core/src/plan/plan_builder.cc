@@ -87,8 +87,7 @@ void PlanBuilder::add_param(const ModuleSpec& module, const ParamSpec& ps) {
                 " is not a whole number of bytes below 2^64");
     broken = true;
   }
-  for (size_t i = 0; i < ps.pieces.size(); ++i)
-    broken = !add_piece(pp, ps, ps.pieces[i], records[i], total) || broken;
+  for (size_t i = 0; i < ps.pieces.size(); ++i) broken = !add_piece(pp, ps, ps.pieces[i], records[i], total) || broken;
   broken = !add_must_match(pp, ps) || broken;
   pp.convert = ps.convert;
   pp.assembled_bytes = total;
@@ -182,7 +181,8 @@ DType PlanBuilder::param_dtype(const ParamSpec& ps, const std::vector<const Tens
   return DType::kU8;
 }
 
-bool PlanBuilder::add_piece(PlannedParam& pp, const ParamSpec& ps, const Piece& piece, const TensorRecord* r, uint64_t& total) {
+bool PlanBuilder::add_piece(PlannedParam& pp, const ParamSpec& ps, const Piece& piece, const TensorRecord* r,
+                            uint64_t& total) {
   PlannedPiece out;
   out.transform = piece.transform;
   if (piece.is_zero()) {
@@ -240,8 +240,7 @@ bool PlanBuilder::add_must_match(PlannedParam& pp, const ParamSpec& ps) {
     const RenamedTensor* rb = renamed_.find(b);
     for (const auto& [key, found] : {std::pair{a, ra}, std::pair{b, rb}}) {
       if (!found) {
-        problem(PlanProblem::Kind::kMissing, key,
-                "'" + key + "' is not in the checkpoint (needed by " + ps.name + ")");
+        problem(PlanProblem::Kind::kMissing, key, "'" + key + "' is not in the checkpoint (needed by " + ps.name + ")");
         ok = false;
       }
     }

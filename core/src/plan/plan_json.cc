@@ -9,8 +9,6 @@
 
 namespace wmap {
 
-
-
 std::string LoadPlan::plan_id() const {
   std::call_once(id_cache_->once, [this] { id_cache_->id = sha256_hex(json_text(false)); });
   return id_cache_->id;
