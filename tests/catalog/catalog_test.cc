@@ -122,6 +122,22 @@ Catalog one_shard_catalog(std::vector<TensorRecord> recs) {
   return Catalog::from_parts("/nowhere", {shard}, std::move(recs));
 }
 
+// A saved catalog names its shards as an index does: relative paths inside the checkpoint. A
+// crafted one pointing a load elsewhere is refused naming the entry (review, lesser notes).
+TEST(CatalogJson, ASavedCatalogNamingAFileOutsideTheCheckpointIsRefused) {
+  TempDir dir;
+  const auto ckpt = synth_checkpoint(dir.path(), "llama", "ck");
+  const std::string json = Catalog::build(discover_shards(ckpt)).to_json(true);
+  const std::string name = "model-00001-of-00002.safetensors";
+  ASSERT_NE(json.find(name), std::string::npos);
+  for (const std::string bad : {"../outside.safetensors", "/etc/passwd", "a/../../b.safetensors"}) {
+    std::string text = json;
+    for (size_t at; (at = text.find("\"" + name + "\"")) != std::string::npos;) text.replace(at + 1, name.size(), bad);
+    EXPECT_WMAP_ERROR(Catalog::parse_json(text, "crafted.json"), ErrorCode::kMalformedInput, "crafted.json",
+                      "'" + bad + "' is not a relative path inside the checkpoint");
+  }
+}
+
 TEST(CatalogPrefix, MatchesBruteForceOnRandomNames) {
   std::mt19937 rng(1234);
   const std::string alphabet = "ab.1-/";

@@ -196,21 +196,35 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return info.param.name; });
 
 TEST_F(Destinations, EngineOwnedAndIgnoredNamesAreLeftUntouched) {
-  prepare("llama");
+  // TensorRT-LLM's FP8 block-scale linears initialise input_scale to 1.0 at construction: engine-owned.
+  prepare("deepseek_v3", "--fp8");
   std::vector<std::byte> scale(4, kSentinel), mine(4, kSentinel);
-  dests_.push_back(
-      {"model.layers.0.self_attn.qkv_proj.input_scale", scale.data(), 4, {}, 4, DType::kF32, "host", true});
+  dests_.push_back({"model.layers.0.self_attn.o_proj.input_scale", scale.data(), 4, {}, 4, DType::kF32, "host", true});
   dests_.push_back({"model.my_adapter.weight", mine.data(), 4, {2}, 2, DType::kBF16, "host", true});
   EXPECT_NE(refused().find("model.my_adapter.weight: a destination the plan does not fill"), std::string::npos);
   DestinationOptions o;
   o.ignore = {R"(model\.my_adapter\..*)"};
   const LoadIntoReport r = load_into(o);
-  EXPECT_EQ(r.engine_owned, std::vector<std::string>{"model.layers.0.self_attn.qkv_proj.input_scale"});
+  EXPECT_EQ(r.engine_owned, std::vector<std::string>{"model.layers.0.self_attn.o_proj.input_scale"});
   EXPECT_EQ(r.ignored, std::vector<std::string>{"model.my_adapter.weight"});
   EXPECT_TRUE(std::all_of(scale.begin(), scale.end(), [](std::byte b) { return b == kSentinel; }));
   EXPECT_TRUE(std::all_of(mine.begin(), mine.end(), [](std::byte b) { return b == kSentinel; }));
   o.ignore = {"(unclosed"};
   EXPECT_NE(invalid_argument(o).find("ignore pattern '(unclosed' does not compile"), std::string::npos);
+}
+
+// The same name is not engine-owned where the engine creates it empty and fills it in its own
+// load_weights (NVFP4 linears), or does not have it (a BF16 model): never left unwritten.
+TEST_F(Destinations, AnInputScaleOutsideFp8IsNotEngineOwned) {
+  for (const char* flags : {"", "--nvfp4"}) {
+    SCOPED_TRACE(flags);
+    prepare("llama", flags);
+    std::vector<std::byte> scale(4, kSentinel);
+    dests_.push_back(
+        {"model.layers.0.self_attn.o_proj.inv_input_scale", scale.data(), 4, {}, 4, DType::kF32, "host", true});
+    EXPECT_NE(refused().find("model.layers.0.self_attn.o_proj.inv_input_scale: a destination the plan does not fill"),
+              std::string::npos);
+  }
 }
 
 TEST_F(Destinations, AnIgnorePatternOverAPlannedParameterIsRefused) {
@@ -262,6 +276,62 @@ TEST_F(Destinations, TiedLmHeadNeedsNoDestinationAndAGivenOneMustBeTheSameMemory
   for (auto& [name, bytes] : buffers_) std::fill(bytes.begin(), bytes.end(), kSentinel);
   EXPECT_NE(refused().find("lm_head.weight: tied to 'model.embed_tokens.weight' but given other memory"),
             std::string::npos);
+}
+
+// A load into the caller's buffers that fails half way (here an I/O error on the second shard,
+// after the first shard's parameters landed) names every destination it wrote: they now hold a
+// mixture (review F9.6; only a digest mismatch used to say so).
+class FailingSecondShard final : public FileSystem {
+ public:
+  std::unique_ptr<RandomAccessFile> open(const std::filesystem::path& path, IoMode mode) const override {
+    auto f = FileSystem::posix().open(path, mode);
+    if (path.filename().string().find("-00002-") == std::string::npos) return f;
+    return std::make_unique<Failing>(std::move(f));
+  }
+
+ private:
+  class Failing final : public RandomAccessFile {
+   public:
+    explicit Failing(std::unique_ptr<RandomAccessFile> f) : f_(std::move(f)) {}
+    const std::string& path() const override { return f_->path(); }
+    uint64_t size() const override { return f_->size(); }
+    FileSignature signature() const override { return f_->signature(); }
+    void read(uint64_t offset, std::span<std::byte>) const override {
+      throw Error(ErrorCode::kIo, path() + ": read failed at offset " + std::to_string(offset) + ": injected");
+    }
+    std::span<const std::byte> view(uint64_t, uint64_t) const override { return {}; }
+    void release(uint64_t, uint64_t) const override {}
+    void will_need(uint64_t, uint64_t) const override {}
+
+   private:
+    std::unique_ptr<RandomAccessFile> f_;
+  };
+};
+
+TEST_F(Destinations, AFailedLoadNamesTheDestinationsItWrote) {
+  prepare("llama", "", 1, 0);
+  const FailingSecondShard failing;
+  ExecOptions exec;
+  exec.fs = &failing;
+  exec.io = IoMode::kPread;
+  exec.read_workers = 1;  // the schedule's order: the first shard's units land first
+  exec.load_workers = 1;
+  auto device = make_device("host");
+  try {
+    session_->load_into(*prepared_, *device, dests_, exec);
+    ADD_FAILURE() << "the load did not fail";
+  } catch (const PartialWriteError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("read failed at offset"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("destinations already written ("), std::string::npos) << msg;
+    ASSERT_FALSE(e.written().empty());
+    for (const auto& name : e.written()) EXPECT_NE(msg.find(name), std::string::npos) << name;
+    size_t changed = 0;
+    for (const auto& [name, bytes] : buffers_) {
+      changed += std::any_of(bytes.begin(), bytes.end(), [](std::byte b) { return b != kSentinel; });
+    }
+    EXPECT_LE(changed, e.written().size()) << "a destination changed that the error does not name";
+  }
 }
 
 TEST_F(Destinations, RefitLandsRewrittenShardsInTheSameBuffers) {

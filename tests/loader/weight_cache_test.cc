@@ -10,10 +10,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <fstream>
 
 #include "checkpoint_edit.h"
 #include "test_util.h"
 #include "wmap/loader/loader.h"
+#include "wmap/util/sha256.h"
 
 namespace wmap::test {
 namespace {
@@ -157,6 +161,72 @@ TEST_F(WeightCacheTest, ARewrittenShardMisses) {
   const LoadedModel second = load();
   EXPECT_EQ(second.stats.cache, "miss");
   EXPECT_NE(bytes_of(second, "model.norm.weight"), bytes_of(first, "model.norm.weight"));
+}
+
+// Review F3: verify= was dropped on a hit, so a corrupt shard cached once came back under
+// verify=True. A hit satisfies only the verification its entry was made with; otherwise the
+// shards are read and verified now (here: a byte flipped with the file's size, mtime and inode
+// kept, so the cache key is unchanged).
+TEST_F(WeightCacheTest, AHitDoesNotBypassARequestedVerification) {
+  std::string manifest;
+  for (const auto& f : shard_files(ckpt_)) manifest += sha256_hex(read_file(ckpt_ / f)) + "  " + f + "\n";
+  write_file(dir_ / "SUMS", manifest);
+  EXPECT_EQ(load(1, 0).stats.cache, "miss");
+  const auto shard = ckpt_ / shard_files(ckpt_).back();
+  struct stat before {};
+  ASSERT_EQ(::stat(shard.c_str(), &before), 0);
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(shard) - 100));
+    f.put('\x5a');
+  }
+  const struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, shard.c_str(), times, 0), 0);
+  EXPECT_EQ(load(1, 0).stats.cache, "hit") << "the key did not change: a plain load is answered from the cache";
+  auto verified = [&](ExecOptions::Verify mode) {
+    LoaderSession session(rank_options(ckpt_, 1, 0));
+    auto prepared = session.prepare();
+    auto device = make_device("host");
+    ExecOptions exec;
+    exec.verify = mode;
+    exec.expected_sha256 = expected_digests(*prepared->catalog, dir_ / "SUMS");
+    return session.load(*prepared, *device, exec, /*cached=*/true);
+  };
+  for (auto mode : {ExecOptions::Verify::kBestEffort, ExecOptions::Verify::kRead}) {
+    try {
+      verified(mode);
+      ADD_FAILURE() << "verify=" << verify_mode_name(mode) << " returned the cached, corrupt weights";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("SHA-256 mismatch"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_GE(WeightCache::process().info().bypassed, 2u);
+}
+
+// An entry made under a verification replays it on a hit: as strong a mode, the same digests.
+TEST_F(WeightCacheTest, AVerifiedEntryReplaysItsChecksOnAHit) {
+  std::string manifest;
+  for (const auto& f : shard_files(ckpt_)) manifest += sha256_hex(read_file(ckpt_ / f)) + "  " + f + "\n";
+  write_file(dir_ / "SUMS", manifest);
+  auto verified = [&](ExecOptions::Verify mode) {
+    LoaderSession session(rank_options(ckpt_, 1, 0));
+    auto prepared = session.prepare();
+    auto device = make_device("host");
+    ExecOptions exec;
+    exec.verify = mode;
+    exec.expected_sha256 = expected_digests(*prepared->catalog, dir_ / "SUMS");
+    return session.load(*prepared, *device, exec, /*cached=*/true);
+  };
+  EXPECT_EQ(verified(ExecOptions::Verify::kRead).stats.cache, "miss");
+  const LoadedModel hit = verified(ExecOptions::Verify::kBestEffort);
+  EXPECT_EQ(hit.stats.cache, "hit");
+  EXPECT_EQ(hit.stats.verified, "read");
+  ASSERT_FALSE(hit.stats.verification.empty());
+  for (const auto& c : hit.stats.verification) {
+    EXPECT_EQ(c.status, ShardCheck::Status::kMatch);
+    EXPECT_NE(c.note.find("checked when the weight cache's entry was made"), std::string::npos) << c.note;
+  }
+  EXPECT_EQ(verified(ExecOptions::Verify::kFull).stats.cache, "miss") << "full is stronger than read";
 }
 
 TEST_F(WeightCacheTest, TheOldestEntryIsEvictedFirst) {

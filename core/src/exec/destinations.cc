@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 
+#include "engine_owned.h"
 #include "name_patterns.h"
 #include "param_table_rules.h"
 #include "plan_runner.h"
@@ -65,7 +66,7 @@ class DestinationDevice final : public Device {
 
 DestinationCheck check_destinations(const LoadPlan& plan, const std::vector<Destination>& destinations,
                                     const DestinationOptions& options) {
-  const exec_detail::NamePatterns owned(engine_owned_patterns(plan.layout().target), "engine-owned");
+  const exec_detail::NamePatterns owned(exec_detail::engine_owned_patterns(plan), "engine-owned");
   const exec_detail::NamePatterns ignore(options.ignore, "ignore");
   DestinationCheck out;
   auto problem = [&](PlanProblem::Kind kind, const std::string& key, std::string message) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 
+#include "engine_owned.h"
 #include "name_patterns.h"
 #include "param_table_rules.h"
 #include "wmap/exec/destinations.h"
@@ -76,7 +77,7 @@ std::vector<ExpectedParam> parse_expected_params(std::string_view json, const st
 }
 
 std::vector<PlanProblem> check_expected_params(const LoadPlan& plan, const std::vector<ExpectedParam>& expected) {
-  const exec_detail::NamePatterns owned(engine_owned_patterns(plan.layout().target), "engine-owned");
+  const exec_detail::NamePatterns owned(exec_detail::engine_owned_patterns(plan), "engine-owned");
   std::vector<PlanProblem> out;
   std::map<std::string, const ExpectedParam*> engine;  // by plain_param_name (torch.compile's prefix dropped)
   for (const auto& e : expected) engine[exec_detail::plain_param_name(e.name)] = &e;

@@ -16,6 +16,7 @@ void PlanBuilder::run() {
   plan_.plugin_ = spec_.plugin;
   plan_.architecture_ = spec_.architecture;
   plan_.layout_ = spec_.layout;
+  plan_.quant_format_ = options_.format;
   plan_.catalog_tensors_ = catalog_.size();
   plan_.readers_.assign(catalog_.size(), 0);
   plan_.ignored_ = renamed_.ignored().size();

@@ -28,15 +28,6 @@ std::optional<Target> parse_target(std::string_view name) {
   return std::nullopt;
 }
 
-std::vector<std::string> engine_owned_patterns(Target target) {
-  // TensorRT-LLM: FP8 block-scale linears (modules/linear.py, FP8BlockScalesLinearMethod) create
-  // scalar input_scale / inv_input_scale parameters that load_weights never fills. vLLM:
-  // BaseKVCacheMethod.create_weights gives attention k_scale / v_scale (and q_scale, prob_scale),
-  // set from the checkpoint only when it has them.
-  if (target == Target::kVllm) return {R"(.*\.(k_scale|v_scale|q_scale|prob_scale))"};
-  return {R"(.*\.(input_scale|inv_input_scale))"};
-}
-
 std::vector<std::string> target_names() { return {"trtllm", "vllm"}; }
 
 // --- Split ----------------------------------------------------------------------------------

@@ -173,6 +173,8 @@ class LoadPlan {
   const Catalog& catalog() const { return *catalog_; }
   const std::shared_ptr<const Catalog>& shared_catalog() const { return catalog_; }
   const Layout& layout() const { return layout_; }
+  // The checkpoint's quantisation format the plan was made with (PlanOptions::format).
+  const QuantFormat& quant_format() const { return quant_format_; }
   uint64_t bytes_to_load() const;  // parameter bytes (aliases counted once)
   uint64_t bytes_to_read() const;  // source bytes the pieces need
   std::string coverage() const;    // one-line verdict
@@ -188,6 +190,7 @@ class LoadPlan {
   friend class PlanBuilder;  // load_plan.cc: fills a plan step by step
   std::string plugin_, architecture_;
   Layout layout_;
+  QuantFormat quant_format_;
   std::vector<PlannedParam> params_;
   ReadSchedule schedule_;
   std::vector<size_t> read_order_;

@@ -31,11 +31,6 @@ enum class Target : uint8_t { kTrtllm, kVllm };
 std::string_view target_name(Target t);                     // "trtllm", "vllm"
 std::optional<Target> parse_target(std::string_view name);  // nullopt when unknown
 std::vector<std::string> target_names();                    // every target, in enum order
-// Parameters the target engine holds that no checkpoint fills (it initialises them itself), as
-// RE2 patterns: TensorRT-LLM's FP8 block-scale linears carry scalar `input_scale` and
-// `inv_input_scale`; vLLM's FP8 attention `k_scale`, `v_scale` (and `q_scale`, `prob_scale`).
-// load_into leaves them untouched and plan --expect accepts them missing from the plan.
-std::vector<std::string> engine_owned_patterns(Target target);
 
 // How one dimension is split on this rank: `size` parts, this rank takes part `rank`. `exact`
 // (target vllm) makes a width not divisible by `size` an error naming the tensor, as vLLM

@@ -1,0 +1,22 @@
+#include "engine_owned.h"
+
+namespace wmap::exec_detail {
+
+std::vector<std::string> engine_owned_patterns(const LoadPlan& plan) {
+  if (plan.layout().target == Target::kVllm) {
+    // BaseKVCacheMethod.create_weights: torch.nn.Parameter(torch.tensor(-1.0)) for q/k/v/prob
+    // scales ("not loaded"), set from the checkpoint only when it has them
+    // (vllm/model_executor/layers/quantization/kv_cache.py, commit 190900b9).
+    return {R"(.*\.(k_scale|v_scale|q_scale|prob_scale))"};
+  }
+  // TensorRT-LLM's FP8 block-scale linears: input_scale and inv_input_scale are
+  // torch.tensor(1., dtype=torch.float32) from create_weights, overwritten only when a checkpoint
+  // has input_scale (_torch/modules/linear.py FP8BlockScalesLinearMethod, commit 00bbf71e).
+  // Engine-owned for FP8 checkpoints only: NVFP4 linears create the same names with torch.empty
+  // and fill them inside load_weights (an unplanned one is then a destination problem, never a
+  // buffer left as it was).
+  if (plan.quant_format().kind == QuantFormat::Kind::kFp8) return {R"(.*\.(input_scale|inv_input_scale))"};
+  return {};
+}
+
+}  // namespace wmap::exec_detail
