@@ -93,13 +93,16 @@ cat >"$seeds/listing/page2.xml" <<'XML'
 <ListBucketResult><Name>models</Name><Prefix>models/llama/</Prefix><IsTruncated>false</IsTruncated><Contents><Key>models/llama/a &amp; b.safetensors</Key><ETag>"x"</ETag><Size>0</Size></Contents><CommonPrefixes><Prefix>models/llama/sub/</Prefix></CommonPrefixes></ListBucketResult>
 XML
 
-# Catalog seeds: catalogs saved by this build's wmap from the valid interop checkpoints.
-if [[ -x $build/bin/wmap ]]; then
+# Catalog seeds: catalogs saved by a wmap CLI (WMAP_SEED_CLI, else this build's) from the valid
+# interop checkpoints. tools/test.sh passes the main build's: the catalog format is the same, and
+# the fuzz build then compiles only the parsers' stages.
+seed_cli=${WMAP_SEED_CLI:-$build/bin/wmap}
+if [[ -x $seed_cli ]]; then
   for d in "$testdata"/interop/valid/*/ "$testdata"/interop/valid/*/*.safetensors; do
-    "$build/bin/wmap" -q inspect "$d" --save-catalog "$seeds/catalog/$((i++)).json" >/dev/null 2>&1 || true
+    "$seed_cli" -q inspect "$d" --save-catalog "$seeds/catalog/$((i++)).json" >/dev/null 2>&1 || true
   done
 else
-  echo "$0: warning: $build/bin/wmap not built; catalog_json_fuzzer starts from an empty corpus" >&2
+  echo "$0: warning: $seed_cli not built; catalog_json_fuzzer starts from an empty corpus" >&2
 fi
 echo "seeds: $(ls "$seeds/header" | wc -l) headers, $(ls "$seeds/index" | wc -l) indexes, $(ls "$seeds/catalog" | wc -l) catalogs," \
   "$(ls "$seeds/config" | wc -l) configs, $(ls "$seeds/mapping" | wc -l) mappings, $(ls "$seeds/torch" | wc -l) torch," \

@@ -81,8 +81,8 @@ if ! skipped fuzz; then
   rm -rf "$FUZZ_BUILD"
   CC=clang CXX=clang++ cmake -S . -B "$FUZZ_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DWMAP_BUILD_FUZZERS=ON -DWMAP_BUILD_TESTS=OFF -DWMAP_BUILD_PYTHON=OFF -DWMAP_CUDA=OFF -DWMAP_WERROR=ON >/dev/null
-  cmake --build "$FUZZ_BUILD" -j "$JOBS" --target wmap_fuzzers wmap_cli
-  fuzz/run_fuzzers.sh "$FUZZ_BUILD" "${WMAP_FUZZ_SECONDS:-10}"
+  cmake --build "$FUZZ_BUILD" -j "$JOBS" --target wmap_fuzzers
+  WMAP_SEED_CLI="$PWD/$BUILD/bin/wmap" fuzz/run_fuzzers.sh "$FUZZ_BUILD" "${WMAP_FUZZ_SECONDS:-10}"
 fi
 
 stage "done"
