@@ -258,6 +258,19 @@ TEST_F(RemoteState, AServerThatTricklesIsAbandonedByTheThroughputFloor) {
   EXPECT_LT(s, 30.0) << r.err;
 }
 
+// Review, lesser notes: Content-Range was read with sscanf("%llu"), which takes signs and spaces
+// and overflows silently; it is parsed strictly now.
+TEST_F(RemoteState, AContentRangeThatIsNotStrictlyDecimalIsRefused) {
+  for (const std::string bad : {"bytes +0-65535/118000", "bytes  0-65535/118000", "bytes 0-65535/99999999999999999999999",
+                                "bytes 0-65535/-1"}) {
+    proxy_->set_rules(R"([{"path_contains": "model-00001", "action": "pass", "headers": {"Content-Range": ")" + bad +
+                      R"("}}])");
+    const auto r = run_wmap("inspect " + shell_quote(proxy_->url() + "/ck/"));
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
+    EXPECT_NE(r.err.find("unreadable Content-Range '" + bad + "'"), std::string::npos) << r.err;
+  }
+}
+
 // Review F7: verify over HTTP made one 256 KiB request after another (30 for 6 MB); it now
 // asks for the rest of each shard at once, in concurrent parts, after the probe.
 TEST_F(RemoteState, VerifyOverHttpReadsLargeRangesAndLoadNeverRefetchesTheProbe) {
