@@ -261,8 +261,8 @@ TEST_F(RemoteState, AServerThatTricklesIsAbandonedByTheThroughputFloor) {
 // Review, lesser notes: Content-Range was read with sscanf("%llu"), which takes signs and spaces
 // and overflows silently; it is parsed strictly now.
 TEST_F(RemoteState, AContentRangeThatIsNotStrictlyDecimalIsRefused) {
-  for (const std::string bad : {"bytes +0-65535/118000", "bytes  0-65535/118000", "bytes 0-65535/99999999999999999999999",
-                                "bytes 0-65535/-1"}) {
+  for (const std::string bad : {"bytes +0-65535/118000", "bytes  0-65535/118000",
+                                "bytes 0-65535/99999999999999999999999", "bytes 0-65535/-1"}) {
     proxy_->set_rules(R"([{"path_contains": "model-00001", "action": "pass", "headers": {"Content-Range": ")" + bad +
                       R"("}}])");
     const auto r = run_wmap("inspect " + shell_quote(proxy_->url() + "/ck/"));
