@@ -180,8 +180,7 @@ py::dict load_into(py::object source, py::object params, py::kwargs kw) {
   std::vector<wmap::Destination> dests;
   for (const auto& i : imported) dests.push_back(i.dest);
   const Prepared p = resolve(Entry::kLoadInto, source, r);
-  wmap::DestinationOptions opts;
-  opts.ignore = r.ignore;
+  const wmap::DestinationOptions& opts = r.into;
   std::unique_ptr<wmap::Device> device;
   wmap::ExecOptions exec;
   {
@@ -210,6 +209,9 @@ py::dict load_into(py::object source, py::object params, py::kwargs kw) {
   out["engine_owned"] = report.engine_owned;
   out["ignored"] = report.ignored;
   out["unfilled"] = report.unfilled;
+  out["atomic"] = report.atomic;
+  out["staged_bytes"] = report.staged_bytes;
+  out["commit_seconds"] = report.commit_seconds;
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "py_errors.h"
+#include "wmap/util/env.h"
 
 namespace wmap::python {
 
@@ -14,8 +15,8 @@ std::string entry_name(Entry e) {
 }
 
 bool allowed_with_a_plan(const std::string& k) {
-  return k == "quiet" || k == "device" || k == "cache" || k == "ignore" || k == "verify" || k == "manifest" ||
-         k == "digests";
+  return k == "quiet" || k == "device" || k == "cache" || k == "ignore" || k == "atomic" || k == "verify" ||
+         k == "manifest" || k == "digests";
 }
 
 namespace {
@@ -102,7 +103,7 @@ std::vector<std::string> keywords(Entry e) {
   for (const char* n : {"catalog", "config", "plugin_dir", "mappings", "quiet", "max_read_gap", "remote"})
     k.push_back(n);
   if (e == Entry::kLoad) k.insert(k.end(), {"device", "cache"});
-  if (e == Entry::kLoadInto) k.push_back("ignore");
+  if (e == Entry::kLoadInto) k.insert(k.end(), {"ignore", "atomic"});
   if (e != Entry::kPlan) k.insert(k.end(), {"verify", "manifest", "digests"});
   return k;
 }
@@ -111,6 +112,7 @@ Request parse_request(Entry e, const py::kwargs& kw) {
   const std::vector<std::string> known = keywords(e);
   Request r;
   r.remote = wmap::RemoteOptions::from_environment();  // at each call: a changed variable counts
+  r.into.atomic_max_bytes = wmap::env_bytes("WMAP_ATOMIC_MAX_BYTES", "the most bytes an atomic load_into stages");
   for (const auto& item : kw) {
     const std::string key = py::str(item.first);
     const py::handle v = item.second;
@@ -152,7 +154,9 @@ Request parse_request(Entry e, const py::kwargs& kw) {
     else if (key == "device")
       r.device = wmap::DeviceSpec::parse(v.cast<std::string>());
     else if (key == "ignore")
-      r.ignore = v.cast<std::vector<std::string>>();
+      r.into.ignore = v.cast<std::vector<std::string>>();
+    else if (key == "atomic")
+      r.into.atomic = v.cast<bool>();
     else if (key == "verify")
       r.verify = verify_arg(v);
     else if (key == "manifest")

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "wmap/device/device_spec.h"
+#include "wmap/exec/destinations.h"
 #include "wmap/exec/executor.h"
 #include "wmap/io/remote.h"
 #include "wmap/plan/load_plan.h"
@@ -31,7 +32,7 @@ struct Request {
   std::vector<std::string> given;  // the keywords the caller gave
   wmap::DeviceSpec device;
   bool quiet = false, cache = false;
-  std::vector<std::string> ignore;
+  wmap::DestinationOptions into;  // load_into: ignore=, atomic= (and WMAP_ATOMIC_MAX_BYTES)
   wmap::ExecOptions::Verify verify = wmap::ExecOptions::Verify::kOff;  // verify=True / 'full' / 'best-effort'
   std::optional<std::filesystem::path> manifest;
   bool digests = false;

@@ -6,12 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <thread>
 
 #include "cuda_device.h"
 #include "fake_cuda_seam.h"
 #include "test_util.h"
 #include "wmap/loader/loader.h"
+#include "wmap/catalog/shard_digests.h"
+#include "wmap/exec/destinations.h"
 #include "wmap/util/error.h"
 #include "wmap/util/sha256.h"
 
@@ -381,6 +384,73 @@ TEST(FakeCuda, WholeBuffersAndConcurrentRegionsRoundTrip) {
   std::vector<std::byte> back(region * regions);
   device->copy_to_host(*b, back);
   for (uint64_t i = 0; i < back.size(); ++i) ASSERT_EQ(back[i], pattern(i, 7)) << "byte " << i;
+  EXPECT_TRUE(fake->violations().empty()) << joined(fake->violations());
+}
+
+// atomic load_into into device memory: staged on the host, committed through the device's pinned
+// ring once the whole load succeeded. A load that fails (a digest mismatch found after the reads)
+// leaves the device memory as it was; a copy failing during the commit says the destinations may
+// hold a mixture and names them all.
+TEST(FakeCuda, AnAtomicLoadIntoDeviceMemoryCommitsOnlyAfterTheWholeLoad) {
+  TempDir dir;
+  const auto ckpt = synth(dir, "deepseek_v3", "--fp8");
+  auto fake = std::make_shared<FakeCudaRuntime>();
+  auto device = make_cuda_device(0, fake, kSetups[1].tuning);
+  LoaderSession session(rank_options(ckpt, 2, 1, 1, Target::kTrtllm));
+  auto prepared = session.prepare();
+  std::vector<std::shared_ptr<DeviceBuffer>> buffers;
+  std::vector<Destination> dests;
+  for (const PlannedParam& p : prepared->plan->params()) {
+    if (p.absent || !p.alias_of.empty()) continue;
+    auto b = device->allocate(p.nbytes, p.name);
+    auto host = device->begin_write(*b);
+    std::fill(host.begin(), host.end(), std::byte{0xAB});
+    device->end_write(*b, host);
+    dests.push_back({p.name, b->device_data(), p.nbytes, p.shape, dtype_bits(p.dtype) / 8, p.dtype, "cuda:0", true});
+    buffers.push_back(b);
+  }
+  auto contents = [&] {
+    std::map<std::string, std::vector<std::byte>> m;
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      std::vector<std::byte> v(buffers[i]->size());
+      device->copy_to_host(*buffers[i], v);
+      m[dests[i].name] = std::move(v);
+    }
+    return m;
+  };
+  const auto before = contents();
+  DestinationOptions atomic;
+  atomic.atomic = true;
+  ExecOptions bad;
+  bad.verify = ExecOptions::Verify::kFull;
+  const auto files = shard_files(ckpt);
+  for (size_t i = 0; i < files.size(); ++i) {
+    bad.expected_sha256.push_back(ExpectedDigest{
+        i + 1 == files.size() ? std::string(64, '0') : sha256_hex(read_file(ckpt / files[i])), "test manifest"});
+  }
+  EXPECT_THROW(session.load_into(*prepared, *device, dests, bad, atomic), Error);
+  EXPECT_TRUE(contents() == before) << "a failed atomic load changed device memory";
+
+  auto host = make_device("host");
+  const LoadedModel reference = session.load(*prepared, *host, ExecOptions{});
+  const LoadIntoReport r = session.load_into(*prepared, *device, dests, ExecOptions{}, atomic);
+  EXPECT_TRUE(r.atomic);
+  const auto after = contents();
+  for (const auto& p : reference.params) {
+    const std::vector<std::byte> want(p.buffer->host_data(), p.buffer->host_data() + p.buffer->size());
+    EXPECT_TRUE(after.at(p.name) == want) << p.name;
+  }
+
+  fake->fail_async_copy_after(2);
+  try {
+    session.load_into(*prepared, *device, dests, ExecOptions{}, atomic);
+    ADD_FAILURE() << "a failing copy during the commit went unnoticed";
+  } catch (const PartialWriteError& e) {
+    EXPECT_NE(std::string(e.what()).find("they may hold a mixture"), std::string::npos) << e.what();
+    EXPECT_EQ(e.written().size(), dests.size());
+  }
+  fake->fail_async_copy_after(-1);
+  device->synchronize();
   EXPECT_TRUE(fake->violations().empty()) << joined(fake->violations());
 }
 

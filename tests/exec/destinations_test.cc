@@ -14,6 +14,7 @@
 #include "test_util.h"
 #include "wmap/exec/expected_params.h"
 #include "wmap/loader/loader.h"
+#include "wmap/util/sha256.h"
 
 namespace wmap::test {
 namespace {
@@ -332,6 +333,77 @@ TEST_F(Destinations, AFailedLoadNamesTheDestinationsItWrote) {
     }
     EXPECT_LE(changed, e.written().size()) << "a destination changed that the error does not name";
   }
+}
+
+// atomic: the same failures (an I/O error in the second shard, a digest mismatch found once a
+// shard is hashed) leave every destination as it was; without atomic they leave a mixture.
+TEST_F(Destinations, AnAtomicLoadThatFailsHalfWayChangesNoDestination) {
+  prepare("llama", "--shards 3", 1, 0);
+  auto all_sentinel = [&] {
+    for (const auto& [name, bytes] : buffers_) {
+      if (std::any_of(bytes.begin(), bytes.end(), [](std::byte b) { return b != kSentinel; })) return false;
+    }
+    return true;
+  };
+  DestinationOptions atomic;
+  atomic.atomic = true;
+  auto device = make_device("host");
+  const FailingSecondShard failing;
+  ExecOptions io_error;
+  io_error.fs = &failing;
+  io_error.io = IoMode::kPread;
+  io_error.read_workers = 1;
+  io_error.load_workers = 1;
+  ExecOptions bad_digest;
+  bad_digest.verify = ExecOptions::Verify::kFull;
+  const auto files = shard_files(ckpt_);
+  for (size_t i = 0; i < files.size(); ++i) {
+    const std::string hex = sha256_hex(read_file(ckpt_ / files[i]));
+    bad_digest.expected_sha256.push_back(
+        ExpectedDigest{i + 1 == files.size() ? std::string(64, '0') : hex, "test manifest"});
+  }
+  for (const auto& [label, exec] : {std::pair{"I/O error", io_error}, std::pair{"digest mismatch", bad_digest}}) {
+    try {
+      session_->load_into(*prepared_, *device, dests_, exec, atomic);
+      ADD_FAILURE() << label << ": the load did not fail";
+    } catch (const PartialWriteError& e) {
+      ADD_FAILURE() << label << ": an atomic load named written destinations: " << e.what();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("(atomic load_into: no destination was changed)"), std::string::npos)
+          << label << ": " << e.what();
+    }
+    EXPECT_TRUE(all_sentinel()) << label << ": an atomic load that failed changed a destination";
+    EXPECT_THROW(session_->load_into(*prepared_, *device, dests_, exec), PartialWriteError) << label;
+    EXPECT_FALSE(all_sentinel()) << label << ": the plain load wrote nothing before failing (the test proves nothing)";
+    for (auto& [name, bytes] : buffers_) std::fill(bytes.begin(), bytes.end(), kSentinel);
+  }
+}
+
+TEST_F(Destinations, AnAtomicLoadEqualsAPlainOneAndReportsItsStaging) {
+  prepare("deepseek_v3", "--fp8", 2, 1);
+  const auto own = own_load();
+  DestinationOptions atomic;
+  atomic.atomic = true;
+  const LoadIntoReport r = load_into(atomic);
+  uint64_t planned = 0;
+  for (const auto& [name, bytes] : buffers_) {
+    EXPECT_EQ(bytes, own.at(name)) << name;
+    planned += bytes.size();
+  }
+  EXPECT_TRUE(r.atomic);
+  EXPECT_EQ(r.staged_bytes, planned);
+  EXPECT_EQ(r.params, buffers_.size());
+  EXPECT_GE(r.commit_seconds, 0.0);
+}
+
+TEST_F(Destinations, AnAtomicLoadBeyondItsLimitIsRefusedBeforeAnyRead) {
+  prepare("llama");
+  DestinationOptions atomic;
+  atomic.atomic = true;
+  atomic.atomic_max_bytes = 1024;
+  const std::string msg = refused(atomic);
+  EXPECT_NE(msg.find("more than the limit of 1.00 KiB (1024 bytes) (WMAP_ATOMIC_MAX_BYTES)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("nothing was read or written"), std::string::npos) << msg;
 }
 
 TEST_F(Destinations, RefitLandsRewrittenShardsInTheSameBuffers) {

@@ -10,6 +10,9 @@
 #include "name_patterns.h"
 #include "param_table_rules.h"
 #include "plan_runner.h"
+#include "staging_device.h"
+#include "wmap/io/file_io.h"
+#include "wmap/util/bytes_text.h"
 #include "wmap/util/error.h"
 
 namespace wmap {
@@ -61,6 +64,52 @@ class DestinationDevice final : public Device {
   Device& inner_;
   const std::map<std::string, const Destination*>& by_name_;
 };
+
+// DestinationOptions::atomic: the load into host staging, then (only if it succeeded) the commit
+// into the destinations on `device`.
+LoadedModel run_staged(const LoadPlan& plan, Device& device, const std::map<std::string, const Destination*>& by_name,
+                       const ExecOptions& options, const DestinationOptions& dest_options, LoadIntoReport& report) {
+  uint64_t need = 0;
+  for (const PlannedParam& p : plan.params()) {
+    if (!p.absent && p.alias_of.empty() && by_name.count(p.name)) need += p.nbytes;
+  }
+  const uint64_t limit = dest_options.atomic_max_bytes.value_or(available_memory_bytes());
+  if (need > limit) {
+    throw Error(
+        ErrorCode::kValidation,
+        "atomic load_into stages this rank's " + bytes_text(need) +
+            " in host memory before any destination changes, more than " +
+            (dest_options.atomic_max_bytes
+                 ? "the limit of " + bytes_text(limit) + " (WMAP_ATOMIC_MAX_BYTES)"
+                 : "the " + bytes_text(limit) + " of memory available now (WMAP_ATOMIC_MAX_BYTES sets the limit)") +
+            ": nothing was read or written; load without atomic, or free memory");
+  }
+  auto host = make_device(DeviceSpec::host());
+  exec_detail::StagingDevice staging(*host);
+  ExecOptions run_options = options;
+  run_options.name_written_on_failure = false;  // nothing of the caller's is written before the commit
+  LoadedModel model;
+  try {
+    model = exec_detail::PlanRunner(plan, staging, run_options).run();
+  } catch (const Error& e) {
+    throw Error(e.code(), std::string(e.what()) + " (atomic load_into: no destination was changed)");
+  }
+  report.staged_bytes = staging.staged_bytes();
+  device.fence_external();  // the caller's queued work on its tensors comes first
+  try {
+    report.commit_seconds =
+        staging.commit(device, by_name, options.load_workers ? options.load_workers : default_load_workers());
+  } catch (const Error& e) {
+    std::vector<std::string> all;
+    for (const auto& [name, d] : by_name) all.push_back(name);
+    throw PartialWriteError(e.code(),
+                            std::string(e.what()) +
+                                " (atomic load_into: the load succeeded but copying it into the destinations failed; "
+                                "they may hold a mixture)",
+                            std::move(all));
+  }
+  return model;
+}
 
 }  // namespace
 
@@ -203,13 +252,19 @@ LoadIntoReport execute_into(const LoadPlan& plan, Device& device, const std::vec
   if (!check.ok()) throw Error(ErrorCode::kValidation, check.message());
   std::map<std::string, const Destination*> by_name;
   for (const Destination& d : destinations) by_name.emplace(exec_detail::plain_param_name(d.name), &d);
-  DestinationDevice into(device, by_name);
-  device.fence_external();  // the caller's queued work on its tensors comes first
-  ExecOptions run_options = options;
-  run_options.name_written_on_failure = true;  // a failed load leaves the caller's buffers part-written
-  LoadedModel model = exec_detail::PlanRunner(plan, into, run_options).run();
-  into.synchronize();
   LoadIntoReport r;
+  LoadedModel model;
+  if (dest_options.atomic) {
+    r.atomic = true;
+    model = run_staged(plan, device, by_name, options, dest_options, r);
+  } else {
+    DestinationDevice into(device, by_name);
+    device.fence_external();  // the caller's queued work on its tensors comes first
+    ExecOptions run_options = options;
+    run_options.name_written_on_failure = true;  // a failed load leaves the caller's buffers part-written
+    model = exec_detail::PlanRunner(plan, into, run_options).run();
+    into.synchronize();
+  }
   r.stats = std::move(model.stats);
   for (const auto& p : model.params) r.params += by_name.count(p.name);
   for (size_t i = 0; i < model.digests.size(); ++i) {

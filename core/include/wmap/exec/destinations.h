@@ -38,6 +38,12 @@ struct DestinationOptions {
   // RE2 patterns (full match) of destinations the caller fills itself; with the target's
   // engine-owned names (engine_owned_patterns) they are left untouched and reported.
   std::vector<std::string> ignore;
+  // All or nothing (a refit that fails half way must not leave old and new weights mixed): the
+  // whole load, verification included, runs into host staging buffers, and the destinations are
+  // written only once it has succeeded. Refused before any read when the rank's bytes exceed
+  // atomic_max_bytes (unset: the memory available now, available_memory_bytes()).
+  bool atomic = false;
+  std::optional<uint64_t> atomic_max_bytes;
 };
 
 // The verdict on a destination table, before anything is read.
@@ -74,11 +80,17 @@ struct LoadIntoReport {
   std::string device;
   // ExecOptions::digests: (destination, XXH3-64 of its bytes as written), in plan order.
   std::vector<std::pair<std::string, uint64_t>> digests;
+  // DestinationOptions::atomic: the bytes staged, and the time copying them into the
+  // destinations took (the load's own time is stats.seconds).
+  bool atomic = false;
+  uint64_t staged_bytes = 0;
+  double commit_seconds = 0;
 };
 
 // Checks the table (throws kValidation with DestinationCheck::message() when it fails: nothing is
 // read or written), then runs the plan on `device` (which must be the destinations' device),
-// each parameter written into its destination.
+// each parameter written into its destination (DestinationOptions::atomic: into host staging,
+// then copied into the destinations once the whole load succeeded).
 LoadIntoReport execute_into(const LoadPlan& plan, Device& device, const std::vector<Destination>& destinations,
                             const ExecOptions& options, const DestinationOptions& dest_options = {});
 
