@@ -4,10 +4,12 @@
 #   1. ctest: unit, interop, bit-exact family loads vs the numpy reference, plugins, mappings,
 #      reliability, executor, PyTorch checkpoints, the Python module
 #   2. the out-of-tree GPT-2 plugin built and tested against `cmake --install` of step 1
+#   2b. `pip install --no-build-isolation .` of step 1's build into a fresh venv, and the Python and
+#      engine-adapter tests against the installed package (tools/pip_test.sh)
 #   3. ASan + UBSan build of the whole suite (tools/sanitize.sh)
 #   4. TSan build of the parallel executor tests (tools/tsan.sh)
 #   5. every libFuzzer target for a bounded time (fuzz/run_fuzzers.sh)
-# WMAP_SKIP="asan tsan fuzz gpt2" skips stages locally; CI runs them all.
+# WMAP_SKIP="asan tsan fuzz gpt2 pip" skips stages locally; CI runs them all.
 #
 # Every stage runs from an export of HEAD (`git archive`, committed files only) in a fresh temp
 # folder with no `shared` folder beside the tree: the suite must need nothing but the committed
@@ -62,6 +64,11 @@ if ! skipped gpt2; then
     -DCMAKE_PREFIX_PATH="$PREFIX" -DWMAP_REFERENCE_PY="$PWD/tests/python/reference.py"
   cmake --build "$BUILD-gpt2" -j "$JOBS"
   ctest --test-dir "$BUILD-gpt2" --output-on-failure --no-tests=error
+fi
+
+if ! skipped pip; then
+  stage "pip install into a fresh venv: Python and engine-adapter tests against the installed package"
+  tools/pip_test.sh "$BUILD"
 fi
 
 if ! skipped asan; then

@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 
 import wmap
-from wmap_test_util import TempDir, check, eq, reference, run_tests, synth
+from wmap_test_util import TempDir, check, eq, module_like, reference, run_tests, synth
 
 try:
     import torch
@@ -96,20 +96,6 @@ def test_problems_raised_at_once_nothing_written():
             check("does not export DLPack" in str(e), str(e))
         else:
             raise AssertionError("a list was accepted as a destination")
-
-
-def module_like(expected, target_dtype):
-    """A torch module whose parameters are named (nested modules) and shaped like `expected`."""
-    root = torch.nn.Module()
-    for name, (dtype, shape, _) in expected.items():
-        *path, leaf = name.split(".")
-        m = root
-        for p in path:
-            if p not in m._modules:
-                m.add_module(p, torch.nn.Module())
-            m = m._modules[p]
-        m.register_parameter(leaf, torch.nn.Parameter(torch.empty(shape, dtype=target_dtype[dtype]), requires_grad=False))
-    return root
 
 
 def test_torch_module_engine_style_and_refit():

@@ -58,6 +58,34 @@ def eq(got, want, what):
         raise AssertionError("%s: got %r, expected %r" % (what, got, want))
 
 
+def module_like(expected, target_dtype, fill=None):
+    """A torch module whose parameters are named (nested modules), shaped and typed like `expected`
+    ({name: (dtype name, shape, bytes)}, as reference.expected_summary gives): an engine's model as
+    its named_parameters() see it. `target_dtype` maps dtype names to torch dtypes; `fill`: a byte
+    every parameter is filled with (else uninitialised)."""
+    import torch
+
+    root = torch.nn.Module()
+    for name, (dtype, shape, _) in expected.items():
+        *path, leaf = name.split(".")
+        m = root
+        for p in path:
+            if p not in m._modules:
+                m.add_module(p, torch.nn.Module())
+            m = m._modules[p]
+        t = torch.empty(shape, dtype=target_dtype[dtype])
+        if fill is not None:
+            t.reshape(-1).view(torch.uint8).fill_(fill)
+        m.register_parameter(leaf, torch.nn.Parameter(t, requires_grad=False))
+    return root
+
+
+def tensor_bytes(t):
+    """A tensor's bytes as stored (any dtype, any rank, 0-d included)."""
+    import torch
+    return t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+
+
 def run_tests(tests):
     """Runs (name, fn) pairs; prints one line each; exits 1 on any failure, 77 when all skipped."""
     failed = skipped = 0
