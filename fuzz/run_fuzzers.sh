@@ -4,6 +4,7 @@
 #
 #   fuzz/run_fuzzers.sh BUILD_DIR SECONDS_PER_TARGET
 #
+# WMAP_FUZZ_JOBS=N fuzzers run at once (default: the CPU count), each for the full time.
 # BUILD_DIR was configured with CC=clang CXX=clang++ -DWMAP_BUILD_FUZZERS=ON and built
 # (`ninja -C BUILD_DIR wmap_fuzzers wmap_cli`); this script configures and builds nothing.
 # Reproducers land in BUILD_DIR/fuzz-artifacts/; the grown corpora in BUILD_DIR/fuzz-corpus/.
@@ -108,27 +109,44 @@ echo "seeds: $(ls "$seeds/header" | wc -l) headers, $(ls "$seeds/index" | wc -l)
   "$(ls "$seeds/config" | wc -l) configs, $(ls "$seeds/mapping" | wc -l) mappings, $(ls "$seeds/torch" | wc -l) torch," \
   "$(ls "$seeds/listing" | wc -l) listings"
 
-status=0
-run() {  # fuzzer seed-folder
-  local name=$1 corpus=$build/fuzz-corpus/$1
+# Each fuzzer is one single-threaded process: WMAP_FUZZ_JOBS (default: the CPU count) run at once,
+# each for the full SECONDS, so the stage takes SECONDS x ceil(7 / jobs) instead of SECONDS x 7.
+jobs=${WMAP_FUZZ_JOBS:-$(nproc)}
+run() {  # fuzzer seed-folder: the fuzzer's verdict in $build/fuzz-artifacts/NAME.verdict
+  local name=$1 corpus=$build/fuzz-corpus/$1 verdict=$build/fuzz-artifacts/$1.verdict
   mkdir -p "$corpus"
-  echo "== $name for ${seconds}s"
+  rm -f "$verdict"
   if ! "$build/fuzz/$name" "$corpus" "$seeds/$2" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
       -max_len=65536 -use_value_profile=1 -print_final_stats=1 \
       -artifact_prefix="$build/fuzz-artifacts/$name-" >"$build/fuzz-artifacts/$name.log" 2>&1; then
-    echo "FAILED: $name (log: $build/fuzz-artifacts/$name.log)"
-    grep -E 'ERROR|SUMMARY|Test unit written|runtime error|deadly signal' "$build/fuzz-artifacts/$name.log" | head -20 || true
-    status=1
-  else
+    { echo "FAILED: $name (log: $build/fuzz-artifacts/$name.log)"
+      grep -E 'ERROR|SUMMARY|Test unit written|runtime error|deadly signal' "$build/fuzz-artifacts/$name.log" | head -20 || true
+    } >"$verdict"
+    return 1
+  fi
+  { echo "== $name for ${seconds}s"
     grep -E '^stat::number_of_executed_units|^stat::new_units_added' "$build/fuzz-artifacts/$name.log" | tr '\n' ' '
     echo
-  fi
+  } >"$verdict"
 }
-run safetensors_header_fuzzer header
-run shard_index_fuzzer index
-run catalog_json_fuzzer catalog
-run model_config_fuzzer config
-run mapping_fuzzer mapping
-run torch_pickle_fuzzer torch
-run s3_listing_fuzzer listing
+status=0
+names=()
+for pair in safetensors_header_fuzzer:header shard_index_fuzzer:index catalog_json_fuzzer:catalog \
+  model_config_fuzzer:config mapping_fuzzer:mapping torch_pickle_fuzzer:torch s3_listing_fuzzer:listing; do
+  while (( $(jobs -rp | wc -l) >= jobs )); do wait -n || true; done
+  run "${pair%%:*}" "${pair##*:}" &
+  names+=("${pair%%:*}")
+done
+wait || true
+# The verdict files, not wait's statuses (wait -n above may have reaped a job already).
+for name in "${names[@]}"; do
+  verdict=$build/fuzz-artifacts/$name.verdict
+  if [[ ! -s $verdict ]]; then
+    echo "FAILED: $name left no verdict (log: $build/fuzz-artifacts/$name.log)"
+    status=1
+  else
+    cat "$verdict"
+    if grep -q '^FAILED' "$verdict"; then status=1; fi
+  fi
+done
 exit $status
