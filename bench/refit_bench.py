@@ -10,6 +10,9 @@ warm page cache, --runs times, medians reported:
   refit    wmap.load_into into numpy arrays allocated and touched once, reloaded in place
            (report seconds: the executor; wall: with catalog and plan)
   numpy    a naive reader into the same touched arrays: parse each header, readinto each array
+  atomic   wmap.load_into(atomic=True) into the same touched arrays: the load into host staging,
+           then the commit into the arrays (report seconds + commit_seconds; wall), the commit
+           alone (staged bytes / commit_seconds), and the peak RSS the staging adds
   first    issue 29's refit goal: new arrays, touched (filled) once, then load_into's FIRST call
            into them (executor and wall), against the limit built in the same run: pread by every
            core (threads running os.preadv, which releases the GIL) of the checkpoint's tensor bytes
@@ -22,6 +25,7 @@ Not part of ctest.
 import argparse
 import json
 import os
+import resource
 import shutil
 import struct
 import sys
@@ -163,7 +167,8 @@ def main():
             for k, v in header.items():
                 if k != "__metadata__":
                     raw[k] = np.ones(v["data_offsets"][1] - v["data_offsets"][0], dtype=np.uint8)
-        rows = {"cat": [], "memcpy1": [], "fresh": [], "refit": [], "refit_wall": [], "numpy_touched": []}
+        rows = {"cat": [], "memcpy1": [], "fresh": [], "refit": [], "refit_wall": [], "numpy_touched": [],
+                "atomic": [], "atomic_wall": [], "commit": []}
         # Each path in its own block of runs (the page cache stays warm throughout): interleaving
         # them (a gigabyte faulted in and freed by each fresh load, 256 MiB buffers for memcpy)
         # was measured to disturb the next one by up to 2x on this shared machine.
@@ -179,6 +184,15 @@ def main():
             rows["refit"].append(r["gbps"])
         for _ in range(args.runs):
             rows["numpy_touched"].append(naive_into(d, raw))
+        # Before the fresh loads, whose new buffers would set the process's peak RSS first.
+        rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            r = wmap.load_into(d, dests, quiet=True, atomic=True)
+            rows["atomic_wall"].append(load_bytes / (time.perf_counter() - t0) / 1e9)
+            rows["atomic"].append(load_bytes / (r["seconds"] + r["commit_seconds"]) / 1e9)
+            rows["commit"].append(r["staged_bytes"] / r["commit_seconds"] / 1e9)
+        atomic_rss = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) * 1024
         for _ in range(args.runs):
             t0 = time.perf_counter()
             fresh = wmap.load(d, quiet=True)
@@ -195,11 +209,16 @@ def main():
                          ("refit", "wmap.load_into, touched caller buffers (executor)"),
                          ("refit_wall", "wmap.load_into, touched caller buffers (wall, incl. catalog+plan)"),
                          ("numpy_touched", "naive readinto the same touched arrays"),
+                         ("atomic", "wmap.load_into(atomic=True): staged load + commit (executor)"),
+                         ("atomic_wall", "wmap.load_into(atomic=True) (wall, incl. catalog+plan)"),
+                         ("commit", "its commit alone (staged bytes / commit seconds)"),
                          ("limit", "limit: pread by every core into new touched arrays (first kernel write)"),
                          ("first", "wmap.load_into, FIRST call into those arrays (executor)"),
                          ("first_wall", "wmap.load_into, FIRST call (wall, incl. catalog+plan)"),
                          ("second", "wmap.load_into, second call into the same arrays (executor)")):
             print(f"| {label} | {m[k]:.2f} | {m[k] / m['cat']:.2f} | {m[k] / m['memcpy1']:.2f} |")
+        print(f"atomic / plain refit: executor {m['atomic'] / m['refit']:.2f}, wall {m['atomic_wall'] / m['refit_wall']:.2f}; "
+              f"peak RSS added by the staging: {atomic_rss / 1e9:.2f} GB ({atomic_rss / load_bytes:.2f}x the parameters)")
         print(f"first call / limit: executor {m['first'] / m['limit']:.2f}, wall {m['first_wall'] / m['limit']:.2f} "
               f"(goal >= 0.9)")
     finally:

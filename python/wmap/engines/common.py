@@ -4,7 +4,7 @@ keywords, and plan a rank from the headers alone, refusing before any byte is re
 import wmap
 
 # load_into's own keywords: the rest are the plan's.
-_LOAD_INTO = ("ignore", "atomic", "verify", "manifest")
+_LOAD_INTO = ("ignore", "atomic", "verify", "manifest", "digests")
 
 
 class UnsupportedLayout(ValueError):

@@ -9,8 +9,9 @@ import os
 KNOWN = {
     "verify": ((bool, str), "True/'read', 'full', 'best-effort' or False (wmap.load_into verify=)"),
     "manifest": ((str, os.PathLike), "a sha256sum file of expected shard digests"),
+    "digests": ((bool,), "each parameter's XXH3-64 as written, in the loader's last_report['digests']"),
     "max_read_gap": ((int,), "bytes of unneeded data a read may span to join two ranges"),
-    "remote": ((dict,), "remote storage settings, e.g. {'timeout_ms': 30000} (wmap.RemoteOptions names)"),
+    "remote": ((dict,), "remote storage settings, e.g. {'stall_seconds': '60'} (wmap.load_into's remote= names)"),
     "plugin_dir": ((str, os.PathLike), "a folder of extra family plugins"),
     "mappings": ((str, os.PathLike), "a folder of rename tables overriding the defaults"),
     "moe_backend": ((str,), "whose expert layout to build (gpt-oss: 'triton' or 'cutlass')"),

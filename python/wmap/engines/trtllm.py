@@ -76,7 +76,8 @@ class WmapWeightLoader(BaseWeightLoader):
     def load_weights(self, checkpoint_dir, mapping=None, model=None, **kwargs):
         if model is None:
             raise UnsupportedLayout("wmap: load_weights(%r) was given no model: wmap fills the engine's own parameters "
-                                    "(TensorRT-LLM's ModelLoader passes model=)" % (checkpoint_dir,))
+                                    "(TensorRT-LLM's ModelLoader passes model=; a speculative-decoding draft model "
+                                    "is loaded without one: give it checkpoint_format='HF')" % (checkpoint_dir,))
         if mapping is None:
             raise UnsupportedLayout("wmap: load_weights(%r) was given no mapping: the rank's layout comes from it"
                                     % (checkpoint_dir,))

@@ -97,7 +97,9 @@ def loader_class():
             resolve_source(model_config.model, getattr(model_config, "revision", None))
 
         def load_model(self, vllm_config, model_config, **kw):
+            # Refusals before vLLM builds the model (and before any byte is read).
             refuse_unsupported(vllm_config, model_config)
+            layout(vllm_config)
             self.vllm_config = vllm_config
             return super().load_model(vllm_config=vllm_config, model_config=model_config, **kw)
 
