@@ -42,6 +42,17 @@ class WeightCacheTest : public ::testing::Test {
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
   // A fresh session and plan (as a new engine would make), loaded with the cache on.
+  // A cached TP=1 load verified in `mode` against the manifest dir_/SUMS.
+  LoadedModel verified(ExecOptions::Verify mode) {
+    LoaderSession session(rank_options(ckpt_, 1, 0));
+    auto prepared = session.prepare();
+    auto device = make_device("host");
+    ExecOptions exec;
+    exec.verify = mode;
+    exec.expected_sha256 = expected_digests(*prepared->catalog, dir_ / "SUMS");
+    return session.load(*prepared, *device, exec, /*cached=*/true);
+  }
+
   LoadedModel load(uint32_t tp = 2, uint32_t rank = 0, bool allow_partial = false) {
     LoaderOptions lo;
     lo.checkpoint = ckpt_;
@@ -183,15 +194,6 @@ TEST_F(WeightCacheTest, AHitDoesNotBypassARequestedVerification) {
   const struct timespec times[2] = {before.st_atim, before.st_mtim};
   ASSERT_EQ(::utimensat(AT_FDCWD, shard.c_str(), times, 0), 0);
   EXPECT_EQ(load(1, 0).stats.cache, "hit") << "the key did not change: a plain load is answered from the cache";
-  auto verified = [&](ExecOptions::Verify mode) {
-    LoaderSession session(rank_options(ckpt_, 1, 0));
-    auto prepared = session.prepare();
-    auto device = make_device("host");
-    ExecOptions exec;
-    exec.verify = mode;
-    exec.expected_sha256 = expected_digests(*prepared->catalog, dir_ / "SUMS");
-    return session.load(*prepared, *device, exec, /*cached=*/true);
-  };
   for (auto mode : {ExecOptions::Verify::kBestEffort, ExecOptions::Verify::kRead}) {
     try {
       verified(mode);
@@ -208,15 +210,6 @@ TEST_F(WeightCacheTest, AVerifiedEntryReplaysItsChecksOnAHit) {
   std::string manifest;
   for (const auto& f : shard_files(ckpt_)) manifest += sha256_hex(read_file(ckpt_ / f)) + "  " + f + "\n";
   write_file(dir_ / "SUMS", manifest);
-  auto verified = [&](ExecOptions::Verify mode) {
-    LoaderSession session(rank_options(ckpt_, 1, 0));
-    auto prepared = session.prepare();
-    auto device = make_device("host");
-    ExecOptions exec;
-    exec.verify = mode;
-    exec.expected_sha256 = expected_digests(*prepared->catalog, dir_ / "SUMS");
-    return session.load(*prepared, *device, exec, /*cached=*/true);
-  };
   EXPECT_EQ(verified(ExecOptions::Verify::kRead).stats.cache, "miss");
   const LoadedModel hit = verified(ExecOptions::Verify::kBestEffort);
   EXPECT_EQ(hit.stats.cache, "hit");

@@ -117,31 +117,31 @@ def loader_class():
 _loader_class = None
 
 
-def load_weights(model, model_config, vllm_config, options, **overrides):
-    """Fills `model`'s parameters with wmap.load_into (target vllm, this rank's layout): the plan is
-    checked against the checkpoint's headers first, and load_into checks it against the model's
-    parameters, so a checkpoint or model wmap cannot serve fails before any byte is read. Returns
-    load_into's report."""
-    source = resolve_source(model_config.model, getattr(model_config, "revision", None))
-    layout_keywords = layout(vllm_config)
-    layout_keywords.update(overrides)
-    keywords, into = split_keywords(options, layout_keywords)
+def fill(model, source, vllm_config, options, atomic=None):
+    """Fills `model`'s parameters from `source` with wmap.load_into (target vllm, this rank's
+    layout): the plan is checked against the checkpoint's headers first, and load_into checks it
+    against the model's parameters, so a checkpoint or model wmap cannot serve fails before any
+    byte is read. `atomic`: the default when the options do not say. Returns load_into's report."""
+    keywords, into = split_keywords(options, layout(vllm_config))
+    if atomic is not None:
+        into.setdefault("atomic", atomic)
     plan = plan_or_refuse(source, keywords, "vLLM", FALLBACK)
     # Every tensor the vllm target writes is an nn.Parameter of vLLM's models (weights, biases,
     # scales, the router's correction bias); the model's buffers (rotary caches) are not loaded.
     return wmap.load_into(plan, dict(model.named_parameters()), **into)
 
 
-def refit(model, source, options=None, **layout_keywords_given):
+def load_weights(model, model_config, vllm_config, options):
+    """The initial load: the checkpoint vLLM's model_config names."""
+    return fill(model, resolve_source(model_config.model, getattr(model_config, "revision", None)), vllm_config,
+                options)
+
+
+def refit(model, source, options=None):
     """Reloads `model`'s parameters from a new checkpoint (an RL step's), all or nothing: atomic=True
     unless options say otherwise, so a failure half way leaves every parameter as it was. The layout
-    is this process's (vllm.distributed) unless given."""
+    is this process's (vllm.distributed and the current vLLM config)."""
     from vllm.config import get_current_vllm_config
 
     options = options if isinstance(options, EngineOptions) else EngineOptions(options, "refit options")
-    layout_keywords = layout(get_current_vllm_config())
-    layout_keywords.update(layout_keywords_given)
-    keywords, into = split_keywords(options, layout_keywords)
-    into.setdefault("atomic", True)
-    plan = plan_or_refuse(resolve_source(source), keywords, "vLLM", FALLBACK)
-    return wmap.load_into(plan, dict(model.named_parameters()), **into)
+    return fill(model, resolve_source(source), get_current_vllm_config(), options, atomic=True)
