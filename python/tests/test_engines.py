@@ -411,6 +411,14 @@ def test_atomic_refit_changes_nothing_on_failure():
         same_as(tmodel, t2, "trtllm after a good refit")
 
 
+def test_messages_never_carry_url_secrets():
+    """An adapter's refusal names the source as wmap does: no user:password@, no query."""
+    from wmap.engines.source import redacted
+    eq(redacted("https://alice:pw-not-to-print@host:8443/ck/?X-Amz-Signature=sig"), "https://host:8443/ck/", "https")
+    eq(redacted("s3://bucket/llama/"), "s3://bucket/llama/", "s3")
+    eq(redacted("/models/llama"), "/models/llama", "a local path")
+
+
 def test_installed_package():
     """Under WMAP_EXPECT_INSTALLED=1: wmap, its extension, libwmap, plugins and mappings all come
     from the installed package, and the `wmap` console script runs the packaged CLI."""
@@ -443,4 +451,5 @@ if __name__ == "__main__":
                ("TensorRT-LLM checkpoint_format WMAP: every family bit-exact", test_trtllm_every_family_bit_exact),
                ("TensorRT-LLM: refusals", test_trtllm_refusals),
                ("atomic refit: a failure half way changes nothing", test_atomic_refit_changes_nothing_on_failure),
+               ("refusals name a URL without its secrets", test_messages_never_carry_url_secrets),
                ("the installed package is self-contained", test_installed_package)])

@@ -3,6 +3,8 @@ keywords, and plan a rank from the headers alone, refusing before any byte is re
 
 import wmap
 
+from .source import redacted
+
 # load_into's own keywords: the rest are the plan's.
 _LOAD_INTO = ("ignore", "atomic", "verify", "manifest", "digests")
 
@@ -24,13 +26,14 @@ def split_keywords(options, layout):
 def plan_or_refuse(source, keywords, engine, fallback):
     """wmap.plan(source, **keywords), or UnsupportedLayout naming every problem and `fallback`, the
     engine's own way to load the checkpoint."""
+    shown = redacted(source)  # never a URL's credentials or query in a message
     try:
         plan = wmap.plan(source, **keywords)
     except (wmap.ValidationError, wmap.MalformedInputError) as e:
         raise UnsupportedLayout("wmap cannot load %s for %s: %s\n(%s's own loader may: %s)"
-                                % (source, engine, e, engine, fallback)) from e
+                                % (shown, engine, e, engine, fallback)) from e
     if not plan.ok:
         raise UnsupportedLayout("wmap cannot load %s for %s (%d problem(s), nothing was read):\n  %s\n"
-                                "(%s's own loader may: %s)" % (source, engine, len(plan.problems),
+                                "(%s's own loader may: %s)" % (shown, engine, len(plan.problems),
                                                               "\n  ".join(plan.problems), engine, fallback))
     return plan

@@ -52,3 +52,16 @@ def resolve_source(model, revision=None):
         return "hf://" + model + ("@" + urllib.parse.quote(revision, safe="") if revision else "")
     raise FileNotFoundError("wmap: model %r is neither a local path, a Hugging Face repo id nor an "
                             "s3://, http(s):// or hf:// URL" % model)
+
+
+def redacted(source):
+    """`source` as messages may print it: a URL without its user:password@ and query (a presigned
+    signature), as wmap's own messages name remote locations (docs/cli.md "Secrets")."""
+    source = os.fspath(source)
+    if not source.startswith(_REMOTE):
+        return source
+    u = urllib.parse.urlsplit(source)
+    host = u.hostname or ""
+    if u.port:
+        host += ":%d" % u.port
+    return urllib.parse.urlunsplit((u.scheme, host, u.path, "", ""))
