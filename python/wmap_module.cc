@@ -131,7 +131,8 @@ PYBIND11_MODULE(_wmap, m) {
       });
 
   const std::string common_doc =
-      "Keywords (every entry): tp_size=1, tp_rank=0, ep_size=1, mtp_layers=None, target='trtllm' (or 'vllm'),\n"
+      "Keywords (every entry): tp_size=1, tp_rank=0, ep_size=1, pp_size=1, pp_rank=0, pp_partition=None (layers per\n"
+      "stage, e.g. [3, 2, 2]), mtp_layers=None, target='trtllm' (or 'vllm'),\n"
       "attention_dp=False, gpus_per_node=8, moe_backend=None; catalog=None, config=None (plan offline from a saved "
       "catalog),\n"
       "plugin_dir=None, mappings=None, quiet=False, remote=None (a dict of remote settings over the environment's:\n"

@@ -71,6 +71,20 @@ for c in "${CASES[@]}"; do
   done
 done
 
+# This plugin places no module on a pipeline stage (ModelSpec::pipeline unset): pp_size 2 is
+# refused by name, before any read, rather than loading every layer on every stage.
+ckpt=$WORK/prefix_tied_f16
+if [ -d "$ckpt" ]; then
+  checked=$((checked + 1))
+  if out=$("$WMAP" plan "$ckpt" --pp-size 2 --pp-rank 1 --plugin-dir "$PLUGIN_DIR" 2>&1); then
+    fail "pp_size 2: a plugin without stage placement was not refused"; echo "$out"
+  elif ! echo "$out" | grep -q "pp_size 2 is not served"; then
+    fail "pp_size 2: refused without the reason"; echo "$out"
+  else
+    echo "ok   pp_size 2 refused: $(echo "$out" | grep -m1 "pp_size 2")"
+  fi
+fi
+
 # The checker must be able to fail: a dump with one flipped byte is refused.
 probe=$WORK/prefix_tied_f16.tp2.r1.safetensors
 if [ -f "$probe" ]; then

@@ -555,6 +555,8 @@ ModelSpec build_deepseek(const ModelConfig& c, const Layout& l, const wmap::KeyP
   }
   m.modules.push_back(module("model.norm", {norm("model.norm.weight", "model.norm.weight", h, s)}));
   spec::add_lm_head(m, embed, s.vocab, h, s.tie, l, vocab);
+  // MTP layers (model.layers.{L+k}) sit on the last stage, after the decoder stack (PipelineSpec).
+  spec::place_stages(m, s.layers, "model.embed_tokens", "model.norm", s.tie, l);
   return m;
 }
 

@@ -356,6 +356,7 @@ ModelSpec build_gpt_oss(const ModelConfig& c, const Layout& l, const wmap::KeyPr
   m.modules.push_back(module("model.norm", {spec::replicated("model.norm.weight", "model.norm.weight", {H})}));
   m.modules.push_back(
       module("lm_head", {spec::vocab_parallel("lm_head.weight", "lm_head.weight", {s.vocab, H}, l, attn)}));
+  spec::place_stages(m, s.layers, "model.embedding", "model.norm", false, l, rules.layers);
   return m;
 }
 

@@ -321,6 +321,7 @@ ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProb
   }
   m.modules.push_back(module("model.norm", {spec::replicated("model.norm.weight", "model.norm.weight", {h})}));
   spec::add_lm_head(m, "model.embed_tokens.weight", s.vocab, h, s.tie, l);
+  spec::place_stages(m, s.layers, "model.embed_tokens", "model.norm", s.tie, l);
   return m;
 }
 

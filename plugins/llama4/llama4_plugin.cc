@@ -216,6 +216,8 @@ ModelSpec build_llama4(const ModelConfig& c, const Layout& l, const wmap::KeyPro
       module(dst + "model.norm", {spec::replicated(dst + "model.norm.weight", src + "model.norm.weight", {H})}));
   m.modules.push_back(module(
       dst + "lm_head", {spec::vocab_parallel(dst + "lm_head.weight", src + "lm_head.weight", {s.vocab, H}, l, attn)}));
+  spec::place_stages(m, s.layers, dst + "model.embed_tokens", dst + "model.norm", false, l, dst + "model.layers.",
+                     dst + "lm_head");
   return m;
 }
 

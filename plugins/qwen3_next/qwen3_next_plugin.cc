@@ -284,6 +284,7 @@ ModelSpec build_qwen3_next(const ModelConfig& c, const Layout& l, const wmap::Ke
   }
   m.modules.push_back(module("model.norm", {spec::replicated("model.norm.weight", "model.norm.weight", {h})}));
   spec::add_lm_head(m, "model.embed_tokens.weight", s.vocab, h, s.tie, l);
+  spec::place_stages(m, s.layers, "model.embed_tokens", "model.norm", s.tie, l);
   // The MTP module (mtp.*): a separate draft model in vLLM; under TensorRT-LLM its fc split is
   // unread, so it is not loaded (--mtp-layers K > 0 is refused above).
   m.skipped_prefixes.push_back("mtp");

@@ -58,6 +58,19 @@ std::optional<uint32_t> optional_count_arg(const std::string& name, py::handle v
   return count_arg(name, v);
 }
 
+// pp_partition=[3, 2, 2], "3,2,2" (VLLM_PP_LAYER_PARTITION's form) or None (the target's split).
+std::vector<uint32_t> partition_arg(const std::string& name, py::handle v) {
+  if (v.is_none()) return {};
+  if (py::isinstance<py::str>(v)) return wmap::parse_pp_partition(v.cast<std::string>(), name);
+  if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) {
+    throw py::type_error(name + " must be a list of layer counts, a string like '3,2,2' or None, not " +
+                         std::string(py::str(py::type::of(v).attr("__name__"))));
+  }
+  std::vector<uint32_t> out;
+  for (py::handle item : v) out.push_back(count_arg(name + " entry", item));
+  return out;
+}
+
 std::optional<std::filesystem::path> optional_path_arg(py::handle v) {
   if (v.is_none()) return std::nullopt;
   return v.cast<std::filesystem::path>();
@@ -127,6 +140,12 @@ Request parse_request(Entry e, const py::kwargs& kw) {
       r.layout.tp_rank = optional_count_arg(key, v);
     else if (key == "ep_size")
       r.layout.ep_size = count_arg(key, v);
+    else if (key == "pp_size")
+      r.layout.pp_size = count_arg(key, v);
+    else if (key == "pp_rank")
+      r.layout.pp_rank = optional_count_arg(key, v);
+    else if (key == "pp_partition")
+      r.layout.pp_partition = partition_arg(key, v);
     else if (key == "mtp_layers")
       r.layout.mtp_layers = optional_count_arg(key, v);
     else if (key == "target")

@@ -113,12 +113,15 @@ def vllm_configs(ck, tp, ep, extra=None, **kw):
     return mc, VllmConfig(model_config=mc, parallel_config=par, load_config=load, **kw)
 
 
-def vllm_load(ck, tp, rank, ep, expected, extra=None, built=None, **kw):
-    """One rank loaded through the stand-in's flow: get_model_loader, download_model, load_model."""
+def vllm_load(ck, tp, rank, ep, expected, extra=None, built=None, stage=(1, 0), **kw):
+    """One rank loaded through the stand-in's flow: get_model_loader, download_model, load_model.
+    stage: (pipeline_parallel_size, this rank's stage)."""
     import vllm.distributed
     from vllm.config import set_current_vllm_config
     from vllm.model_executor.model_loader import get_model_loader, utils
-    vllm.distributed._set_ranks(tp, rank)
+    vllm.distributed._set_ranks(tp, rank, *stage)
+    if stage[0] > 1:
+        kw["pp"] = stage[0]
     seen = []
     built = built if built is not None else []
     utils.MODEL_FACTORY = lambda cfg: built.append(engine_model(expected, "process_weights_after_loading", seen)) or \
@@ -176,7 +179,6 @@ def test_vllm_refusals_before_anything_is_written():
         else:
             raise AssertionError("verify=3 was accepted")
         cases = [
-            ("pipeline", dict(pp=2), "pipeline_parallel_size 2"),
             ("dp expert parallel", dict(dp=2, ep=2), "expert parallelism over 2 data-parallel ranks"),
             ("lora", dict(lora_config=object()), "LoRA is enabled"),
             ("online quant", dict(quantization="fp8"), "quantization='fp8' of an unquantised checkpoint"),
@@ -227,6 +229,51 @@ def test_vllm_refusals_before_anything_is_written():
             check(all(set(tensor_bytes(p)) == {SENTINEL} for p in m.parameters()), "a parameter was written")
 
 
+# Pipeline stages: 3 layers (uneven over 2 stages), so a stage that took the other engine's split
+# (vLLM: get_pp_indices, extra layers before the last stage; TensorRT-LLM: tensor_split, on the
+# first stages) or the other partition fails; vLLM's model holds only its stage's parameters
+# (PPMissingLayer elsewhere), TensorRT-LLM's likewise.
+PP_FAMILIES = {
+    "llama": ("--layers", "3"),
+    "qwen3": ("--layers", "3", "--tie-embeddings"),
+    "qwen3_moe": ("--layers", "3"),
+    "deepseek_v3": ("--layers", "3", "--fp8", "--heads", "8", "--intermediate", "512", "--moe-intermediate", "512"),
+    "gpt_oss": ("--layers", "3", "--kv-heads", "4"),
+}
+
+
+def pp_layouts():
+    """(tp, rank, pp, stage, partition) rank layouts every family is loaded at."""
+    out = [(1, 0, 2, s, None) for s in range(2)] + [(2, r, 2, s, None) for r in range(2) for s in range(2)]
+    return out + [(1, 0, 3, s, None) for s in range(3)] + [(1, 0, 2, s, "1,2") for s in range(2)]
+
+
+def test_vllm_pipeline_stages_bit_exact():
+    if torch is None:
+        return "skip"
+    vllm_register()
+    with TempDir() as d:
+        n = 0
+        for family, flags in PP_FAMILIES.items():
+            ck = synth(os.path.join(d, family), family, *flags)
+            for tp, rank, pp, s, partition in pp_layouts():
+                label = "vllm %s tp %d rank %d pp %d stage %d partition %s" % (family, tp, rank, pp, s, partition)
+                expected = ref.expected_summary(ck, tp, rank, target="vllm", pp_size=pp, pp_rank=s,
+                                                pp_partition=partition and [int(x) for x in partition.split(",")])
+                if partition:
+                    os.environ["VLLM_PP_LAYER_PARTITION"] = partition
+                try:
+                    model, loader = vllm_load(ck, tp, rank, 1, expected, stage=(pp, s))
+                finally:
+                    os.environ.pop("VLLM_PP_LAYER_PARTITION", None)
+                same_as(model, expected, label)
+                lay = loader.last_report["layout"]
+                eq((lay["pp_size"], lay["pp_rank"]), (pp, s), label)
+                eq(lay["pp_partition"], partition and [int(x) for x in partition.split(",")], label)
+                n += 1
+        print("  %d vLLM stage loads bit-exact" % n)
+
+
 def test_vllm_plugins_filter():
     """VLLM_PLUGINS names the plugins vLLM loads: without 'wmap' in it, the format is not registered."""
     eps = [e for e in importlib.metadata.entry_points(group="vllm.general_plugins") if e.name == "wmap"]
@@ -247,12 +294,15 @@ def test_vllm_plugins_filter():
 # TensorRT-LLM
 # ----------------------------------------------------------------------------------------------
 
-def trtllm_load(ck, tp, rank, ep, expected, loader):
+def trtllm_load(ck, tp, rank, ep, expected, loader, stage=(1, 0), partition=None):
     from tensorrt_llm._torch.pyexecutor import model_loader as ml
     from tensorrt_llm.mapping import Mapping
     seen = []
     ml.MODEL_FACTORY = lambda config, mapping: engine_model(expected, "post_load_weights", seen)
-    mapping = Mapping(world_size=tp, rank=rank, tp_size=tp, moe_ep_size=ep, moe_tp_size=tp // ep)
+    pp, s = stage
+    # MpiTopology numbers ranks stage-major: rank = pp_rank * tp_size + tp_rank.
+    mapping = Mapping(world_size=tp * pp, rank=s * tp + rank, tp_size=tp, pp_size=pp, moe_ep_size=ep,
+                      moe_tp_size=tp // ep, pp_partition=partition)
     model = ml.ModelLoader(mapping).load(ck, loader)
     eq(len(seen), 1, "post_load_weights ran once")
     check(seen[0] == {n: expected[n][2] for n in expected}, "post_load_weights saw the loaded weights")
@@ -290,6 +340,28 @@ def test_trtllm_every_family_bit_exact():
                 eq(loader.weight_loader.last_report["layout"]["target"], "trtllm", label)
 
 
+def test_trtllm_pipeline_stages_bit_exact():
+    if torch is None:
+        return "skip"
+    import wmap.engines.trtllm as wt
+    with TempDir() as d:
+        n = 0
+        for family, flags in PP_FAMILIES.items():
+            ck = synth(os.path.join(d, family), family, *flags)
+            for tp, rank, pp, s, partition in pp_layouts():
+                label = "trtllm %s tp %d rank %d pp %d stage %d partition %s" % (family, tp, rank, pp, s, partition)
+                counts = partition and [int(x) for x in partition.split(",")]
+                expected = ref.expected_summary(ck, tp, rank, target="trtllm", pp_size=pp, pp_rank=s,
+                                                pp_partition=counts)
+                loader = wt.WmapCheckpointLoader(quiet=True)
+                model = trtllm_load(ck, tp, rank, 1, expected, loader, stage=(pp, s), partition=counts)
+                same_as(model, expected, label)
+                lay = loader.weight_loader.last_report["layout"]
+                eq((lay["pp_size"], lay["pp_rank"], lay["pp_partition"]), (pp, s, counts), label)
+                n += 1
+        print("  %d TensorRT-LLM stage loads bit-exact" % n)
+
+
 def test_trtllm_refusals():
     if torch is None:
         return "skip"
@@ -299,7 +371,7 @@ def test_trtllm_refusals():
     with TempDir() as d:
         ck = synth(os.path.join(d, "llama"), "llama")
         for label, mapping, want in (
-                ("pp", Mapping(world_size=4, rank=0, tp_size=2, pp_size=2), "pp_size 2"),
+                ("cp", Mapping(world_size=4, rank=0, tp_size=2, cp_size=2), "cp_size 2"),
                 ("moe split", Mapping(world_size=4, rank=0, tp_size=4, moe_tp_size=1, moe_ep_size=2),
                  "moe_tp_size 1 x moe_ep_size 2 is not tp_size 4")):
             model = module_like(ref.expected_summary(ck, 2, 0), dtypes(), fill=SENTINEL)
@@ -447,8 +519,12 @@ if __name__ == "__main__":
     run_tests([("vLLM --load-format wmap: every family bit-exact through the stand-in flow",
                 test_vllm_every_family_bit_exact),
                ("vLLM: refusals before anything is written", test_vllm_refusals_before_anything_is_written),
+               ("vLLM: pipeline stages (get_pp_indices, VLLM_PP_LAYER_PARTITION) bit-exact",
+                test_vllm_pipeline_stages_bit_exact),
                ("vLLM: VLLM_PLUGINS filters the entry point", test_vllm_plugins_filter),
                ("TensorRT-LLM checkpoint_format WMAP: every family bit-exact", test_trtllm_every_family_bit_exact),
+               ("TensorRT-LLM: pipeline stages (Mapping.pp_layers, pp_partition) bit-exact",
+                test_trtllm_pipeline_stages_bit_exact),
                ("TensorRT-LLM: refusals", test_trtllm_refusals),
                ("atomic refit: a failure half way changes nothing", test_atomic_refit_changes_nothing_on_failure),
                ("refusals name a URL without its secrets", test_messages_never_carry_url_secrets),

@@ -243,8 +243,15 @@ def test_plan_is_loadable_and_entries_share_arguments():
     with TempDir() as d:
         ck = synth(os.path.join(d, "llama"), "llama")
         p = wmap.plan(ck, tp_size=4, tp_rank=3, mtp_layers=None, quiet=True)
-        eq(p.layout, {"tp_size": 4, "tp_rank": 3, "ep_size": 1, "mtp_layers": None, "target": "trtllm",
-                      "attention_dp": False, "gpus_per_node": 8, "moe_backend": None}, "Plan.layout is the one JSON form")
+        eq(p.layout, {"tp_size": 4, "tp_rank": 3, "ep_size": 1, "pp_size": 1, "pp_rank": 0, "pp_partition": None,
+                      "mtp_layers": None, "target": "trtllm", "attention_dp": False, "gpus_per_node": 8,
+                      "moe_backend": None}, "Plan.layout is the one JSON form")
+        # A pipeline stage: pp_partition as a list or VLLM_PP_LAYER_PARTITION's string, the same plan.
+        staged = wmap.plan(ck, pp_size=2, pp_rank=1, pp_partition=[1, 1], quiet=True)
+        eq(staged.plan_id, wmap.plan(ck, pp_size=2, pp_rank=1, pp_partition="1,1", quiet=True).plan_id, "partition forms")
+        eq((staged.layout["pp_size"], staged.layout["pp_rank"], staged.layout["pp_partition"]), (2, 1, [1, 1]), "stage")
+        compare_numpy(wmap.load(staged, quiet=True), ref.expected_summary(ck, 1, 0, pp_size=2, pp_rank=1,
+                                                                          pp_partition=[1, 1]), "pipeline stage 1")
         eq(p.layout, json.loads(p.to_json())["layout"], "Plan.layout as plan --json")
         params = wmap.load(p, quiet=True)
         compare_numpy(params, ref.expected_summary(ck, 4, 3), "wmap.load(plan)")
@@ -267,7 +274,10 @@ def test_plan_is_loadable_and_entries_share_arguments():
             for kw, words in (({"mtp_layers": -7}, "mtp_layers -7: expected a non-negative integer"),
                               ({"tp_size": -1}, "tp_size -1: expected a non-negative integer"),
                               ({"gpus_per_node": 1 << 40}, "gpus_per_node 1099511627776: expected a non-negative integer"),
-                              ({"tp_size": 0}, "tp_size must be at least 1")):
+                              ({"tp_size": 0}, "tp_size must be at least 1"),
+                              ({"pp_size": 2, "pp_rank": 2}, "pp_rank 2 is not below pp_size 2"),
+                              ({"pp_size": 2, "pp_partition": "2,x"}, "pp_partition '2,x': expected layer counts"),
+                              ({"pp_size": 2, "pp_partition": [3, 3]}, "pp_partition adds up to 6 layers")):
                 try:
                     fn(**kw)
                 except wmap.MalformedInputError as e:

@@ -8,8 +8,8 @@
     params = wmap.load(p)                                  # exactly that plan, not planned again
     p = p.refresh()                                        # refit: the same plan over the new shards
 
-load(), load_into() and plan() take the same keywords (tp_size, tp_rank, ep_size, mtp_layers,
-target, attention_dp, gpus_per_node, moe_backend, catalog, config, plugin_dir, mappings, quiet,
+load(), load_into() and plan() take the same keywords (tp_size, tp_rank, ep_size, pp_size, pp_rank,
+pp_partition, mtp_layers, target, attention_dp, gpus_per_node, moe_backend, catalog, config, plugin_dir, mappings, quiet,
 max_read_gap, remote); they are
 parsed once, in the C++ module, with the core's defaults. The same loader as the `wmap` command
 line: same plugins and mapping files (found relative to libwmap.so, or through

@@ -302,6 +302,41 @@ TEST(MpiLoad, DeviceCudaIsTheNodeLocalGpuAndAMissingOneStopsEveryRank) {
   EXPECT_EQ(r.err.find("catalog/plan"), std::string::npos) << "the device is checked before the catalog:\n" << r.err;
 }
 
+// TP 2 x PP 2 over 4 ranks: stage-major rank numbering (rank = pp_rank * tp_size + tp_rank, as
+// both engines number them), each rank's dump bit-exact for its (tp_rank, pp_rank), under every
+// policy; a world that is not tp x pp ranks fails every rank with one message.
+TEST(MpiLoad, TensorTimesPipelineRanksUnderEveryPolicy) {
+  SKIP_WITHOUT_MPIRUN();
+  TempDir dir;
+  const auto ckpt = synth(dir, "qwen3_moe", "--layers 3 --shards 3");
+  for (const std::string policy : {"native", "rank-striped", "exchange"}) {
+    TempDir out;
+    auto r = run_mpi("-np 4 " + wmap_cli() + " load " + shell_quote(ckpt.string()) +
+                     " --tp-size 2 --pp-size 2 --io-policy " + policy + " --json --dump " +
+                     shell_quote((out / "rank{rank}.safetensors").string()));
+    ASSERT_EQ(r.exit_code, 0) << policy << "\n" << r.err;
+    const auto ranks = ranks_of(r.out);
+    ASSERT_EQ(ranks.size(), 4u) << r.out;
+    for (uint32_t rank = 0; rank < 4; ++rank) {
+      const uint32_t tp_rank = rank % 2, pp_rank = rank / 2;
+      EXPECT_EQ(ranks.at(static_cast<int>(rank)).u64("tp_rank"), tp_rank);
+      EXPECT_EQ(ranks.at(static_cast<int>(rank)).u64("pp_rank"), pp_rank);
+      EXPECT_EQ(reference_mismatches(ckpt, out / ("rank" + std::to_string(rank) + ".safetensors"),
+                                     "--tp-size 2 --tp-rank " + std::to_string(tp_rank) + " --pp-size 2 --pp-rank " +
+                                         std::to_string(pp_rank)),
+                "")
+          << policy << " rank " << rank;
+    }
+  }
+  auto r = run_mpi("-np 3 " + wmap_cli() + " load " + shell_quote(ckpt.string()) + " --tp-size 2 --pp-size 2");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.exit_code, 124) << r.err;
+  EXPECT_EQ(count(r.err, "--tp-size 2 x --pp-size 2 = 4 does not match the 3 MPI ranks launched"), 1u) << r.err;
+  r = run_mpi("-np 4 " + wmap_cli() + " load " + shell_quote(ckpt.string()) + " --tp-size 2 --pp-size 2 --pp-rank 0");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--pp-rank 0 differs from MPI rank 2's pipeline stage 1"), std::string::npos) << r.err;
+}
+
 TEST(MpiLoad, TpSizeOtherThanTheWorldSizeFailsEveryRankWithOneMessage) {
   SKIP_WITHOUT_MPIRUN();
   TempDir dir;
@@ -313,7 +348,7 @@ TEST(MpiLoad, TpSizeOtherThanTheWorldSizeFailsEveryRankWithOneMessage) {
   // An explicit --tp-rank must be the MPI rank.
   r = run_mpi("-np 2 " + wmap_cli() + " load " + shell_quote(ckpt.string()) + " --tp-size 2 --tp-rank 0");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("--tp-rank 0 differs from this process's MPI rank 1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--tp-rank 0 differs from MPI rank 1's tensor-parallel rank 1"), std::string::npos) << r.err;
   // A bad flag is refused when parsing, before MPI starts: every rank exits 2 naming it.
   r = run_mpi("-np 2 " + wmap_cli() + " load " + shell_quote(ckpt.string()) + " --tp-size 2 --io carrier-pigeon");
   EXPECT_NE(r.exit_code, 0);

@@ -28,9 +28,9 @@ const std::string kCatalogCanonical =
     "\n";
 const std::string kCatalogId = "14a8fd23af26df1930b0d02843baa9b0719c7968848d077bb17bc440773f474a";
 const std::string kPlanJson =
-    R"({"format":"wmap-plan","version":7,"plan_id":"9f796f3b2d080c9fe26649a40a2608d83896849b0d6788c07a143557fb2d35d0)"
+    R"({"format":"wmap-plan","version":8,"plan_id":"ac3f0855ee5e732a6501f68c7ff73306f59bf24ec90c2d683244068048cf3a34)"
     R"(","catalog_id":"14a8fd23af26df1930b0d02843baa9b0719c7968848d077bb17bc440773f474a","plugin":)"
-    R"("pin","architecture":"PinForCausalLM","layout":{"tp_size":1,"tp_rank":0,"ep_size":1,"mtp_layers":null,"target":"trtllm")"
+    R"("pin","architecture":"PinForCausalLM","layout":{"tp_size":1,"tp_rank":0,"ep_size":1,"pp_size":1,"pp_rank":0,"pp_partition":null,"mtp_layers":null,"target":"trtllm")"
     R"(,"attention_dp":false,"gpus_per_node":8,"moe_backend":null},"ok":true,"cove)"
     R"(rage":"complete: 2 parameters (24 bytes) from 2 of 2 checkpoint tensors","bytes_to_load":24,"bytes_t)"
     R"(o_read":24,"certificate":{"params":2,"certified":2,"ranges":2,"bytes":24,"scaled":0,"ok":true},"prob)"
@@ -49,7 +49,7 @@ const std::string kPlanJson =
     "\n"
     R"(["read",0,88,112,2,null,null,[88,112]]]}})"
     "\n";
-const std::string kPlanId = "9f796f3b2d080c9fe26649a40a2608d83896849b0d6788c07a143557fb2d35d0";
+const std::string kPlanId = "ac3f0855ee5e732a6501f68c7ff73306f59bf24ec90c2d683244068048cf3a34";
 
 Catalog tiny_catalog() {
   ShardRecord shard;

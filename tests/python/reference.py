@@ -16,6 +16,7 @@ CLI:
   reference.py check  CKPT_DIR DUMP.safetensors --tp-size T --tp-rank R [LAYOUT]
   reference.py list   CKPT_DIR --tp-size T --tp-rank R [LAYOUT]     (names, dtypes, shapes)
 LAYOUT: [--ep-size P] [--mtp-layers K] [--target trtllm|vllm] [--attention-dp] [--gpus-per-node G]
+        [--pp-size S --pp-rank s [--pp-partition N,N,...]]
 Targets (DESIGN.md "Targets"): trtllm (default; TensorRT-LLM PyTorch backend) and vllm (vLLM
 load_weights; every family except GPT-2).  --attention-dp is trtllm (DeepSeek-V3) only.
 
@@ -246,7 +247,8 @@ class Layout:
     """
 
     def __init__(self, tp_size, tp_rank, ep_size=1, mtp_layers=None, target="trtllm",
-                 attention_dp=False, gpus_per_node=8, moe_backend=None):
+                 attention_dp=False, gpus_per_node=8, moe_backend=None, pp_size=1, pp_rank=0,
+                 pp_partition=None):
         if tp_size < 1 or not 0 <= tp_rank < tp_size:
             raise BadInput("bad layout: tp_size=%d tp_rank=%d" % (tp_size, tp_rank))
         if ep_size < 1 or tp_size % ep_size:
@@ -257,6 +259,11 @@ class Layout:
             raise BadInput("bad layout: unknown target %r (known: %s)" % (target, ", ".join(TARGETS)))
         if gpus_per_node < 1:
             raise BadInput("bad layout: gpus_per_node=%d" % gpus_per_node)
+        if pp_size < 1 or not 0 <= pp_rank < pp_size:
+            raise BadInput("bad layout: pp_size=%d pp_rank=%d" % (pp_size, pp_rank))
+        if pp_partition is not None and len(pp_partition) != pp_size:
+            raise BadInput("bad layout: pp_partition %s has %d stages, pp_size is %d"
+                           % (pp_partition, len(pp_partition), pp_size))
         if target == "vllm":
             if attention_dp:
                 raise BadInput("bad layout: --attention-dp is a trtllm layout, not valid with --target vllm")
@@ -267,6 +274,7 @@ class Layout:
                 raise BadInput("bad layout: --target vllm loads no MTP layer (--mtp-layers %d)" % mtp_layers)
         self.T, self.r, self.P, self.mtp = tp_size, tp_rank, ep_size, mtp_layers
         self.target, self.adp, self.G = target, bool(attention_dp), gpus_per_node
+        self.pp, self.pp_rank, self.pp_partition = pp_size, pp_rank, pp_partition
         # The engine's MoE backend whose layout a family produces (None: the family's default
         # for the target; a family with one layout ignores it).
         self.moe_backend = moe_backend
@@ -280,6 +288,74 @@ class Layout:
 
 def ceil_div(a, b):
     return -(-a // b)
+
+
+# --------------------------------------------------------------------------------------
+# Pipeline parallelism (DESIGN.md "Pipeline stages"): which stage holds which parameter
+# --------------------------------------------------------------------------------------
+
+def stage_layers(L, lay):
+    """The decoder layers [a, b) of stage lay.pp_rank.  An explicit partition: its counts
+    (their sum must be L).  vllm (get_pp_indices): L // pp each, the remainder added to the
+    stages before the last, from the last-but-one backwards.  trtllm (Mapping.pp_layers,
+    torch.tensor_split): the remainder added to the first stages."""
+    pp = lay.pp
+    if lay.pp_partition is not None:
+        counts = list(lay.pp_partition)
+        if sum(counts) != L:
+            raise BadInput("bad layout: pp_partition %s adds up to %d layers; the model has %d"
+                           % (lay.pp_partition, sum(counts), L))
+    else:
+        counts = [L // pp] * pp
+        extra = L % pp
+        if lay.vllm:
+            for k in range(extra):
+                counts[pp - 2 - k] += 1
+        else:
+            for k in range(extra):
+                counts[k] += 1
+    a = sum(counts[:lay.pp_rank])
+    return a, a + counts[lay.pp_rank]
+
+
+def _stage_layer_count(cfg):
+    text = cfg.get("text_config")
+    if isinstance(text, dict) and "num_hidden_layers" in text:
+        return need(text, "num_hidden_layers")
+    return need(cfg, "num_hidden_layers")
+
+
+def keep_stage(params, cfg, lay):
+    """The parameters of one pipeline stage.  Decoder layer i ('<...>model.layers.<i>.' or
+    gpt-oss trtllm's 'model.block.<i>.') on the stage holding i; layers numbered L or more (MTP)
+    on the last stage; the embedding on the first stage, and with tied embeddings under vllm
+    also on the last (vLLM builds embed_tokens where its tied lm_head shares it); the final
+    norm and lm_head on the last stage.  A name that is none of these is an error."""
+    if lay.pp == 1:
+        return params
+    import re
+    L = _stage_layer_count(cfg)
+    a, b = stage_layers(L, lay)
+    first, last = lay.pp_rank == 0, lay.pp_rank == lay.pp - 1
+    tied = bool(cfg.get("tie_word_embeddings"))
+    layer = re.compile(r"^(?:language_model\.)?model\.(?:layers|block)\.(\d+)\.")
+    embed = re.compile(r"^(?:language_model\.)?model\.(?:embed_tokens|embedding)\.weight$")
+    head = re.compile(r"^(?:language_model\.)?(?:model\.norm\.weight|lm_head\.weight)$")
+    out = OrderedDict()
+    for name, t in params.items():
+        m = layer.match(name)
+        if m:
+            i = int(m.group(1))
+            keep = last if i >= L else a <= i < b
+        elif embed.match(name):
+            keep = first or (last and tied and lay.vllm)
+        elif head.match(name):
+            keep = last
+        else:
+            raise BadInput("%s: no pipeline stage known for this parameter" % name)
+        if keep:
+            out[name] = t
+    return out
 
 
 def shard_range(width, T, r):
@@ -1134,7 +1210,8 @@ def load_config(ckpt_dir):
 
 
 def expected_params(ckpt_dir, tp_size, tp_rank, ep_size=1, mtp_layers=None, ck=None,
-                    target="trtllm", attention_dp=False, gpus_per_node=8, moe_backend=None):
+                    target="trtllm", attention_dp=False, gpus_per_node=8, moe_backend=None,
+                    pp_size=1, pp_rank=0, pp_partition=None):
     """Return OrderedDict {param_name: Tensor} for one rank of the given target."""
     if ck is None:
         ck = Checkpoint(ckpt_dir)
@@ -1143,11 +1220,11 @@ def expected_params(ckpt_dir, tp_size, tp_rank, ep_size=1, mtp_layers=None, ck=N
     cls = family_builder(arch)
     if cls is None:
         raise BadInput("config.json: unsupported architecture %s" % arch)
-    lay = Layout(tp_size, tp_rank, ep_size, mtp_layers, target, attention_dp, gpus_per_node, moe_backend)
+    lay = Layout(tp_size, tp_rank, ep_size, mtp_layers, target, attention_dp, gpus_per_node, moe_backend,
+                 pp_size, pp_rank, pp_partition)
     b = cls(ck, cfg, lay)
     b.arch = arch
-    params = b.build()
-    return params
+    return keep_stage(b.build(), cfg, lay)
 
 
 # Checkpoint keys that are expected and never loaded.
@@ -1221,6 +1298,10 @@ def main(argv=None):
         p.add_argument("--attention-dp", action="store_true")
         p.add_argument("--gpus-per-node", type=int, default=8)
         p.add_argument("--moe-backend", default=None)
+        p.add_argument("--pp-size", type=int, default=1)
+        p.add_argument("--pp-rank", type=int, default=0)
+        p.add_argument("--pp-partition", default=None,
+                       type=lambda text: [int(x) for x in text.split(",")])
 
     pe = sub.add_parser("expect", help="write the expected parameters as safetensors")
     pe.add_argument("ckpt")
@@ -1244,7 +1325,9 @@ def main(argv=None):
         ck = Checkpoint(args.ckpt)
         exp = expected_params(args.ckpt, args.tp_size, args.tp_rank, args.ep_size, args.mtp_layers,
                               ck=ck, target=args.target, attention_dp=args.attention_dp,
-                              gpus_per_node=args.gpus_per_node, moe_backend=args.moe_backend)
+                              gpus_per_node=args.gpus_per_node, moe_backend=args.moe_backend,
+                              pp_size=args.pp_size, pp_rank=args.pp_rank,
+                              pp_partition=args.pp_partition)
         unused = unused_keys(ck)
         if unused:
             # Informational: a rank legitimately skips other ranks' experts and MTP layers

@@ -59,6 +59,61 @@ Layout vllm(uint32_t tp_size, uint32_t tp_rank, uint32_t ep_size = 1) {
   return l;
 }
 
+// Each engine's split of L layers over S stages, as their own tests pin it: vLLM's
+// tests/distributed/test_pipeline_partition.py (get_pp_indices) and torch.tensor_split's.
+TEST(Layout, PipelineStagesSplitLayersAsEachEngineDoes) {
+  auto stages = [](Target t, uint64_t layers, uint32_t pp, std::vector<uint32_t> partition = {}) {
+    std::vector<std::pair<uint64_t, uint64_t>> out;
+    for (uint32_t s = 0; s < pp; ++s) {
+      Layout l;
+      l.target = t, l.pp_size = pp, l.pp_rank = s, l.pp_partition = partition;
+      l.validate();
+      const Range r = l.pp_layers(layers);
+      out.emplace_back(r.begin, r.end);
+    }
+    return out;
+  };
+  using V = std::vector<std::pair<uint64_t, uint64_t>>;
+  // vLLM: the remainder goes to the stages before the last, last-but-one first.
+  EXPECT_EQ(stages(Target::kVllm, 5, 2), (V{{0, 3}, {3, 5}}));
+  EXPECT_EQ(stages(Target::kVllm, 4, 3), (V{{0, 1}, {1, 3}, {3, 4}}));
+  EXPECT_EQ(stages(Target::kVllm, 7, 3), (V{{0, 2}, {2, 5}, {5, 7}}));
+  EXPECT_EQ(stages(Target::kVllm, 6, 4), (V{{0, 1}, {1, 3}, {3, 5}, {5, 6}}));
+  EXPECT_EQ(stages(Target::kVllm, 2, 3), (V{{0, 1}, {1, 2}, {2, 2}}));
+  // TensorRT-LLM: torch.tensor_split, the first stages take the remainder.
+  EXPECT_EQ(stages(Target::kTrtllm, 4, 3), (V{{0, 2}, {2, 3}, {3, 4}}));
+  EXPECT_EQ(stages(Target::kTrtllm, 7, 3), (V{{0, 3}, {3, 5}, {5, 7}}));
+  EXPECT_EQ(stages(Target::kTrtllm, 6, 4), (V{{0, 2}, {2, 4}, {4, 5}, {5, 6}}));
+  EXPECT_EQ(stages(Target::kTrtllm, 61, 1), (V{{0, 61}}));
+  // An explicit partition overrides both; its sum must be the layer count.
+  EXPECT_EQ(stages(Target::kVllm, 4, 3, {1, 0, 3}), (V{{0, 1}, {1, 1}, {1, 4}}));
+  EXPECT_EQ(stages(Target::kTrtllm, 4, 3, {1, 0, 3}), (V{{0, 1}, {1, 1}, {1, 4}}));
+  EXPECT_EQ(invalid_message([&] {
+              stages(Target::kVllm, 5, 3, {1, 0, 3});
+            }),
+            "pp_partition adds up to 4 layers; the model has 5 decoder layers (num_hidden_layers)");
+  Layout l;
+  l.pp_size = 2, l.pp_rank = 2;
+  EXPECT_EQ(invalid_message([&] { l.validate(); }), "pp_rank 2 is not below pp_size 2");
+  l.pp_rank = 0, l.pp_partition = {1, 2, 3};
+  EXPECT_EQ(invalid_message([&] { l.validate(); }),
+            "pp_partition has 3 stages, pp_size is 2: give one layer count per pipeline stage");
+  l.pp_size = 0;
+  EXPECT_EQ(invalid_message([&] { l.validate(); }), "pp_size must be at least 1");
+  EXPECT_EQ(parse_pp_partition(" 3, 2,2", "p"), (std::vector<uint32_t>{3, 2, 2}));
+  for (const char* bad : {"", "3,,2", "3;2", "-1,2", "1234567890"}) {
+    EXPECT_NE(invalid_message([&] { parse_pp_partition(bad, "pp_partition"); }).find("expected layer counts"),
+              std::string::npos)
+        << bad;
+  }
+  // The stage is part of the layout's one JSON form (and so of the plan id).
+  Layout j;
+  j.pp_size = 3, j.pp_rank = 1, j.pp_partition = {2, 3, 2};
+  EXPECT_NE(j.to_json().find("\"pp_size\":3,\"pp_rank\":1,\"pp_partition\":[2,3,2]"), std::string::npos) << j.to_json();
+  EXPECT_NE(Layout{}.to_json().find("\"pp_size\":1,\"pp_rank\":0,\"pp_partition\":null"), std::string::npos);
+  EXPECT_EQ(j.to_string(), "tp 0/1, ep 1, pp 1/3 (partition 2,3,2), target trtllm");
+}
+
 TEST(Layout, FromOptionsValidates) {
   const Layout l = layout_from_options(opts(8, 5, 2, 3));
   EXPECT_EQ(l.tp_size, 8u);

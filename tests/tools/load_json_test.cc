@@ -105,15 +105,17 @@ TEST(LoadJson, PlanAndLoadPrintTheSameLayoutForEveryOption) {
   };
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"",
-       R"({"tp_size":1,"tp_rank":0,"ep_size":1,"mtp_layers":null,"target":"trtllm","attention_dp":false,"gpus_per_node":8,"moe_backend":null})"},
+       R"({"tp_size":1,"tp_rank":0,"ep_size":1,"pp_size":1,"pp_rank":0,"pp_partition":null,"mtp_layers":null,"target":"trtllm","attention_dp":false,"gpus_per_node":8,"moe_backend":null})"},
       {"--mtp-layers 0",
-       R"({"tp_size":1,"tp_rank":0,"ep_size":1,"mtp_layers":0,"target":"trtllm","attention_dp":false,"gpus_per_node":8,"moe_backend":null})"},
+       R"({"tp_size":1,"tp_rank":0,"ep_size":1,"pp_size":1,"pp_rank":0,"pp_partition":null,"mtp_layers":0,"target":"trtllm","attention_dp":false,"gpus_per_node":8,"moe_backend":null})"},
       {"--tp-size 4 --tp-rank 3 --ep-size 2 --mtp-layers 2 --gpus-per-node 2",
-       R"({"tp_size":4,"tp_rank":3,"ep_size":2,"mtp_layers":2,"target":"trtllm","attention_dp":false,"gpus_per_node":2,"moe_backend":null})"},
+       R"({"tp_size":4,"tp_rank":3,"ep_size":2,"pp_size":1,"pp_rank":0,"pp_partition":null,"mtp_layers":2,"target":"trtllm","attention_dp":false,"gpus_per_node":2,"moe_backend":null})"},
       {"--tp-size 2 --tp-rank 1 --attention-dp",
-       R"({"tp_size":2,"tp_rank":1,"ep_size":1,"mtp_layers":null,"target":"trtllm","attention_dp":true,"gpus_per_node":8,"moe_backend":null})"},
+       R"({"tp_size":2,"tp_rank":1,"ep_size":1,"pp_size":1,"pp_rank":0,"pp_partition":null,"mtp_layers":null,"target":"trtllm","attention_dp":true,"gpus_per_node":8,"moe_backend":null})"},
+      {"--tp-size 2 --tp-rank 1 --pp-size 2 --pp-rank 1 --pp-partition 2,1",
+       R"({"tp_size":2,"tp_rank":1,"ep_size":1,"pp_size":2,"pp_rank":1,"pp_partition":[2,1],"mtp_layers":null,"target":"trtllm","attention_dp":false,"gpus_per_node":8,"moe_backend":null})"},
       {"--tp-size 2 --tp-rank 1 --ep-size 2 --target vllm",
-       R"({"tp_size":2,"tp_rank":1,"ep_size":2,"mtp_layers":null,"target":"vllm","attention_dp":false,"gpus_per_node":8,"moe_backend":null})"},
+       R"({"tp_size":2,"tp_rank":1,"ep_size":2,"pp_size":1,"pp_rank":0,"pp_partition":null,"mtp_layers":null,"target":"vllm","attention_dp":false,"gpus_per_node":8,"moe_backend":null})"},
   };
   std::vector<std::string> ids;
   for (const auto& [flags, want] : cases) {

@@ -209,8 +209,10 @@ int run_load(const LoadOptions& o) {
   ranks.after_load(model.stats);
   if (!o.dump.empty()) {
     ranks.phase("dump", [&] {
-      return run_as_load_failure(
-          [&] { return dump_safetensors(model, *device, replace_rank(o.dump, lo.layout.tp_rank)); });
+      return run_as_load_failure([&] {
+        return dump_safetensors(model, *device,
+                                replace_rank(o.dump, lo.layout.pp_rank * lo.layout.tp_size + lo.layout.tp_rank));
+      });
     });
   }
   const LoadReport report{model, *prepared, *device, lo.layout, device_open_seconds};
@@ -232,7 +234,9 @@ Runner add_load(CLI::App& app) {
   add_common_load_options(*sub, o->common);
   sub->add_option("--device", o->device, "host, cuda:N, or cuda (under mpirun: the GPU at the rank's node-local index)")
       ->capture_default_str();
-  sub->add_option("--dump", o->dump, "Write every loaded parameter to this .safetensors file ({rank} is replaced)");
+  sub->add_option("--dump", o->dump,
+                  "Write every loaded parameter to this .safetensors file ({rank} is replaced by the rank, pp_rank x "
+                  "tp_size + tp_rank)");
   sub->add_option("--io", o->io, "auto, mmap or pread (auto: chosen per checkpoint, reported)")
       ->check(CLI::IsMember({"auto", "mmap", "pread"}))
       ->capture_default_str();

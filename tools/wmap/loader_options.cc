@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <fstream>
 
+#include "wmap/util/error.h"
+
 namespace wmap::cli {
 
 namespace {
@@ -31,6 +33,24 @@ void add_common_load_options(CLI::App& sub, CommonLoadOptions& o) {
   sub.add_option("--ep-size", l.ep_size, "Expert-parallel size P (divides T)")
       ->check(count_value())
       ->capture_default_str();
+  sub.add_option("--pp-size", l.pp_size, "Pipeline-parallel size: stages the decoder layers are split over")
+      ->check(count_value())
+      ->capture_default_str();
+  sub.add_option("--pp-rank", l.pp_rank,
+                 "This rank's pipeline stage, 0 <= S < pp-size (default 0; under mpirun rank / tp-size)")
+      ->check(count_value());
+  sub.add_option_function<std::string>(
+         "--pp-partition",
+         [&l](const std::string& text) {
+           try {
+             l.pp_partition = parse_pp_partition(text, "--pp-partition");
+           } catch (const Error& e) {
+             throw CLI::ValidationError(e.what());  // a usage error (exit 2), not a crash
+           }
+         },
+         "Layers per stage, first stage first, e.g. 3,2,2 (vLLM's VLLM_PP_LAYER_PARTITION, TensorRT-LLM's "
+         "pp_partition; default: the target's own split)")
+      ->type_name("N,N,...");
   sub.add_option("--mtp-layers", l.mtp_layers,
                  "MTP layers K to instantiate (default: the checkpoint's; target vllm: none)")
       ->check(count_value());

@@ -1,5 +1,6 @@
 #include "rank_context.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "commands.h"
@@ -47,20 +48,36 @@ RankContext::RankContext(const std::string& io_policy, const LayoutOptions& requ
     impl_->node_size = static_cast<uint32_t>(w.node_size());
     std::exception_ptr error;
     try {
-      if (requested.tp_size != impl_->world_size) {
+      const uint64_t ranks = uint64_t{requested.tp_size} * requested.pp_size;
+      if (ranks != impl_->world_size) {
+        const std::string np = std::to_string(ranks);
         throw Error(ErrorCode::kInvalidArgument,
-                    "--tp-size " + std::to_string(requested.tp_size) + " does not match the " +
-                        std::to_string(impl_->world_size) +
-                        " MPI ranks launched: run one rank per tensor-parallel rank (mpirun -np " +
-                        std::to_string(requested.tp_size) + ")");
+                    (requested.pp_size > 1 ? "--tp-size " + std::to_string(requested.tp_size) + " x --pp-size " +
+                                                 std::to_string(requested.pp_size) + " = " + np
+                                           : "--tp-size " + std::to_string(requested.tp_size)) +
+                        " does not match the " + std::to_string(impl_->world_size) +
+                        " MPI ranks launched: run one rank per tensor-parallel rank and pipeline stage (mpirun -np " +
+                        np + ")");
       }
-      if (requested.tp_rank && *requested.tp_rank != impl_->rank) {
-        throw Error(ErrorCode::kInvalidArgument,
-                    "--tp-rank " + std::to_string(*requested.tp_rank) + " differs from this process's MPI rank " +
-                        std::to_string(impl_->rank) + " (under mpirun the rank comes from MPI; drop --tp-rank)");
+      // Stage-major, as both engines number ranks (vLLM's rank = pp_rank * tp_size + tp_rank;
+      // TensorRT-LLM's Mapping: tp_rank = rank % tp_size, pp_rank = rank // tp_size).
+      const uint32_t tp_size = std::max<uint32_t>(requested.tp_size, 1);
+      const uint32_t tp_rank = impl_->rank % tp_size, pp_rank = impl_->rank / tp_size;
+      if (requested.tp_rank && *requested.tp_rank != tp_rank) {
+        throw Error(ErrorCode::kInvalidArgument, "--tp-rank " + std::to_string(*requested.tp_rank) +
+                                                     " differs from MPI rank " + std::to_string(impl_->rank) +
+                                                     "'s tensor-parallel rank " + std::to_string(tp_rank) +
+                                                     " (under mpirun the rank comes from MPI; drop --tp-rank)");
+      }
+      if (requested.pp_rank && *requested.pp_rank != pp_rank) {
+        throw Error(ErrorCode::kInvalidArgument, "--pp-rank " + std::to_string(*requested.pp_rank) +
+                                                     " differs from MPI rank " + std::to_string(impl_->rank) +
+                                                     "'s pipeline stage " + std::to_string(pp_rank) +
+                                                     " (under mpirun the stage comes from MPI; drop --pp-rank)");
       }
       LayoutOptions mine = requested;
-      mine.tp_rank = impl_->rank;  // below tp_size: tp_size is the world size
+      mine.tp_rank = tp_rank;
+      mine.pp_rank = pp_rank;
       if (!mine.gpus_per_node) mine.gpus_per_node = static_cast<uint32_t>(w.node_size());
       impl_->layout = layout_from_options(mine);
     } catch (...) {
@@ -78,7 +95,7 @@ RankContext::RankContext(const std::string& io_policy, const LayoutOptions& requ
   }
 #endif
   impl_->layout = layout_from_options(requested);
-  impl_->rank = impl_->layout.tp_rank;
+  impl_->rank = impl_->layout.pp_rank * impl_->layout.tp_size + impl_->layout.tp_rank;
   if (impl_->io_report.requested != IoPolicy::kNative)
     impl_->io_report.reason = "not launched under MPI: a single process has nothing to share";
 }

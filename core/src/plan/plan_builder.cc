@@ -300,6 +300,10 @@ void PlanBuilder::list_unconsumed() {
   for (const auto& m : spec_.modules) {
     for (const auto& prefix : m.subtrees) mark_range(renamed_.prefix(prefix), kHanded);
   }
+  for (const auto& prefix : spec_.other_ranks) {
+    mark_one(prefix, kHanded);
+    mark_range(renamed_.prefix(prefix), kHanded);
+  }
   for (size_t i = 0; i < tensors.size(); ++i) {
     const RenamedTensor& t = tensors[i];
     if (plan_.readers_[catalog_.index_of(*t.source)] > 0) continue;

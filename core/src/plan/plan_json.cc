@@ -17,7 +17,7 @@ std::string LoadPlan::plan_id() const {
 std::string LoadPlan::to_json() const { return json_text(true); }
 
 std::string LoadPlan::json_text(bool with_id) const {
-  std::string o = "{\"format\":\"wmap-plan\",\"version\":7";
+  std::string o = "{\"format\":\"wmap-plan\",\"version\":8";
   if (with_id) o += ",\"plan_id\":\"" + plan_id() + "\"";
   o += ",\"catalog_id\":\"" + catalog_id() + "\",\"plugin\":" + json_string(plugin_) +
        ",\"architecture\":" + json_string(architecture_);

@@ -1,5 +1,7 @@
 #include "wmap/plugin/plugin_host.h"
 
+#include "pipeline_stage.h"
+
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -484,6 +486,7 @@ ModelSpec PluginHost::build_spec(const LoadedPlugin& plugin, const ModelConfig& 
   }
   spec.layout = layout;  // recorded once, by the host: the plan reads it from the spec
   spec.layout.moe_backend = std::move(built_for);
+  keep_pipeline_stage(spec, prefix);  // pp_size > 1: this stage's modules only
   return spec;
 }
 

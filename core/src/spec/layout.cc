@@ -67,6 +67,12 @@ void Layout::validate() const {
   if (ep_size == 0 || tp_size % ep_size != 0)
     invalid("ep_size " + str(ep_size) + " must divide tp_size " + str(tp_size));
   if (gpus_per_node == 0) invalid("gpus_per_node must be at least 1");
+  if (pp_size == 0) invalid("pp_size must be at least 1");
+  if (pp_rank >= pp_size) invalid("pp_rank " + str(pp_rank) + " is not below pp_size " + str(pp_size));
+  if (!pp_partition.empty() && pp_partition.size() != pp_size) {
+    invalid("pp_partition has " + str(pp_partition.size()) + " stage" + (pp_partition.size() == 1 ? "" : "s") +
+            ", pp_size is " + str(pp_size) + ": give one layer count per pipeline stage");
+  }
   // Each MTP layer is a whole decoder layer (all its experts) in the spec: a typo must not build
   // millions of them. DeepSeek-V3/R1 declare one; shared-weight MTP stacks use a few.
   if (mtp_layers && *mtp_layers > kMaxMtpLayers) {
@@ -90,9 +96,42 @@ void Layout::validate() const {
 
 std::string Layout::to_string() const {
   std::string s = "tp " + str(tp_rank) + "/" + str(tp_size) + ", ep " + str(ep_size);
+  if (pp_size > 1) s += ", pp " + str(pp_rank) + "/" + str(pp_size);
+  if (!pp_partition.empty()) {
+    s += " (partition ";
+    for (size_t i = 0; i < pp_partition.size(); ++i) s += (i ? "," : "") + str(pp_partition[i]);
+    s += ")";
+  }
   if (mtp_layers) s += ", mtp " + str(*mtp_layers);
   if (attention_dp) s += ", attention-dp";
   return s + ", target " + std::string(target_name(target));
+}
+
+Range Layout::pp_layers(uint64_t layers) const {
+  std::vector<uint64_t> counts(pp_size, layers / pp_size);
+  if (!pp_partition.empty()) {
+    // vLLM (get_pp_indices) raises "sum(partitions)=... does not match num_hidden_layers=...";
+    // TensorRT-LLM's Mapping asserts the same sum.
+    uint64_t sum = 0;
+    for (size_t i = 0; i < counts.size(); ++i) sum += counts[i] = pp_partition.at(i);
+    if (sum != layers) {
+      invalid("pp_partition adds up to " + str(sum) + " layers; the model has " + str(layers) +
+              " decoder layers (num_hidden_layers)");
+    }
+  } else if (const uint64_t extra = layers % pp_size; extra != 0) {
+    if (target == Target::kVllm) {
+      // vllm/distributed/utils.py get_pp_indices (5a6541db): `for i in range(2, remaining_layers + 2):
+      // partitions[-i] += 1`: never the last stage, which also holds the norm and lm_head.
+      for (uint64_t i = 2; i < extra + 2; ++i) ++counts[pp_size - i];
+    } else {
+      // tensorrt_llm/mapping.py Mapping.pp_layers (b35ac1b6): torch.tensor_split(arange(L), pp_size):
+      // the first L % pp_size stages hold one layer more.
+      for (uint64_t i = 0; i < extra; ++i) ++counts[i];
+    }
+  }
+  uint64_t begin = 0;
+  for (uint32_t s = 0; s < pp_rank; ++s) begin += counts[s];
+  return {begin, begin + counts[pp_rank]};
 }
 
 Split Layout::tp() const { return {tp_size, tp_rank, exact_splits(), "tp_size"}; }
@@ -170,7 +209,14 @@ Range Layout::local_kv_heads(uint64_t kv_heads) const {
 }
 
 std::string Layout::to_json() const {
+  std::string partition = "null";
+  if (!pp_partition.empty()) {
+    partition = "[";
+    for (size_t i = 0; i < pp_partition.size(); ++i) partition += (i ? "," : "") + str(pp_partition[i]);
+    partition += "]";
+  }
   return "{\"tp_size\":" + str(tp_size) + ",\"tp_rank\":" + str(tp_rank) + ",\"ep_size\":" + str(ep_size) +
+         ",\"pp_size\":" + str(pp_size) + ",\"pp_rank\":" + str(pp_rank) + ",\"pp_partition\":" + partition +
          ",\"mtp_layers\":" + (mtp_layers ? str(*mtp_layers) : std::string("null")) + ",\"target\":\"" +
          std::string(target_name(target)) + "\",\"attention_dp\":" + (attention_dp ? "true" : "false") +
          ",\"gpus_per_node\":" + str(gpus_per_node) +
@@ -178,8 +224,9 @@ std::string Layout::to_json() const {
 }
 
 const std::vector<std::string>& LayoutOptions::names() {
-  static const std::vector<std::string> n = {"tp_size", "tp_rank",      "ep_size",       "mtp_layers",
-                                             "target",  "attention_dp", "gpus_per_node", "moe_backend"};
+  static const std::vector<std::string> n = {"tp_size",      "tp_rank",       "ep_size",    "pp_size",
+                                             "pp_rank",      "pp_partition",  "mtp_layers", "target",
+                                             "attention_dp", "gpus_per_node", "moe_backend"};
   return n;
 }
 
@@ -188,6 +235,9 @@ Layout layout_from_options(const LayoutOptions& o) {
   l.tp_size = o.tp_size;
   l.tp_rank = o.tp_rank.value_or(l.tp_rank);
   l.ep_size = o.ep_size;
+  l.pp_size = o.pp_size;
+  l.pp_rank = o.pp_rank.value_or(l.pp_rank);
+  l.pp_partition = o.pp_partition;
   l.mtp_layers = o.mtp_layers;
   const auto target = parse_target(o.target);
   if (!target) {
@@ -201,6 +251,31 @@ Layout layout_from_options(const LayoutOptions& o) {
   l.moe_backend = o.moe_backend;
   l.validate();
   return l;
+}
+
+std::vector<uint32_t> parse_pp_partition(std::string_view text, std::string_view what) {
+  std::vector<uint32_t> out;
+  size_t at = 0;
+  while (true) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    std::string_view item = text.substr(at, comma - at);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    uint64_t v = 0;
+    bool ok = !item.empty() && item.size() <= 9;
+    for (char c : item) ok = ok && c >= '0' && c <= '9';
+    if (ok) {
+      for (char c : item) v = v * 10 + static_cast<uint64_t>(c - '0');
+    }
+    if (!ok) {
+      invalid(std::string(what) + " '" + std::string(text) +
+              "': expected layer counts separated by commas, one per pipeline stage (e.g. 3,2,2)");
+    }
+    out.push_back(static_cast<uint32_t>(v));
+    if (comma >= text.size()) break;
+    at = comma + 1;
+  }
+  return out;
 }
 
 Range shard_range(uint64_t width, uint32_t parts, uint32_t part) {

@@ -255,6 +255,21 @@ void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, u
   add_lm_head(m, embed_param, vocab, hidden, tie, l, l.tp());
 }
 
+void place_stages(ModelSpec& m, uint64_t layers, const std::string& embed_module, const std::string& norm_module,
+                  bool tie, const Layout& l, const std::string& layer_prefix, const std::string& head_module) {
+  m.pipeline.layers = layers;
+  m.pipeline.layer_prefix = layer_prefix;
+  m.pipeline.first.push_back(embed_module);
+  // vllm/model_executor/models/llama.py (09f030ea) LlamaModel.__init__: `if get_pp_group().is_first_rank or
+  // (config.tie_word_embeddings and get_pp_group().is_last_rank): self.embed_tokens = VocabParallelEmbedding(...)`;
+  // LlamaForCausalLM then ties lm_head to it, so the last stage's only copy is embed_tokens.weight.
+  if (tie && l.target == Target::kVllm) m.pipeline.last.push_back(embed_module);
+  m.pipeline.last.push_back(norm_module);
+  for (const ModuleSpec& mod : m.modules) {
+    if (mod.name == head_module) m.pipeline.last.push_back(mod.name);
+  }
+}
+
 Range kv_head_rows(uint64_t kv_heads, uint64_t unit_rows, const Layout& l) {
   const Range heads = l.local_kv_heads(kv_heads);
   return {heads.begin * unit_rows, heads.end * unit_rows};

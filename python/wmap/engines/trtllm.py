@@ -47,9 +47,6 @@ FALLBACK = "checkpoint_format='HF'"
 def layout(mapping):
     """wmap's layout keywords for the rank `mapping` describes (tensorrt_llm.Mapping)."""
     pp = getattr(mapping, "pp_size", 1)
-    if pp > 1:
-        raise UnsupportedLayout("wmap: pp_size %d: wmap's trtllm target does not split layers into pipeline stages "
-                                "yet; use %s" % (pp, FALLBACK))
     if getattr(mapping, "cp_size", 1) > 1:
         raise UnsupportedLayout("wmap: cp_size %d: context parallelism is not a layout wmap loads; use %s"
                                 % (mapping.cp_size, FALLBACK))
@@ -61,7 +58,10 @@ def layout(mapping):
                                 "experts over the tensor-parallel ranks (ep_size divides tp_size)" % (moe_tp, ep, tp))
     return {"tp_size": tp, "tp_rank": mapping.tp_rank, "ep_size": ep, "target": "trtllm",
             "attention_dp": bool(getattr(mapping, "enable_attention_dp", False)),
-            "gpus_per_node": getattr(mapping, "gpus_per_node", 8)}
+            "gpus_per_node": getattr(mapping, "gpus_per_node", 8),
+            # The stage's layers as Mapping.pp_layers gives them (torch.tensor_split, or pp_partition).
+            "pp_size": pp, "pp_rank": mapping.pp_rank if pp > 1 else 0,
+            "pp_partition": getattr(mapping, "pp_partition", None) if pp > 1 else None}
 
 
 class WmapWeightLoader(BaseWeightLoader):

@@ -39,14 +39,18 @@ def register():
 
 def layout(vllm_config):
     """wmap's layout keywords for this process's rank, from vLLM's parallel state and config."""
-    from vllm.distributed import get_tensor_model_parallel_rank, get_tensor_model_parallel_world_size
+    from vllm.distributed import get_pp_group, get_tensor_model_parallel_rank, get_tensor_model_parallel_world_size
 
     par = vllm_config.parallel_config
     tp, rank = get_tensor_model_parallel_world_size(), get_tensor_model_parallel_rank()
     pp = getattr(par, "pipeline_parallel_size", 1)
+    stage = {}
     if pp > 1:
-        raise UnsupportedLayout("wmap: pipeline_parallel_size %d: wmap's vllm target does not split layers into "
-                                "pipeline stages yet; use %s" % (pp, FALLBACK))
+        # The stage's layers as vLLM's make_layers takes them: get_pp_indices over the pipeline
+        # group's rank, with the VLLM_PP_LAYER_PARTITION override (vllm/distributed/utils.py).
+        import vllm.envs as envs
+        stage = {"pp_size": pp, "pp_rank": get_pp_group().rank_in_group,
+                 "pp_partition": getattr(envs, "VLLM_PP_LAYER_PARTITION", None)}
     dp = getattr(par, "data_parallel_size", 1)
     ep = 1
     if getattr(par, "enable_expert_parallel", False):
@@ -57,7 +61,7 @@ def layout(vllm_config):
                                     "vllm target splits experts over the tensor-parallel group only; use %s"
                                     % (dp, tp * dp, FALLBACK))
         ep = tp
-    return {"tp_size": tp, "tp_rank": rank, "ep_size": ep, "target": "vllm"}
+    return dict({"tp_size": tp, "tp_rank": rank, "ep_size": ep, "target": "vllm"}, **stage)
 
 
 def refuse_unsupported(vllm_config, model_config):

@@ -35,7 +35,8 @@
 // 5: Piece::pad (zero padding), Piece::reverse, Layout::moe_backend, TransformFn's shape.
 // 6: ParamSpec::convert (Conversion: F32 -> BF16 narrowing, FP8 block dequantization).
 // 7: ParamSpec::scales (a quantised weight's scale parameters, checked by the plan).
-#define WMAP_PLUGIN_ABI_VERSION 7u
+// 8: Layout::pp_size/pp_rank/pp_partition, ModelSpec::pipeline (PipelineSpec).
+#define WMAP_PLUGIN_ABI_VERSION 8u
 
 WMAP_PUBLIC_BEGIN
 extern "C" {

@@ -75,21 +75,40 @@ struct Layout {
   // id name the effective backend; a family with no choice leaves it empty and any name asked
   // for is refused.
   std::string moe_backend;
+  // Pipeline parallelism: the decoder layers split over pp_size stages, this rank on stage
+  // pp_rank (pp_layers()). pp_partition, when set, gives each stage's layer count, first stage
+  // first (vLLM's VLLM_PP_LAYER_PARTITION, TensorRT-LLM's Mapping.pp_partition); empty: the
+  // target's own split.
+  uint32_t pp_size = 1;
+  uint32_t pp_rank = 0;
+  std::vector<uint32_t> pp_partition;
 
   uint32_t moe_tp_size() const { return tp_size / ep_size; }
   uint32_t moe_tp_rank() const { return tp_rank / ep_size; }
   uint32_t moe_ep_rank() const { return tp_rank % ep_size; }
   bool exact_splits() const { return target == Target::kVllm; }
+  bool first_stage() const { return pp_rank == 0; }
+  bool last_stage() const { return pp_rank + 1 == pp_size; }
+
+  // The decoder layers of `layers` this rank's pipeline stage holds, by the target's rule:
+  // vllm (vllm/distributed/utils.py, get_pp_indices): layers // pp_size each, the remainder one
+  // each to the stages before the last, last-but-one first ([2, 2, 1] for 5 over 3: the last
+  // stage also computes the head); trtllm (tensorrt_llm/mapping.py, Mapping.pp_layers:
+  // torch.tensor_split): the remainder one each to the first stages. pp_partition overrides
+  // both; throws kInvalidArgument unless its counts add up to `layers`.
+  Range pp_layers(uint64_t layers) const;
 
   // Throws kInvalidArgument unless tp_size >= 1, tp_rank < tp_size, ep_size divides tp_size,
-  // gpus_per_node >= 1, and the target allows the rest (vllm: ep_size 1 or tp_size, no
-  // attention_dp, no MTP layers): "tp_rank 2 is not below tp_size 2".
+  // gpus_per_node >= 1, pp_size >= 1, pp_rank < pp_size, pp_partition empty or one count per
+  // stage, and the target allows the rest (vllm: ep_size 1 or tp_size, no attention_dp, no MTP
+  // layers): "tp_rank 2 is not below tp_size 2".
   void validate() const;
-  std::string to_string() const;  // "tp 2/4, ep 2, target trtllm" style, for messages
+  std::string to_string() const;  // "tp 2/4, ep 2, pp 1/2, target trtllm" style, for messages
   // The one JSON form of a layout, every field always present (mtp_layers null when unset):
-  // {"tp_size":4,"tp_rank":1,"ep_size":2,"mtp_layers":null,"target":"trtllm","attention_dp":false,
-  // "gpus_per_node":8,"moe_backend":null} (moe_backend null when unset). `wmap plan --json`, `wmap load --json`, the
-  // Python reports and the plan id all use it.
+  // {"tp_size":4,"tp_rank":1,"ep_size":2,"pp_size":1,"pp_rank":0,"pp_partition":null,"mtp_layers":null,
+  // "target":"trtllm","attention_dp":false,"gpus_per_node":8,"moe_backend":null} (pp_partition and
+  // moe_backend null when unset). `wmap plan --json`, `wmap load --json`, the Python reports and
+  // the plan id all use it.
   std::string to_json() const;
 
   // --- Splits -------------------------------------------------------------------------------
@@ -136,12 +155,16 @@ struct Layout {
 
 // What a front end asks for: the CLI binds its options to these fields, the Python module its
 // keyword arguments (python/wmap_module.cc, layout_options_from). Unset fields take Layout's
-// defaults, except under mpirun, where the launcher decides them (tp_rank: the MPI rank;
+// defaults, except under mpirun, where the launcher decides them (tp_rank and pp_rank from the
+// MPI rank, stage-major as both engines number ranks: rank = pp_rank * tp_size + tp_rank;
 // gpus_per_node: the node's rank count).
 struct LayoutOptions {
   uint32_t tp_size = Layout{}.tp_size;
   std::optional<uint32_t> tp_rank;
   uint32_t ep_size = Layout{}.ep_size;
+  uint32_t pp_size = Layout{}.pp_size;
+  std::optional<uint32_t> pp_rank;
+  std::vector<uint32_t> pp_partition;
   std::optional<uint32_t> mtp_layers;
   std::string target = std::string(target_name(Layout{}.target));
   bool attention_dp = Layout{}.attention_dp;
@@ -155,6 +178,10 @@ struct LayoutOptions {
 // The one front-end helper: a validated layout. Throws kInvalidArgument as Layout::validate(),
 // or naming an unknown target and the known ones.
 Layout layout_from_options(const LayoutOptions& o);
+
+// "3,2,2" (VLLM_PP_LAYER_PARTITION's form, and --pp-partition's): the counts, or kInvalidArgument
+// naming `what` and the text.
+std::vector<uint32_t> parse_pp_partition(std::string_view text, std::string_view what);
 
 // The shard rule: w = ceil(width / parts); part p gets [p*w, min((p+1)*w, width)), possibly empty.
 Range shard_range(uint64_t width, uint32_t parts, uint32_t part);

@@ -93,6 +93,23 @@ struct ModuleSpec {
   std::vector<std::string> subtrees;
 };
 
+// Which pipeline stage holds each module (Layout::pp_size > 1), as the target engine places it.
+// Decoder layer i, a module named `<layer_prefix><i>` or below `<layer_prefix><i>.`, is on the
+// stage whose Layout::pp_layers(layers) holds i; a layer numbered `layers` or more (an MTP
+// layer, which both engines run after the last decoder layer) is on the last stage. Modules
+// named in `first` are on the first stage, in `last` on the last (in both: on both, as vLLM
+// keeps a tied embedding). The host (PluginHost::build_spec) keeps this stage's modules and
+// lists the others' checkpoint keys in ModelSpec::other_ranks, so a stage reads only its own bytes; a kept
+// alias of a dropped parameter (TensorRT-LLM's tied lm_head on a last stage without the
+// embedding) becomes a copy of its pieces. Under pp_size > 1 a spec with `layers` 0, or a
+// module placed nowhere, is refused: the plugin does not say where the engine puts it.
+struct PipelineSpec {
+  uint64_t layers = 0;  // the decoder layers split over the stages (config num_hidden_layers)
+  std::string layer_prefix = "model.layers.";
+  std::vector<std::string> first;  // module names
+  std::vector<std::string> last;   // module names
+};
+
 struct ModelSpec {
   std::string plugin;
   std::string architecture;
@@ -102,6 +119,10 @@ struct ModelSpec {
   std::vector<ModuleSpec> modules;            // pre-order
   std::vector<std::string> skipped_prefixes;  // checkpoint subtrees declared not loaded ("x" covers "x.*")
   std::vector<std::string> skipped_keys;      // single checkpoint keys declared not loaded
+  // Checkpoint subtrees other ranks load ("x" covers "x.*"): another pipeline stage's modules.
+  // Consumed here, never read; the coverage counts them as left to other ranks.
+  std::vector<std::string> other_ranks;
+  PipelineSpec pipeline;
 };
 
 // Builders for the common pieces and parameters, so plugins state semantics, not arithmetic.
@@ -187,6 +208,15 @@ void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, u
                  const Layout& l, const Split& s);
 void add_lm_head(ModelSpec& m, const std::string& embed_param, uint64_t vocab, uint64_t hidden, bool tie,
                  const Layout& l);  // over l.tp()
+
+// The stage placement (ModelSpec::pipeline) of a decoder-only family: `layers` decoder layers
+// under `layer_prefix`, `embed_module` on the first stage, `norm_module` and `head_module`
+// (when the spec has one) on the last. Tied embeddings under target vllm put the
+// embedding on the last stage too (vLLM builds embed_tokens where lm_head ties to it); under
+// trtllm the last stage's lm_head alias becomes a copy of the embedding (keep_pipeline_stage).
+void place_stages(ModelSpec& m, uint64_t layers, const std::string& embed_module, const std::string& norm_module,
+                  bool tie, const Layout& l, const std::string& layer_prefix = "model.layers.",
+                  const std::string& head_module = "lm_head");
 
 // KV-head duplication: the rows (of a [kv_heads * unit_rows, ...] tensor) of this rank's KV
 // heads (Layout::local_kv_heads, which throws kInvalidArgument when neither of kv_heads and
