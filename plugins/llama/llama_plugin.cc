@@ -201,6 +201,19 @@ LlamaShape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyProb
            std::to_string(s.kv_heads) + " does not divide num_attention_heads " + std::to_string(s.heads));
   }
   if (auto e = l.kv_heads_error(s.kv_heads)) c.fail("num_key_value_heads", *e);
+  // TensorRT-LLM's generic HfWeightMapper._duplicate_kv_weights duplicates a KV head's weight and
+  // bias but not its FP8 block scale, so ranks past the KV heads would get no scale rows (the
+  // engine's copy fails); Qwen3MoeHfWeightMapper duplicates weight_scale_inv too (fp8.md §5).
+  const bool block_fp8 = c.get_string("quantization_config.quant_method", "") == "fp8";
+  if (block_fp8 && l.target == wmap::Target::kTrtllm && s.kv_heads < l.tp_size &&
+      !(arch == "Qwen3MoeForCausalLM" || model_type == "qwen3_moe")) {
+    c.fail("num_key_value_heads",
+           std::to_string(s.kv_heads) + " KV heads under tp_size " + std::to_string(l.tp_size) +
+               ": TensorRT-LLM's weight mapper for " + arch +
+               " does not duplicate a KV head's FP8 block scales (HfWeightMapper._duplicate_kv_weights), so its own "
+               "load of this block-FP8 checkpoint fails; use tp_size <= " +
+               std::to_string(s.kv_heads) + " or target vllm");
+  }
   return s;
 }
 
@@ -218,11 +231,11 @@ ParamSpec fused_qkv_bias(const std::string& name, const std::string& prefix, con
   return p;
 }
 
-// The quantisation of one checkpoint linear: NVFP4 when the checkpoint is compressed-tensors
-// and this linear carries its packed companions (some linears, e.g. routers, stay unquantised).
-spec::LinearQuant quant_of(const LlamaShape& s, const wmap::KeyProbe& probe, const std::string& linear, bool strict) {
-  if (s.nvfp4 && probe.contains(linear + ".weight_scale")) return spec::LinearQuant::nvfp4(strict);
-  return spec::LinearQuant::none();
+// The quantisation of one checkpoint linear, as the checkpoint's format makes it (the core's
+// spec::linear_quant: block FP8, compressed-tensors NVFP4, or none for an unquantised linear).
+spec::LinearQuant quant_of(const ModelConfig& c, const Layout& l, const wmap::KeyProbe& probe,
+                           const std::string& linear, spec::LinearRole role) {
+  return spec::linear_quant(c, l, probe, linear, role, role == spec::LinearRole::kDense);
 }
 
 ModuleSpec module(std::string name, std::vector<ParamSpec> params) { return {std::move(name), std::move(params), {}}; }
@@ -246,7 +259,7 @@ ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProb
     const std::string a = p + "self_attn.";
     m.modules.push_back(module(p + "input_layernorm",
                                {spec::replicated(p + "input_layernorm.weight", p + "input_layernorm.weight", {h})}));
-    const spec::LinearQuant qq = quant_of(s, probe, a + "q_proj", true);
+    const spec::LinearQuant qq = quant_of(c, l, probe, a + "q_proj", spec::LinearRole::kDense);
     const uint64_t hc = qq.stored_cols(h);
     const uint64_t kv_rows = s.kv_heads * s.head_dim;
     const wmap::Range kv = spec::kv_head_rows(s.kv_heads, s.head_dim, l);
@@ -278,7 +291,7 @@ ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProb
       m.modules.push_back(
           module(a + "k_norm", {spec::replicated(a + "k_norm.weight", a + "k_norm.weight", {s.head_dim})}));
     }
-    const spec::LinearQuant oq = quant_of(s, probe, a + "o_proj", true);
+    const spec::LinearQuant oq = quant_of(c, l, probe, a + "o_proj", spec::LinearRole::kDense);
     const uint64_t oc = oq.stored_cols(q_rows);
     std::vector<ParamSpec> o;
     spec::add_linear(o, a + "o_proj", ".", {spec::linear_cols(a + "o_proj", {h, oc}, tp)}, oq);
@@ -292,13 +305,14 @@ ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProb
       const std::string experts = p + moe + rules.experts_module;
       m.modules.push_back(
           module(p + moe + "gate", {spec::replicated(p + moe + "gate.weight", p + "mlp.gate.weight", {s.experts, h})}));
-      m.modules.push_back({experts,
-                           spec::moe_experts(experts, *source, s.experts, s.moe_intermediate, h, l,
-                                             quant_of(s, probe, *source + ".0.up_proj", false), rules.experts),
-                           {*source}});
+      m.modules.push_back(
+          {experts,
+           spec::moe_experts(experts, *source, s.experts, s.moe_intermediate, h, l,
+                             quant_of(c, l, probe, *source + ".0.up_proj", spec::LinearRole::kExpert), rules.experts),
+           {*source}});
       continue;
     }
-    const spec::LinearQuant gq = quant_of(s, probe, p + "mlp.gate_proj", true);
+    const spec::LinearQuant gq = quant_of(c, l, probe, p + "mlp.gate_proj", spec::LinearRole::kDense);
     std::vector<ParamSpec> gate_up, down;
     if (s.fused_source) {  // rows [gate; up] of the checkpoint's gate_up_proj
       const std::string src = p + "mlp.gate_up_proj";
@@ -314,7 +328,7 @@ ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProb
                        gq);
     }
     m.modules.push_back(module(p + "mlp.gate_up_proj", std::move(gate_up)));
-    const spec::LinearQuant dq = quant_of(s, probe, p + "mlp.down_proj", true);
+    const spec::LinearQuant dq = quant_of(c, l, probe, p + "mlp.down_proj", spec::LinearRole::kDense);
     const uint64_t dc = dq.stored_cols(inter);
     spec::add_linear(down, p + "mlp.down_proj", ".", {spec::linear_cols(p + "mlp.down_proj", {h, dc}, tp)}, dq);
     m.modules.push_back(module(p + "mlp.down_proj", std::move(down)));

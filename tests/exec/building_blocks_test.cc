@@ -416,6 +416,28 @@ TEST(BuildingBlocks, Bf16WidensExactlyIntoTheRoomItsPaddingReserves) {
   EXPECT_THROW(widen_bf16_to_f32(data, DType::kBF16, "sinks", {}), Error);
 }
 
+// F16 -> F32 (FP8 block scales stored as F16, widened as copy_ into an F32 parameter does): every
+// class of value, each expected bit pattern numpy's float16 -> float32 gives.
+TEST(BuildingBlocks, F16WidensExactlyEveryClassOfValue) {
+  const std::pair<uint16_t, uint32_t> cases[] = {
+      {0x3c00, 0x3f800000}, {0x7bff, 0x477fe000}, {0x0400, 0x38800000},  // 1, 65504, the smallest normal
+      {0x0001, 0x33800000}, {0x03ff, 0x387fc000}, {0x8001, 0xb3800000},  // subnormals, normalised
+      {0x8000, 0x80000000}, {0x7c00, 0x7f800000}, {0xfc00, 0xff800000},  // -0, +inf, -inf
+      {0x7e01, 0x7fc02000}, {0x7c01, 0x7f802000},                        // NaN payloads kept
+  };
+  constexpr size_t n = sizeof cases / sizeof cases[0];
+  std::vector<std::byte> data(4 * n);
+  for (size_t i = 0; i < n; ++i) std::memcpy(data.data() + 2 * i, &cases[i].first, 2);
+  widen_f16_to_f32(data, DType::kF32, "scale", {});
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t out;
+    std::memcpy(&out, data.data() + 4 * i, 4);
+    EXPECT_EQ(out, cases[i].second) << std::hex << cases[i].first;
+  }
+  std::vector<std::byte> odd(6);
+  EXPECT_THROW(widen_f16_to_f32(odd, DType::kF32, "scale", {}), Error);
+}
+
 // spec::widened_bf16_to_f32: a BF16 cut of a 2-D tensor (rows [1, 4) of a [5, 6] router, as
 // vLLM's GLM holds its gate in F32) lands as exact F32 values, through the plan and the executor.
 TEST(BuildingBlocks, WidenedPiecesCastABf16CutToF32Exactly) {

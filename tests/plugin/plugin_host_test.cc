@@ -28,6 +28,9 @@ class SetProbe final : public KeyProbe {
  public:
   explicit SetProbe(std::set<std::string> keys = {}) : keys_(std::move(keys)) {}
   bool contains(std::string_view key) const override { return keys_.count(std::string(key)) > 0; }
+  std::optional<DType> dtype_of(std::string_view key) const override {
+    return contains(key) ? std::optional<DType>(DType::kBF16) : std::nullopt;
+  }
   std::optional<uint64_t> highest_index(std::string_view) const override { return std::nullopt; }
   TensorDim largest_dim() const override { return {}; }
 

@@ -496,6 +496,19 @@ def invert_global_scale(key, t, strict):
     return Tensor("F32", y.view(np.uint32).reshape(t.shape))
 
 
+def widen_to_f32(key, t):
+    """FP8 block scales: both engines hold them as F32 and copy_ the checkpoint's F32, BF16 or F16
+    into them, exactly (fp8.md section 4).  BF16 -> F32 is the bits shifted up by 16; F16 -> F32
+    by numpy's half-to-float conversion (exact)."""
+    if t.dtype == "F32":
+        return t
+    if t.dtype == "BF16":
+        return Tensor("F32", t.data.astype(np.uint32) << np.uint32(16))
+    if t.dtype == "F16":
+        return Tensor("F32", t.data.view(np.float16).astype(np.float32).view(np.uint32))
+    raise BadInput("%s: FP8 block scales stored as %s; expected F32, BF16 or F16" % (key, t.dtype))
+
+
 def load_linear(ck, q, prefix, strict_global=True, with_bias=False):
     """Read the tensors of linear `prefix` (e.g. model.layers.0.self_attn.q_proj)."""
     parts, raw = OrderedDict(), {}
@@ -514,7 +527,8 @@ def load_linear(ck, q, prefix, strict_global=True, with_bias=False):
     else:
         parts["weight"] = (prefix + ".weight", ck.get(prefix + ".weight"))
         if q.mode == "fp8" and ck.has(prefix + ".weight_scale_inv"):
-            parts["weight_scale_inv"] = (prefix + ".weight_scale_inv", ck.get(prefix + ".weight_scale_inv"))
+            key = prefix + ".weight_scale_inv"
+            parts["weight_scale_inv"] = (key, widen_to_f32(key, ck.get(key)))
     if with_bias:
         parts["bias"] = (prefix + ".bias", ck.get(prefix + ".bias"))
     return Linear(prefix, parts, raw)
@@ -677,11 +691,17 @@ class Builder:
                 suffix = "weight_scale"
             self.params[name + "." + suffix] = t
 
+    # Whether trtllm refuses block-FP8 parts that cut a block too (the generic Linear of the llama
+    # family: ceil-split block scales would be misaligned, fp8.md section 5); DeepSeek's own
+    # trtllm splits are checked by its builder.
+    trtllm_whole_blocks = False
+
     def fp8_block_check(self, name, parts, dim, n, what):
-        """vllm + FP8: n rows (dim 0) / columns (dim 1) of a split part or a non-final fused
-        part must be a multiple of the 128 block (the config's weight_block_size)."""
-        if self.lay.vllm and "weight_scale_inv" in parts and n % self.q.block[dim]:
-            raise BadInput("%s: %s %d %s not a multiple of the FP8 block %d (vLLM refuses it)"
+        """vllm (and trtllm where trtllm_whole_blocks) + FP8: n rows (dim 0) / columns (dim 1) of
+        a split part or a non-final fused part must be a multiple of the 128 block (the config's
+        weight_block_size)."""
+        if (self.lay.vllm or self.trtllm_whole_blocks) and "weight_scale_inv" in parts and n % self.q.block[dim]:
+            raise BadInput("%s: %s %d %s not a multiple of the FP8 block %d (the engine refuses it)"
                            % (name, what, n, "rows" if dim == 0 else "columns", self.q.block[dim]))
 
     def split(self, lin, dim, T=None, r=None):
@@ -697,6 +717,9 @@ class Builder:
                                % (lin.parts["weight"][0], dim, width, T))
             if T > 1:
                 self.fp8_block_check(lin.name, lin.parts, dim, width // T, "per-rank")
+        elif self.trtllm_whole_blocks and dim < w.data.ndim and T > 1:
+            a, b = shard_range(w.shape[dim], T, r)
+            self.fp8_block_check(lin.name, lin.parts, dim, b - a, "per-rank")
         return split_linear(lin, self.q, dim, T, r)
 
     def rows(self, lin, a, b):
@@ -784,6 +807,7 @@ class LlamaBuilder(Builder):
     """Llama, Mistral, Qwen2, Qwen3 (+ the MoE families via MoeBuilder)."""
 
     arch = None
+    trtllm_whole_blocks = True
 
     def dims(self):
         cfg = self.cfg
@@ -853,6 +877,12 @@ class LlamaBuilder(Builder):
         if self.lay.adp:
             raise BadInput("--attention-dp: not a layout of %s (DeepSeek-V3 only)" % self.arch)
         self.dims()
+        # trtllm block FP8: only the Qwen3-MoE weight mapper duplicates a KV head's block scales;
+        # with fewer KV heads than ranks the generic mapper leaves ranks without them (fp8.md 5).
+        if (self.q.mode == "fp8" and not self.lay.vllm and self.kvh < self.lay.T
+                and self.arch != "Qwen3MoeForCausalLM"):
+            raise BadInput("trtllm block FP8: %d KV heads under tp_size %d (the %s weight mapper does not "
+                           "duplicate block scales)" % (self.kvh, self.lay.T, self.arch))
         self.vocab("model.embed_tokens.weight")
         for i in range(self.L):
             pre = "model.layers.%d" % i

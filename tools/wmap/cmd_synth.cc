@@ -12,6 +12,7 @@ struct SynthOptions {
   SynthConfig cfg;
   std::string out;
   std::string preset = "tiny";
+  std::string scale_dtype;  // --scale-dtype: empty for the default (F32)
   std::string dtype = "BF16";
   bool tie = false, no_tie = false;  // neither: the family's default
   uint64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, intermediate = 0, vocab = 0;
@@ -35,8 +36,18 @@ int run_synth(SynthOptions& o) {
   if (o.mtp >= 0) c.mtp = static_cast<uint64_t>(o.mtp);
   if (o.q_lora >= 0) c.q_lora = static_cast<uint64_t>(o.q_lora);
   if (c.qk_norm && c.family != "glm4_moe") throw Error(ErrorCode::kInvalidArgument, "synth: --qk-norm is for glm4_moe");
-  if (c.fp8 && c.family != "deepseek_v3" && c.family != "kimi_k2" && c.family != "deepseek_v32")
-    throw Error(ErrorCode::kInvalidArgument, "synth: --fp8 is only for deepseek_v3, deepseek_v32 and kimi_k2");
+  const bool llama_family = c.family == "llama" || c.family == "mistral" || c.family == "qwen2" ||
+                            c.family == "qwen3" || c.family == "qwen3_moe" || c.family == "mixtral";
+  if (c.fp8 && !llama_family && c.family != "deepseek_v3" && c.family != "kimi_k2" && c.family != "deepseek_v32")
+    throw Error(ErrorCode::kInvalidArgument,
+                "synth: --fp8 is for deepseek_v3, deepseek_v32, kimi_k2 and the llama family (llama, mistral, qwen2, "
+                "qwen3, qwen3_moe, mixtral)");
+  if (c.fp8 && c.nvfp4) throw Error(ErrorCode::kInvalidArgument, "synth: --fp8 and --nvfp4 are two formats");
+  if (!o.scale_dtype.empty()) {
+    if (!c.fp8 || !llama_family)
+      throw Error(ErrorCode::kInvalidArgument, "synth: --scale-dtype is for --fp8 checkpoints of the llama family");
+    c.scale_dtype = o.scale_dtype == "BF16" ? DType::kBF16 : o.scale_dtype == "F16" ? DType::kF16 : DType::kF32;
+  }
   if (c.nvfp4 && (c.family == "deepseek_v3" || c.family == "deepseek_v32" || c.family == "kimi_k2" ||
                   c.family == "glm4_moe" || c.family == "gpt_oss" || c.family == "phi3" || c.family == "qwen3_next")) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -94,7 +105,11 @@ Runner add_synth(CLI::App& app) {
   sub->add_option("--moe-intermediate", o->moe_intermediate, "Expert intermediate size");
   sub->add_option("--mtp", o->mtp, "deepseek_v3: MTP layers in the checkpoint");
   sub->add_option("--q-lora-rank", o->q_lora, "deepseek_v3: q_lora_rank (0: none, V2-Lite style q_proj)");
-  sub->add_flag("--fp8", o->cfg.fp8, "deepseek_v3: F8_E4M3 linears with 128x128 weight_scale_inv blocks");
+  sub->add_flag("--fp8", o->cfg.fp8,
+                "deepseek_v3 and the llama family: F8_E4M3 linears with 128x128 weight_scale_inv blocks "
+                "(quant_method fp8, as Qwen3's -FP8 releases)");
+  sub->add_option("--scale-dtype", o->scale_dtype, "llama family --fp8: the block scales' dtype (default F32)")
+      ->check(CLI::IsMember({"F32", "BF16", "F16"}));
   sub->add_flag("--nvfp4", o->cfg.nvfp4,
                 "llama family / qwen3_moe: compressed-tensors NVFP4 linears (expert 1 has a zero global scale)");
   sub->add_flag("--qk-norm", o->cfg.qk_norm, "glm4_moe: use_qk_norm with q_norm/k_norm weights (GLM-4.5/4.6)");

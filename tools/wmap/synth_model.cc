@@ -65,6 +65,30 @@ uint64_t fnv1a(std::string_view s, uint64_t seed) {
   return h;
 }
 
+void fill_random(std::span<std::byte> dst, uint64_t state);
+
+// Random positive normal values in [2^-8, 2) (the range of real block scales), every mantissa bit
+// random: F32, BF16 or F16 scale tensors with no NaN, infinity or subnormal among them.
+void fill_positive(std::span<std::byte> dst, DType dtype, uint64_t state) {
+  fill_random(dst, state);
+  if (dtype == DType::kF32) {
+    for (size_t k = 0; k + 4 <= dst.size(); k += 4) {
+      uint32_t v;
+      std::memcpy(&v, dst.data() + k, 4);
+      v = ((119u + (v >> 29)) << 23) | (v & 0x7fffffu);  // exponent 119..126
+      std::memcpy(dst.data() + k, &v, 4);
+    }
+    return;
+  }
+  for (size_t k = 0; k + 2 <= dst.size(); k += 2) {
+    uint16_t v;
+    std::memcpy(&v, dst.data() + k, 2);
+    v = dtype == DType::kBF16 ? static_cast<uint16_t>(((119u + (v >> 13)) << 7) | (v & 0x7fu))   // exponent 119..126
+                              : static_cast<uint16_t>(((7u + (v >> 13)) << 10) | (v & 0x3ffu));  // exponent 7..14
+    std::memcpy(dst.data() + k, &v, 2);
+  }
+}
+
 // splitmix64 stream: fast, deterministic per tensor name and seed.
 void fill_random(std::span<std::byte> dst, uint64_t state) {
   size_t i = 0;
@@ -325,6 +349,13 @@ std::vector<SynthTensor> llama4_tensors(const SynthConfig& c) {
 // (0 allowed: experts treat it as "no scale").
 void add_linear(std::vector<SynthTensor>& out, const SynthConfig& c, const std::string& name, uint64_t rows,
                 uint64_t cols, float g) {
+  if (c.fp8) {  // block FP8 as Qwen3's -FP8 releases: F8_E4M3 weight, one scale per 128x128 block
+    out.push_back({name + ".weight", {rows, cols}, DType::kF8_E4M3});
+    SynthTensor scale(name + ".weight_scale_inv", {(rows + 127) / 128, (cols + 127) / 128}, c.scale_dtype);
+    scale.positive = true;
+    out.push_back(std::move(scale));
+    return;
+  }
   if (!c.nvfp4) {
     out.push_back({name + ".weight", {rows, cols}, c.dtype});
     return;
@@ -524,6 +555,12 @@ std::string synth_config_json(const SynthConfig& c) {
                                  nlohmann::ordered_json::array({"model.layers.*.self_attn", "model.layers.*.mlp.router",
                                                                 "model.embed_tokens", "lm_head"})}};
   }
+  if (c.fp8 && !deepseek_like(c.family)) {
+    j["quantization_config"] = {{"quant_method", "fp8"},
+                                {"fmt", "e4m3"},
+                                {"activation_scheme", "dynamic"},
+                                {"weight_block_size", nlohmann::ordered_json::array({128, 128})}};
+  }
   if (c.nvfp4) {
     j["quantization_config"] = {{"quant_method", "compressed-tensors"},
                                 {"format", "nvfp4-pack-quantized"},
@@ -624,16 +661,20 @@ uint64_t write_synth_checkpoint(const SynthConfig& cfg_in, const fs::path& out_d
     for (const SynthTensor* t : shards[s]) {
       const uint64_t state = fnv1a(t->name, cfg.seed);
       const std::optional<float> value = t->value;
-      files.push_back(
-          {t->name, t->dtype, t->shape, nbytes_of(*t), [state, value, &written, &bar](std::span<std::byte> dst) {
-             if (value) {
-               for (size_t k = 0; k + 4 <= dst.size(); k += 4) std::memcpy(dst.data() + k, &*value, 4);
-             } else {
-               fill_random(dst, state);
-             }
-             written += dst.size();
-             bar.update(written >> 20);
-           }});
+      const bool positive = t->positive;
+      const DType dtype = t->dtype;
+      files.push_back({t->name, t->dtype, t->shape, nbytes_of(*t),
+                       [state, value, positive, dtype, &written, &bar](std::span<std::byte> dst) {
+                         if (value) {
+                           for (size_t k = 0; k + 4 <= dst.size(); k += 4) std::memcpy(dst.data() + k, &*value, 4);
+                         } else if (positive) {
+                           fill_positive(dst, dtype, state);
+                         } else {
+                           fill_random(dst, state);
+                         }
+                         written += dst.size();
+                         bar.update(written >> 20);
+                       }});
       weight_map[t->name] = name;
     }
     write_safetensors(out_dir / name, files, {{"format", "pt"}});

@@ -33,9 +33,10 @@ struct SynthConfig {
   // DeepSeek-V3 MLA and layer kinds.
   uint64_t q_lora = 128, kv_lora = 128, nope = 128, rope = 64, v_head = 128;
   uint64_t shared_experts = 1, first_dense = 1, mtp = 1;
-  bool fp8 = false;      // F8_E4M3 linears with F32 weight_scale_inv blocks of 128x128
-  bool nvfp4 = false;    // compressed-tensors NVFP4 linears (packed U8, F8 scales, F32 global scales)
-  bool qk_norm = false;  // glm4_moe: use_qk_norm (GLM-4.5/4.6; Air has none)
+  bool fp8 = false;                 // F8_E4M3 linears with weight_scale_inv blocks of 128x128
+  DType scale_dtype = DType::kF32;  // llama family --fp8: the blocks' dtype (F32, BF16 or F16, as Qwen3 releases vary)
+  bool nvfp4 = false;               // compressed-tensors NVFP4 linears (packed U8, F8 scales, F32 global scales)
+  bool qk_norm = false;             // glm4_moe: use_qk_norm (GLM-4.5/4.6; Air has none)
 };
 
 struct SynthTensor {
@@ -45,6 +46,7 @@ struct SynthTensor {
   std::vector<uint64_t> shape;
   DType dtype;
   std::optional<float> value;  // F32 tensors filled with this value instead of random bits
+  bool positive = false;       // F32/BF16/F16 filled with random positive normal values (scales), not random bits
 };
 
 // The family and preset names `wmap synth` takes (the CLI validates FAMILY and --preset with them).

@@ -23,6 +23,31 @@ void widen_bf16_to_f32(std::span<std::byte> data, DType dtype, const std::string
   }
 }
 
+uint32_t f16_bits_to_f32_bits(uint16_t h) {
+  const uint32_t sign = uint32_t{h & 0x8000u} << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  if (exp == 0x1f) return sign | 0x7f800000u | (man << 13);  // inf, NaN (payload kept)
+  if (exp != 0) return sign | ((exp + 112) << 23) | (man << 13);
+  if (man == 0) return sign;  // signed zero
+  // Subnormal: man x 2^-24; normalise so the leading one becomes the implicit bit.
+  uint32_t e = 113, m = man;
+  while ((m & 0x400u) == 0) m <<= 1, --e;
+  return sign | (e << 23) | ((m & 0x3ffu) << 13);
+}
+
+void widen_f16_to_f32(std::span<std::byte> data, DType dtype, const std::string& key, std::span<const uint64_t>) {
+  if (dtype != DType::kF32 || data.size() % 4 != 0)
+    throw Error(ErrorCode::kValidation, key + ": f16_to_f32 needs an F32 parameter piece of whole elements (got " +
+                                            std::string(dtype_name(dtype)) + ", " + std::to_string(data.size()) +
+                                            " bytes)");
+  const uint64_t n = data.size() / 4;
+  for (uint64_t i = n; i-- > 0;) {  // backwards, as widen_bf16_to_f32
+    uint16_t h;
+    std::memcpy(&h, data.data() + 2 * i, 2);
+    const uint32_t f = f16_bits_to_f32_bits(h);
+    std::memcpy(data.data() + 4 * i, &f, 4);
+  }
+}
+
 void fill_one(std::span<std::byte> data, DType dtype, const std::string& key, std::span<const uint64_t>) {
   uint32_t one = 0;
   size_t size = 0;

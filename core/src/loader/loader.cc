@@ -24,6 +24,10 @@ class RenamedProbe final : public KeyProbe {
  public:
   explicit RenamedProbe(const RenamedCatalog& renamed) : renamed_(renamed) {}
   bool contains(std::string_view key) const override { return renamed_.find(key) != nullptr; }
+  std::optional<DType> dtype_of(std::string_view key) const override {
+    const RenamedTensor* t = renamed_.find(key);
+    return t ? std::optional<DType>(t->source->dtype) : std::nullopt;
+  }
   std::optional<uint64_t> highest_index(std::string_view prefix) const override {
     return wmap::highest_index(renamed_, prefix);
   }
@@ -45,6 +49,7 @@ void register_builtin_transforms(PluginHost& host) {
   host.add_builtin_transform("invert_scale_strict", [](std::span<std::byte> d, DType t, const std::string& k,
                                                        std::span<const uint64_t>) { invert_scale_strict(d, t, k); });
   host.add_builtin_transform("bf16_to_f32", widen_bf16_to_f32);
+  host.add_builtin_transform("f16_to_f32", widen_f16_to_f32);
   host.add_builtin_transform("block_scale_interleave_128x4", block_scale_interleave_128x4);
   host.add_builtin_transform("fill_one", fill_one);
 }

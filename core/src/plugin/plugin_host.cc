@@ -1,6 +1,7 @@
 #include "wmap/plugin/plugin_host.h"
 
 #include "pipeline_stage.h"
+#include "wmap/spec/quant_format.h"
 
 #include <dlfcn.h>
 
@@ -463,6 +464,16 @@ ModelSpec PluginHost::build_spec(const LoadedPlugin& plugin, const ModelConfig& 
   if (std::find(plugin.targets.begin(), plugin.targets.end(), target) == plugin.targets.end()) {
     throw Error(ErrorCode::kInvalidArgument, prefix + "does not serve target " + std::string(target) + " for " +
                                                  config.architecture() + "; it serves: " + join(plugin.targets, ", "));
+  }
+  // A quantisation format no building block serves is refused by name before any plugin runs,
+  // not reported later as missing or unconsumed tensors (issue 40).
+  if (const QuantFormat format = QuantFormat::detect(config); format.kind == QuantFormat::Kind::kOther ||
+                                                              format.kind == QuantFormat::Kind::kGptqAwq ||
+                                                              format.kind == QuantFormat::Kind::kModelOpt) {
+    config.fail("quantization_config.quant_method",
+                "'" + format.method +
+                    "' is not served; served: fp8 (block, weight_block_size [128, 128]), compressed-tensors "
+                    "(NVFP4, target trtllm), mxfp4 (gpt-oss)");
   }
   ModelSpec spec;
   try {

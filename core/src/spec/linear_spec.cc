@@ -2,6 +2,7 @@
 #include "wmap/spec/linear_spec.h"
 
 #include "wmap/spec/config_bounds.h"
+#include "wmap/spec/quant_format.h"
 #include "wmap/util/error.h"
 
 namespace wmap::spec {
@@ -87,7 +88,8 @@ void require_whole_blocks(const LinearSlice& s, const BlockScales& b, bool last_
     throw Error(ErrorCode::kInvalidArgument,
                 s.linear + ".weight: this rank's " + what + " [" + std::to_string(r.begin) + ", " +
                     std::to_string(r.end) + ") are not whole " + std::to_string(block) +
-                    "-wide FP8 blocks (target vllm refuses such a partition, as vLLM does)");
+                    "-wide FP8 blocks (both engines refuse such a partition: vLLM's validate_fp8_block_shape; "
+                    "TensorRT-LLM would load misaligned block scales)");
   };
   const bool rows_split = s.rows.size() != s.shape[0], cols_split = s.cols.size() != s.shape[1];
   if ((rows_split || !last_part) && s.rows.size() % b.rows != 0) fail("rows", s.rows, b.rows);
@@ -95,6 +97,42 @@ void require_whole_blocks(const LinearSlice& s, const BlockScales& b, bool last_
 }
 
 }  // namespace
+
+LinearQuant linear_quant(const ModelConfig& c, const Layout& l, const KeyProbe& probe, const std::string& linear,
+                         LinearRole role, bool strict) {
+  const QuantFormat format = QuantFormat::detect(c);
+  if (format.kind == QuantFormat::Kind::kFp8) {
+    const std::string scale = linear + ".weight_scale_inv";
+    if (!c.has("quantization_config.weight_block_size")) {
+      c.fail("quantization_config",
+             "quant_method 'fp8' without weight_block_size is per-tensor FP8 (AutoFP8), not served yet; served: "
+             "block FP8 (weight_block_size [128, 128]), compressed-tensors NVFP4, MXFP4 (gpt-oss)");
+    }
+    const auto block = c.get_int_list("quantization_config.weight_block_size");
+    if (block.size() != 2 || block[0] <= 0 || block[1] <= 0) {
+      c.fail("quantization_config.weight_block_size", "expected two positive integers");
+    }
+    const auto dtype = probe.dtype_of(scale);
+    if (!dtype) return LinearQuant::none();  // an unquantised module (modules_to_not_convert)
+    if (*dtype != DType::kF32 && *dtype != DType::kBF16 && *dtype != DType::kF16) {
+      throw Error(ErrorCode::kInvalidArgument, scale + ": FP8 block scales stored as " +
+                                                   std::string(dtype_name(*dtype)) +
+                                                   "; expected F32, BF16 or F16 (both engines widen them to F32)");
+    }
+    const bool vllm = l.target == Target::kVllm;
+    // TensorRT-LLM: FP8BlockScalesLinearMethod names it weight_scale, the fused MoE
+    // w3_w1_weight_scaling_factor; vLLM's BlockQuantScaleParameter keeps weight_scale_inv.
+    const char* name = vllm                          ? "weight_scale_inv"
+                       : role == LinearRole::kExpert ? "weight_scaling_factor"
+                                                     : "weight_scale";
+    return LinearQuant::fp8(BlockScales{static_cast<uint64_t>(block[0]), static_cast<uint64_t>(block[1])}, name, true,
+                            *dtype);
+  }
+  if (format.kind == QuantFormat::Kind::kCompressedTensors && probe.contains(linear + ".weight_scale")) {
+    return LinearQuant::nvfp4(strict);
+  }
+  return LinearQuant::none();
+}
 
 void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const std::string& sep,
                 const std::vector<LinearSlice>& slices, const LinearQuant& quant,
@@ -125,6 +163,8 @@ void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const st
       const Range br = block_range(s.rows, quant.blocks.rows), bc = block_range(s.cols, quant.blocks.cols);
       Piece p = box_piece(s.linear + ".weight_scale_inv", sshape, br, bc);
       p.source_dtype = DType::kF32;
+      if (quant.scale_dtype == DType::kBF16) p = widened_bf16_to_f32(std::move(p));
+      if (quant.scale_dtype == DType::kF16) p = widened_f16_to_f32(std::move(p));
       scale.push_back(std::move(p));
       scale_rows += br.size();
       scale_cols = bc.size();

@@ -134,13 +134,13 @@ Piece padded(Piece p, std::vector<uint64_t> extents) {
   return p;
 }
 
-Piece widened_bf16_to_f32(Piece p) {
+namespace {
+Piece widened_to_f32(Piece p, DType from, const char* transform) {
   const std::vector<uint64_t>& dims = p.view.empty() ? p.source_shape : p.view;
   if (!p.pad.empty() || !p.transform.empty() || dims.empty() || p.is_zero()) {
     throw Error(ErrorCode::kInvalidArgument,
-                p.source +
-                    ": widened_bf16_to_f32 needs a plain cut of at least one dim (not a zero, padded or "
-                    "transformed piece)");
+                p.source + ": widening " + std::string(dtype_name(from)) +
+                    " to F32 needs a plain cut of at least one dim (not a zero, padded or transformed piece)");
   }
   std::vector<uint64_t> out;
   for (size_t k = 0; k < dims.size(); ++k) {
@@ -148,11 +148,16 @@ Piece widened_bf16_to_f32(Piece p) {
     out.push_back(p.box.empty() ? dims[d] : p.box[d].size());
   }
   out[0] *= 2;
-  p.source_dtype = DType::kBF16;
+  p.source_dtype = from;
   p.pad = std::move(out);
-  p.transform = "bf16_to_f32";
+  p.transform = transform;
   return p;
 }
+}  // namespace
+
+Piece widened_bf16_to_f32(Piece p) { return widened_to_f32(std::move(p), DType::kBF16, "bf16_to_f32"); }
+
+Piece widened_f16_to_f32(Piece p) { return widened_to_f32(std::move(p), DType::kF16, "f16_to_f32"); }
 
 ParamSpec narrowed_to_bf16(ParamSpec p) {
   for (Piece& piece : p.pieces) piece.source_dtype = DType::kF32;

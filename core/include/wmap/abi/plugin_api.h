@@ -23,6 +23,7 @@
 
 #include "wmap/build_info.h"
 #include "wmap/spec/config_bounds.h"
+#include "wmap/spec/key_probe.h"
 #include "wmap/spec/model_config.h"
 #include "wmap/spec/model_spec.h"
 #include "wmap/spec/transform_fn.h"
@@ -35,7 +36,8 @@
 // 5: Piece::pad (zero padding), Piece::reverse, Layout::moe_backend, TransformFn's shape.
 // 6: ParamSpec::convert (Conversion: F32 -> BF16 narrowing, FP8 block dequantization).
 // 7: ParamSpec::scales (a quantised weight's scale parameters, checked by the plan).
-// 8: Layout::pp_size/pp_rank/pp_partition, ModelSpec::pipeline (PipelineSpec).
+// 8: Layout::pp_size/pp_rank/pp_partition, ModelSpec::pipeline (PipelineSpec), ModelSpec::other_ranks,
+//    KeyProbe::dtype_of, LinearQuant::scale_dtype.
 #define WMAP_PLUGIN_ABI_VERSION 8u
 
 WMAP_PUBLIC_BEGIN
@@ -61,13 +63,6 @@ typedef const WmapPluginInfo* (*WmapPluginInfoFn)(void);
 }
 
 namespace wmap {
-
-// Answers "is this canonical key in the checkpoint?" while a spec is built, and what the
-// checkpoint proves about sizes (CheckpointExtent: read config sizes through ConfigBounds).
-class KeyProbe : public CheckpointExtent {
- public:
-  virtual bool contains(std::string_view canonical_key) const = 0;
-};
 
 // Builds a rank's ModelSpec for `layout`. Ask the layout what this rank holds (tp_slice,
 // local_experts, local_kv_heads, ...) rather than recomputing the shard rule; the host records

@@ -22,6 +22,9 @@ namespace wmap {
 
 // data: 4n bytes whose first 2n hold n BF16 values; afterwards n F32 values (bits << 16).
 void widen_bf16_to_f32(std::span<std::byte> data, DType dtype, const std::string& key, std::span<const uint64_t> shape);
+// data: 4n bytes whose first 2n hold n F16 values; afterwards n F32 values of the same value
+// (exact: subnormals normalised, infinities kept, NaN payloads shifted as torch and numpy do).
+void widen_f16_to_f32(std::span<std::byte> data, DType dtype, const std::string& key, std::span<const uint64_t> shape);
 
 // data: a row-major [rows, cols] byte matrix, cols = shape.back(), rows a multiple of 128 and
 // cols of 4; byte (m, k) moves to k%4 + (k/4)*512 + (m%32)*16 + ((m%128)/32)*4 + (m/128)*128*cols.

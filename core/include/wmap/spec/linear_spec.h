@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "wmap/spec/key_probe.h"
 #include "wmap/spec/layout.h"
+#include "wmap/spec/model_config.h"
 #include "wmap/spec/model_spec.h"
 #include "wmap/util/export.h"
 
@@ -56,13 +58,17 @@ struct LinearQuant {
   // (vLLM refuses other partitions: fp8_utils.py, validate_fp8_block_shape); an error names the
   // linear otherwise. Off: a part takes every block it touches.
   bool whole_blocks = false;
+  // kFp8Block: the dtype the checkpoint stores `weight_scale_inv` in (F32, BF16 or F16: Qwen3's
+  // dense FP8 releases store BF16); the parameter is F32 either way, widened exactly, as both
+  // engines' F32 scale parameters take the checkpoint's scale through copy_.
+  DType scale_dtype = DType::kF32;
   // kNvfp4 (compressed-tensors, after the mapping's renames): `weight` U8 [out, in/2] (two FP4
   // values a byte), `weight_scale` F8_E4M3 [out, in/16], `weight_scale_2` and `input_scale`
   // F32 [1] (global scales, inverted on load; the sources of one fused parameter must match).
 
   static LinearQuant none() { return {}; }
-  static LinearQuant fp8(BlockScales b, std::string scale_name, bool whole_blocks) {
-    return {Kind::kFp8Block, b, true, std::move(scale_name), whole_blocks};
+  static LinearQuant fp8(BlockScales b, std::string scale_name, bool whole_blocks, DType scale_dtype = DType::kF32) {
+    return {Kind::kFp8Block, b, true, std::move(scale_name), whole_blocks, scale_dtype};
   }
   static LinearQuant nvfp4(bool strict) { return {Kind::kNvfp4, {}, strict}; }
   // Columns of the stored weight for `in` input features (packed bytes for NVFP4).
@@ -79,6 +85,24 @@ struct LinearQuant {
 void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const std::string& sep,
                 const std::vector<LinearSlice>& slices, const LinearQuant& quant,
                 const std::vector<uint64_t>& leading = {});
+
+// What the checkpoint's quantisation format makes of one linear, for every family (the format is
+// core knowledge, a plugin only says which linear and whether it is a routed expert's):
+// - quant_method "fp8" with weight_block_size (block FP8) and the linear's `weight_scale_inv`
+//   present: kFp8Block, its scale named as the target names it (trtllm: `weight_scale`, a routed
+//   expert's `weight_scaling_factor`; vllm: `weight_scale_inv`), parts of whole blocks only
+//   (vLLM's validate_fp8_block_shape; TensorRT-LLM copies block scales by ceil-split offsets, so
+//   a part cutting a block would load misaligned scales), the scale's dtype from the checkpoint;
+// - a linear without its scale: none (a module the checkpoint leaves unquantised:
+//   modules_to_not_convert / ignore);
+// - compressed-tensors with `weight_scale` (after the mapping's renames): kNvfp4 (`strict` for a
+//   dense layer's global scales).
+// Throws kInvalidArgument (naming the config field or the tensor) for a block size that is not
+// two positive integers, quant_method "fp8" without weight_block_size (per-tensor FP8, not served
+// yet) or a scale dtype other than F32/BF16/F16.
+enum class LinearRole { kDense, kExpert };
+LinearQuant linear_quant(const ModelConfig& config, const Layout& l, const KeyProbe& probe, const std::string& linear,
+                         LinearRole role, bool strict = true);
 
 // How an engine names and orders a routed-expert layer's stacked parameters.
 struct ExpertNames {

@@ -164,6 +164,8 @@ Piece padded(Piece p, std::vector<uint64_t> extents);
 // parameter's dtype must be F32 and its shape the cut's. Throws kInvalidArgument for a piece
 // already padded or transformed, or a scalar.
 Piece widened_bf16_to_f32(Piece p);
+// The same for an F16 cut (transform `f16_to_f32`, exact: subnormals normalised, NaN payloads kept).
+Piece widened_f16_to_f32(Piece p);
 // `p` (whose pieces are F32 cuts) held as BF16, rounded to nearest even once assembled.
 ParamSpec narrowed_to_bf16(ParamSpec p);
 // An F8_E4M3 weight cut [rows, cols] and its F32 block-scale cut, dequantized (w x scale in F32)
