@@ -7,20 +7,28 @@
 
 namespace wmap {
 
-void widen_bf16_to_f32(std::span<std::byte> data, DType dtype, const std::string& key, std::span<const uint64_t>) {
+namespace {
+
+// Widens the 16-bit elements read into the front of an F32 piece in place. Backwards: F32 element
+// i overwrites 16-bit elements 2i and 2i+1, both already widened (i > 0) or read first (i = 0).
+template <class Widen>
+void widen_16_to_f32(std::span<std::byte> data, DType dtype, const std::string& key, const char* name, Widen widen) {
   if (dtype != DType::kF32 || data.size() % 4 != 0)
-    throw Error(ErrorCode::kValidation, key + ": bf16_to_f32 needs an F32 parameter piece of whole elements (got " +
+    throw Error(ErrorCode::kValidation, key + ": " + name + " needs an F32 parameter piece of whole elements (got " +
                                             std::string(dtype_name(dtype)) + ", " + std::to_string(data.size()) +
                                             " bytes)");
-  // Backwards: F32 element i overwrites BF16 elements 2i and 2i+1, both already widened (i > 0)
-  // or read first (i = 0).
-  const uint64_t n = data.size() / 4;
-  for (uint64_t i = n; i-- > 0;) {
+  for (uint64_t i = data.size() / 4; i-- > 0;) {
     uint16_t h;
     std::memcpy(&h, data.data() + 2 * i, 2);
-    const uint32_t f = uint32_t{h} << 16;
+    const uint32_t f = widen(h);
     std::memcpy(data.data() + 4 * i, &f, 4);
   }
+}
+
+}  // namespace
+
+void widen_bf16_to_f32(std::span<std::byte> data, DType dtype, const std::string& key, std::span<const uint64_t>) {
+  widen_16_to_f32(data, dtype, key, "bf16_to_f32", [](uint16_t h) { return uint32_t{h} << 16; });
 }
 
 uint32_t f16_bits_to_f32_bits(uint16_t h) {
@@ -35,17 +43,7 @@ uint32_t f16_bits_to_f32_bits(uint16_t h) {
 }
 
 void widen_f16_to_f32(std::span<std::byte> data, DType dtype, const std::string& key, std::span<const uint64_t>) {
-  if (dtype != DType::kF32 || data.size() % 4 != 0)
-    throw Error(ErrorCode::kValidation, key + ": f16_to_f32 needs an F32 parameter piece of whole elements (got " +
-                                            std::string(dtype_name(dtype)) + ", " + std::to_string(data.size()) +
-                                            " bytes)");
-  const uint64_t n = data.size() / 4;
-  for (uint64_t i = n; i-- > 0;) {  // backwards, as widen_bf16_to_f32
-    uint16_t h;
-    std::memcpy(&h, data.data() + 2 * i, 2);
-    const uint32_t f = f16_bits_to_f32_bits(h);
-    std::memcpy(data.data() + 4 * i, &f, 4);
-  }
+  widen_16_to_f32(data, dtype, key, "f16_to_f32", f16_bits_to_f32_bits);
 }
 
 void fill_one(std::span<std::byte> data, DType dtype, const std::string& key, std::span<const uint64_t>) {
