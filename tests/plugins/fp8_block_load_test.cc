@@ -111,6 +111,11 @@ TEST(Fp8Block, RefusalsNameTheReasonBeforeAnyRead) {
   };
   refused(with_quant("per_tensor", R"({"quant_method": "fp8", "activation_scheme": "static"})"), "",
           "quant_method 'fp8' without weight_block_size is per-tensor FP8 (AutoFP8), not served yet");
+  // A compressed-tensors FP8-dynamic release is not taken for NVFP4 (no "missing weight_scale_2").
+  refused(with_quant("fp8_dynamic", R"({"quant_method": "compressed-tensors", "format": "float-quantized",
+      "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float",
+      "strategy": "channel"}}}, "ignore": ["lm_head"]})"),
+          "", "quantization_config.format: compressed-tensors 'float-quantized' is not served");
   for (const std::string method : {"awq", "gptq", "modelopt", "bitsandbytes"}) {
     refused(with_quant(method, R"({"quant_method": ")" + method + R"("})"), "",
             "quantization_config.quant_method: '" + method + "' is not served; served: fp8 (block");

@@ -475,6 +475,19 @@ ModelSpec PluginHost::build_spec(const LoadedPlugin& plugin, const ModelConfig& 
                     "' is not served; served: fp8 (block, weight_block_size [128, 128]), compressed-tensors "
                     "(NVFP4, target trtllm), mxfp4 (gpt-oss)");
   }
+  // compressed-tensors names its packing in `format`: only NVFP4's is served, so an FP8
+  // (`float-quantized`: FP8-dynamic, per-tensor or per-channel) or int (`pack-quantized`) release is
+  // refused here rather than taken for NVFP4 and reported as missing weight_scale_2 (issue 40).
+  if (QuantFormat::detect(config).kind == QuantFormat::Kind::kCompressedTensors &&
+      config.has("quantization_config.format")) {
+    const std::string packing = config.get_string("quantization_config.format", "");
+    if (packing != "nvfp4-pack-quantized") {
+      config.fail("quantization_config.format",
+                  "compressed-tensors '" + packing +
+                      "' is not served (only 'nvfp4-pack-quantized', target trtllm); served: fp8 (block, "
+                      "weight_block_size [128, 128]), compressed-tensors (NVFP4, target trtllm), mxfp4 (gpt-oss)");
+    }
+  }
   ModelSpec spec;
   try {
     spec = plugin.builder(config, layout, probe);
