@@ -116,6 +116,12 @@ TEST(Fp8Block, RefusalsNameTheReasonBeforeAnyRead) {
       "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float",
       "strategy": "channel"}}}, "ignore": ["lm_head"]})"),
           "", "quantization_config.format: compressed-tensors 'float-quantized' is not served");
+  // A family whose quantised layout has not been read refuses any quantization_config by name.
+  const auto llama4 = synth_checkpoint(dir.path(), "llama4_text", "llama4", "");
+  auto cfg4 = nlohmann::json::parse(read_file(llama4 / "config.json"));
+  cfg4["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
+  write_file(llama4 / "config.json", cfg4.dump());
+  refused(llama4, "", "quantised Llama 4 checkpoints (quant_method 'fp8') are not served yet");
   for (const std::string method : {"awq", "gptq", "modelopt", "bitsandbytes"}) {
     refused(with_quant(method, R"({"quant_method": ")" + method + R"("})"), "",
             "quantization_config.quant_method: '" + method + "' is not served; served: fp8 (block");
