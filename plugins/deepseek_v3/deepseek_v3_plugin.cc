@@ -215,6 +215,13 @@ DeepseekShape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyP
     }
   }
   if (auto e = l.heads_error(s.heads)) c.fail("num_attention_heads", *e);
+  // Only block FP8 has been read for the MLA family (fp8.md; int4-nvfp4.md covers NVFP4).
+  if (c.has("quantization_config") && !(c.get_string("quantization_config.quant_method", "") == "fp8" &&
+                                        c.has("quantization_config.weight_block_size"))) {
+    c.fail("quantization_config",
+           "quantised " + c.architecture() + " checkpoints other than block FP8 (quant_method '" +
+               c.get_string("quantization_config.quant_method", "?") + "' here) are not served yet");
+  }
   if (c.get_string("quantization_config.quant_method", "") == "fp8") {
     const auto block = c.get_int_list("quantization_config.weight_block_size");
     if (block.size() != 2 || block[0] <= 0 || block[1] <= 0) {

@@ -38,7 +38,6 @@ struct TargetRules {
   bool mixtral_keeps_block_sparse_moe;  // Mixtral's MoE parameters under `block_sparse_moe.`
   bool bias_flag;           // config `bias` also turns on q/k/v/o biases (vLLM llama.py: attention_bias or bias)
   bool skip_unused_biases;  // checkpoint biases the model does not use are declared skipped
-  bool serves_nvfp4;        // compressed-tensors NVFP4 checkpoints (their engine names are TensorRT-LLM's)
   // Phi-3's k/v parts are split without KV-head duplication: kv heads must divide tp_size.
   bool phi3_duplicates_kv;
 };
@@ -58,7 +57,6 @@ const TargetRules& rules_for(wmap::Target t) {
       .mixtral_keeps_block_sparse_moe = false,
       .bias_flag = false,
       .skip_unused_biases = false,
-      .serves_nvfp4 = true,
       .phi3_duplicates_kv = false,
   };
   static const TargetRules kVllm{
@@ -67,7 +65,6 @@ const TargetRules& rules_for(wmap::Target t) {
       .mixtral_keeps_block_sparse_moe = true,
       .bias_flag = true,
       .skip_unused_biases = true,
-      .serves_nvfp4 = false,
       .phi3_duplicates_kv = true,
   };
   return t == wmap::Target::kVllm ? kVllm : kTrtllm;
@@ -80,7 +77,6 @@ struct LlamaShape {
   // MoE: experts per layer (0: dense), their intermediate size, which layers are sparse.
   uint64_t experts = 0, moe_intermediate = 0, sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;
-  bool nvfp4 = false;  // compressed-tensors NVFP4 checkpoint
 
   bool is_moe(uint64_t layer) const {
     if (experts == 0) return false;
@@ -183,11 +179,6 @@ LlamaShape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyProb
       }
     }
   }
-  s.nvfp4 = c.get_string("quantization_config.quant_method", "") == "compressed-tensors";
-  if (s.nvfp4 && !rules_for(l.target).serves_nvfp4) {
-    c.fail("quantization_config.quant_method",
-           "compressed-tensors NVFP4 checkpoints are served for target trtllm only");
-  }
   if (l.attention_dp) {
     c.fail("architectures",
            s.experts ? "attention_dp is not served for " + arch +
@@ -201,18 +192,11 @@ LlamaShape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyProb
            std::to_string(s.kv_heads) + " does not divide num_attention_heads " + std::to_string(s.heads));
   }
   if (auto e = l.kv_heads_error(s.kv_heads)) c.fail("num_key_value_heads", *e);
-  // TensorRT-LLM's generic HfWeightMapper._duplicate_kv_weights duplicates a KV head's weight and
-  // bias but not its FP8 block scale, so ranks past the KV heads would get no scale rows (the
-  // engine's copy fails); Qwen3MoeHfWeightMapper duplicates weight_scale_inv too (fp8.md §5).
-  const bool block_fp8 = c.get_string("quantization_config.quant_method", "") == "fp8";
-  if (block_fp8 && l.target == wmap::Target::kTrtllm && s.kv_heads < l.tp_size &&
-      !(arch == "Qwen3MoeForCausalLM" || model_type == "qwen3_moe")) {
-    c.fail("num_key_value_heads",
-           std::to_string(s.kv_heads) + " KV heads under tp_size " + std::to_string(l.tp_size) +
-               ": TensorRT-LLM's weight mapper for " + arch +
-               " does not duplicate a KV head's FP8 block scales (HfWeightMapper._duplicate_kv_weights), so its own "
-               "load of this block-FP8 checkpoint fails; use tp_size <= " +
-               std::to_string(s.kv_heads) + " or target vllm");
+  // TensorRT-LLM's generic weight mapper does not duplicate a KV head's FP8 block or channel
+  // scales; Qwen3MoeHfWeightMapper duplicates block scales (fp8.md sections 5, 8.2).
+  if (auto e = spec::fp8_kv_duplication_error(c, l, s.kv_heads,
+                                              arch == "Qwen3MoeForCausalLM" || model_type == "qwen3_moe")) {
+    c.fail("num_key_value_heads", *e);
   }
   return s;
 }
@@ -280,6 +264,7 @@ ModelSpec build_llama(const ModelConfig& c, const Layout& l, const wmap::KeyProb
           qq);
     }
     if (s.qkv_bias) qkv.push_back(fused_qkv_bias(a + "qkv_proj.bias", a, s, l));
+    for (auto& kv_scale : spec::kv_cache_scales(c, l, probe, a, qq)) qkv.push_back(std::move(kv_scale));
     if (rules.skip_unused_biases && !s.qkv_bias) {
       for (const char* b : {"q_proj.bias", "k_proj.bias", "v_proj.bias"}) m.skipped_keys.push_back(a + b);
     }

@@ -28,10 +28,10 @@ const std::string kCatalogCanonical =
     "\n";
 const std::string kCatalogId = "14a8fd23af26df1930b0d02843baa9b0719c7968848d077bb17bc440773f474a";
 const std::string kPlanJson =
-    R"({"format":"wmap-plan","version":8,"plan_id":"ac3f0855ee5e732a6501f68c7ff73306f59bf24ec90c2d683244068048cf3a34)"
+    R"({"format":"wmap-plan","version":9,"plan_id":"40cf09b7f3b3b93240c12f7e5fccfc1ad4a2b93a204ee484ba164e11b8ad1530)"
     R"(","catalog_id":"14a8fd23af26df1930b0d02843baa9b0719c7968848d077bb17bc440773f474a","plugin":)"
     R"("pin","architecture":"PinForCausalLM","layout":{"tp_size":1,"tp_rank":0,"ep_size":1,"pp_size":1,"pp_rank":0,"pp_partition":null,"mtp_layers":null,"target":"trtllm")"
-    R"(,"attention_dp":false,"gpus_per_node":8,"moe_backend":null},"ok":true,"cove)"
+    R"(,"attention_dp":false,"gpus_per_node":8,"moe_backend":null},"quantization":null,"ok":true,"cove)"
     R"(rage":"complete: 2 parameters (24 bytes) from 2 of 2 checkpoint tensors","bytes_to_load":24,"bytes_t)"
     R"(o_read":24,"certificate":{"params":2,"certified":2,"ranges":2,"bytes":24,"scaled":0,"ok":true},"prob)"
     R"(lems":[],"params":[)"
@@ -49,7 +49,7 @@ const std::string kPlanJson =
     "\n"
     R"(["read",0,88,112,2,null,null,[88,112]]]}})"
     "\n";
-const std::string kPlanId = "ac3f0855ee5e732a6501f68c7ff73306f59bf24ec90c2d683244068048cf3a34";
+const std::string kPlanId = "40cf09b7f3b3b93240c12f7e5fccfc1ad4a2b93a204ee484ba164e11b8ad1530";
 
 Catalog tiny_catalog() {
   ShardRecord shard;

@@ -379,7 +379,7 @@ size_t expect_certified(const LoadPlan& plan, const std::string& label) {
   simdjson::dom::parser parser;
   const simdjson::padded_string text(plan.to_json());
   const simdjson::dom::element doc = parser.parse(text).value();
-  EXPECT_EQ(doc["version"].get_uint64().value(), 8u);
+  EXPECT_EQ(doc["version"].get_uint64().value(), 9u);
   const simdjson::dom::object cert = doc["certificate"].get_object().value();
   EXPECT_TRUE(cert["ok"].get_bool().value()) << label;
   EXPECT_EQ(cert["params"].get_uint64().value(), checked) << label;

@@ -31,6 +31,7 @@ class SetProbe final : public KeyProbe {
   std::optional<DType> dtype_of(std::string_view key) const override {
     return contains(key) ? std::optional<DType>(DType::kBF16) : std::nullopt;
   }
+  std::optional<std::vector<uint64_t>> shape_of(std::string_view) const override { return std::nullopt; }
   std::optional<uint64_t> highest_index(std::string_view) const override { return std::nullopt; }
   TensorDim largest_dim() const override { return {}; }
 

@@ -3,7 +3,8 @@
 // BF16 or F16 (the engines' F32 scale parameters widen them exactly). Every rank of each family at
 // T 1/2/4 and EP, under both targets, bit for bit against the independent numpy reference; the
 // refusals each engine makes (a split cutting a block, TensorRT-LLM's generic mapper with fewer
-// KV heads than ranks, per-tensor FP8, an unknown quant_method), each before anything is read.
+// KV heads than ranks, another format's config over these tensors, an unknown quant_method), each
+// before anything is read.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -109,20 +110,27 @@ TEST(Fp8Block, RefusalsNameTheReasonBeforeAnyRead) {
     write_file(copy / "config.json", cfg.dump());
     return copy;
   };
+  // Another format's config over these tensors names what it misses (fp8_scaled_load_test.cc
+  // loads those formats): AutoFP8 is refused under TensorRT-LLM as the engine refuses it, a
+  // compressed-tensors FP8-dynamic config asks for its per-channel scales (not NVFP4's
+  // weight_scale_2), a ModelOpt one without quant_algo names the field.
   refused(with_quant("per_tensor", R"({"quant_method": "fp8", "activation_scheme": "static"})"), "",
-          "quant_method 'fp8' without weight_block_size is per-tensor FP8 (AutoFP8), not served yet");
-  // A compressed-tensors FP8-dynamic release is not taken for NVFP4 (no "missing weight_scale_2").
+          "quant_method 'fp8' without weight_block_size (AutoFP8 per-tensor) does not load under TensorRT-LLM");
   refused(with_quant("fp8_dynamic", R"({"quant_method": "compressed-tensors", "format": "float-quantized",
       "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float",
       "strategy": "channel"}}}, "ignore": ["lm_head"]})"),
-          "", "quantization_config.format: compressed-tensors 'float-quantized' is not served");
+          "",
+          "quantization_config (compressed-tensors per-channel FP8) quantises it (not in ignore), but the checkpoint "
+          "has no model.layers.0.self_attn.q_proj.weight_scale");
+  refused(with_quant("modelopt", R"({"quant_method": "modelopt"})"), "",
+          "quantization_config.quant_algo: ModelOpt '' is not served (only 'FP8', per-tensor)");
   // A family whose quantised layout has not been read refuses any quantization_config by name.
   const auto llama4 = synth_checkpoint(dir.path(), "llama4_text", "llama4", "");
   auto cfg4 = nlohmann::json::parse(read_file(llama4 / "config.json"));
   cfg4["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
   write_file(llama4 / "config.json", cfg4.dump());
   refused(llama4, "", "quantised Llama 4 checkpoints (quant_method 'fp8') are not served yet");
-  for (const std::string method : {"awq", "gptq", "modelopt", "bitsandbytes"}) {
+  for (const std::string method : {"awq", "gptq", "bitsandbytes"}) {
     refused(with_quant(method, R"({"quant_method": ")" + method + R"("})"), "",
             "quantization_config.quant_method: '" + method + "' is not served; served: fp8 (block");
   }

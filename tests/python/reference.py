@@ -464,14 +464,111 @@ class Quant:
         qc = cfg.get("quantization_config") or {}
         self.mode = None
         self.block = (128, 128)
+        self.static = False   # per-tensor FP8: an input_scale follows each weight
+        self.source = None    # per-tensor / channel FP8: "autofp8", "modelopt", "ct"
         method = qc.get("quant_method")
-        if method == "fp8":
+        if method == "fp8" and qc.get("weight_block_size"):
             self.mode = "fp8"
             bs = qc.get("weight_block_size") or [128, 128]
             self.block = (int(bs[0]), int(bs[1]))
+        elif method == "fp8":
+            # AutoFP8: one scale per tensor (fp8.md 8.3).
+            self.mode, self.source = "fp8t", "autofp8"
+            self.static = qc.get("activation_scheme") == "static"
+        elif method == "modelopt":
+            if qc.get("quant_algo") != "FP8":
+                raise BadInput("modelopt quant_algo %r is not FP8" % qc.get("quant_algo"))
+            self.mode, self.source, self.static = "fp8t", "modelopt", True
+        elif method == "compressed-tensors" and qc.get("format") == "float-quantized":
+            groups = list((qc.get("config_groups") or {}).values())
+            strategies = set(g["weights"]["strategy"] for g in groups)
+            if len(strategies) != 1:
+                raise BadInput("compressed-tensors: %d weight strategies" % len(strategies))
+            strategy = strategies.pop()
+            act = groups[0].get("input_activations") or {}
+            if strategy == "tensor":
+                self.mode, self.source = "fp8t", "ct"
+                self.static = bool(act) and not act.get("dynamic", True)
+            elif strategy == "channel":
+                self.mode, self.source = "fp8c", "ct"
+            else:
+                raise BadInput("compressed-tensors strategy %r not served" % strategy)
         elif method == "compressed-tensors":
             # NVFP4 linears are recognised per linear by their `weight_packed` key.
             self.mode = "nvfp4"
+
+
+# FP8 E4M3 ("fn") codes and TensorRT-LLM's per-tensor requantisation (fp8.md section 7), written
+# from the format's definition: a table of the 256 codes, nearest-value rounding with ties to the
+# even code, and BF16 rounding by comparing the two neighbouring BF16 values in float64.
+
+def _e4m3_table():
+    v = np.zeros(256, dtype=np.float64)
+    for code in range(256):
+        sign = -1.0 if code & 0x80 else 1.0
+        e, m = (code >> 3) & 0xF, code & 7
+        if e == 0xF and m == 7:
+            v[code] = np.nan
+        elif e == 0:
+            v[code] = sign * (m / 8.0) * 2.0 ** -6
+        else:
+            v[code] = sign * (1.0 + m / 8.0) * 2.0 ** (e - 7)
+    return v
+
+
+E4M3 = _e4m3_table()
+_E4M3_POS = E4M3[:0x7F]  # codes 0x00..0x7e: 0 .. 448, ascending
+
+
+def e4m3_encode(x):
+    """float32 array -> uint8 E4M3 codes: nearest value, ties to the even code, finite values
+    beyond 448 saturate (CUDA's __NV_SATFINITE); the sign (of zero too) kept."""
+    x = np.asarray(x, dtype=np.float32)
+    if np.any(np.isnan(x)):
+        raise BadInput("e4m3_encode: NaN")
+    sign = (x.view(np.uint32) >> np.uint32(31)).astype(np.uint8)
+    a = np.abs(x.astype(np.float64))
+    hi = np.clip(np.searchsorted(_E4M3_POS, a), 0, len(_E4M3_POS) - 1)
+    lo = np.clip(hi - 1, 0, None)
+    dlo, dhi = np.abs(a - _E4M3_POS[lo]), np.abs(_E4M3_POS[hi] - a)
+    code = np.where(dlo < dhi, lo, np.where(dhi < dlo, hi, np.where(lo % 2 == 0, lo, hi)))
+    code = np.where(a >= 448.0, 0x7E, code)
+    return (code.astype(np.uint8) | (sign << np.uint8(7))).astype(np.uint8)
+
+
+def bf16_round(x):
+    """float32 array -> float32 array rounded to BF16 (nearest, ties to an even BF16 mantissa)."""
+    x = np.asarray(x, dtype=np.float32)
+    bits = x.view(np.uint32).astype(np.uint64)
+    lo = (bits & np.uint64(0xFFFF0000)).astype(np.uint32)
+    hi = (lo.astype(np.uint64) + np.uint64(0x10000)).astype(np.uint32)
+    vx = x.astype(np.float64)
+    vlo, vhi = lo.view(np.float32).astype(np.float64), hi.view(np.float32).astype(np.float64)
+    dlo, dhi = np.abs(vx - vlo), np.abs(vhi - vx)
+    even_lo = ((lo >> np.uint32(16)) & np.uint32(1)) == 0
+    pick_lo = (dlo < dhi) | ((dlo == dhi) & even_lo)
+    return np.where(pick_lo, lo, hi).astype(np.uint32).view(np.float32)
+
+
+def f32_of(t):
+    """The float32 value of a 0-d (or [1]) F32 Tensor."""
+    return np.float32(t.data.reshape(-1)[0].view(np.float32))
+
+
+def f32_tensor(values, shape):
+    return Tensor("F32", np.asarray(values, dtype=np.float32).reshape(shape).view(np.uint32))
+
+
+def trt_requant(codes, s, smax):
+    """TensorRT-LLM's rescale of F8 `codes` from scale s to smax, with the 0-d CUDA scales loaded
+    as BF16: t = bf16(w * bf16(s)); u = bf16(t / bf16(smax)); e4m3(u)."""
+    w = E4M3[codes.reshape(-1)]
+    if np.any(np.isnan(w)):
+        raise BadInput("trt_requant: NaN weight code")
+    sb, mb = bf16_round(np.float32(s)), bf16_round(np.float32(smax))
+    t = bf16_round(w.astype(np.float32) * sb)
+    u = bf16_round(t / mb)
+    return e4m3_encode(u).reshape(codes.shape)
 
 
 class Linear:
@@ -529,6 +626,18 @@ def load_linear(ck, q, prefix, strict_global=True, with_bias=False):
         if q.mode == "fp8" and ck.has(prefix + ".weight_scale_inv"):
             key = prefix + ".weight_scale_inv"
             parts["weight_scale_inv"] = (key, widen_to_f32(key, ck.get(key)))
+        if q.mode == "fp8t" and ck.has(prefix + ".weight_scale"):
+            for src, dst in (("weight_scale", "wscale"), ("input_scale", "iscale")):
+                if dst == "iscale" and not q.static:
+                    continue
+                key = prefix + "." + src
+                t = widen_to_f32(key, ck.get(key))
+                if t.data.size != 1:
+                    raise BadInput("%s: per-tensor scale of shape %s" % (key, t.shape))
+                parts[dst] = (key, Tensor("F32", t.data.reshape(())))
+        if q.mode == "fp8c" and ck.has(prefix + ".weight_scale"):
+            key = prefix + ".weight_scale"
+            parts["cscale"] = (key, widen_to_f32(key, ck.get(key)))
     if with_bias:
         parts["bias"] = (prefix + ".bias", ck.get(prefix + ".bias"))
     return Linear(prefix, parts, raw)
@@ -545,6 +654,10 @@ def _split_part(suffix, t, dim, a, b, weight_width, q):
         if t.data.ndim <= dim:
             return t
         return _take(t, dim, a, b)
+    if suffix in ("wscale", "iscale"):  # per-tensor FP8: one value, every rank
+        return t
+    if suffix == "cscale":  # per-channel FP8 [out, 1]: rows with the weight, whole under a row split
+        return _take(t, 0, a, b) if dim == 0 else t
     if suffix == "weight_scale_inv":
         blk = q.block[dim]
         sa, sb = _scale_range(a, b, blk)
@@ -686,10 +799,46 @@ class Builder:
     def emit(self, name, parts):
         """Parameter `name` with its parts.  FP8 block scales: trtllm names the parameter
         `<linear>.weight_scale`, vllm keeps `<linear>.weight_scale_inv`."""
+        if "wscale" in parts or "cscale" in parts:
+            parts = self.fp8_scaled([parts])
         for suffix, t in parts.items():
             if suffix == "weight_scale_inv" and not self.lay.vllm:
                 suffix = "weight_scale"
             self.params[name + "." + suffix] = t
+
+    def fp8_scaled(self, pieces):
+        """Per-tensor / per-channel FP8 of one (possibly fused) linear from its split parts.
+        vllm: raw weight, weight_scale [n] / input_scale [n] (one slot per part), channel
+        [rows, 1].  trtllm: fused parts requantised to the largest scale, weight_scale /
+        input_scale 0-d maxima, inv_input_scale = 1/input_scale, channel flattened [rows]."""
+        out = OrderedDict()
+        if "bias" in pieces[0]:
+            out["bias"] = concat([p["bias"] for p in pieces], 0, "fp8 bias") if len(pieces) > 1 else pieces[0]["bias"]
+        if "cscale" in pieces[0]:
+            out["weight"] = concat([p["weight"] for p in pieces], 0, "fp8 channel weight")
+            sc = concat([p["cscale"] for p in pieces], 0, "fp8 channel scale")
+            out["weight_scale"] = sc if self.lay.vllm else Tensor("F32", sc.data.reshape(-1))
+            return out
+        s = [f32_of(p["wscale"]) for p in pieces]
+        a = [f32_of(p["iscale"]) for p in pieces] if "iscale" in pieces[0] else None
+        if self.lay.vllm:
+            out["weight"] = concat([p["weight"] for p in pieces], 0, "fp8 weight")
+            out["weight_scale"] = f32_tensor(s, (len(s),))
+            if a is not None:
+                out["input_scale"] = f32_tensor(a, (len(a),))
+            return out
+        smax = np.float32(max(s))
+        if len(pieces) == 1:
+            out["weight"] = pieces[0]["weight"]
+        else:
+            out["weight"] = concat([Tensor("F8_E4M3", trt_requant(p["weight"].data, si, smax))
+                                    for p, si in zip(pieces, s)], 0, "fp8 requantised weight")
+        out["weight_scale"] = f32_tensor(smax, ())
+        if a is not None:
+            amax = np.float32(max(a))
+            out["input_scale"] = f32_tensor(amax, ())
+            out["inv_input_scale"] = f32_tensor(np.float32(1.0) / amax, ())
+        return out
 
     # Whether trtllm refuses block-FP8 parts that cut a block too (the generic Linear of the llama
     # family: ceil-split block scales would be misaligned, fp8.md section 5); DeepSeek's own
@@ -733,6 +882,8 @@ class Builder:
         128, so part i's scale rows start at ceil(offset_i/128) (plain concatenation)."""
         for p, n in zip(pieces[:-1], names[:-1]):
             self.fp8_block_check(n, p, 0, p["weight"].shape[0], "non-final fused part")
+        if "wscale" in pieces[0] or "cscale" in pieces[0]:
+            return self.fp8_scaled(pieces)
         return fuse(pieces, names, what, check_globals)
 
     # Llama-style gated MLP: gate_up_proj = concat(gate rows r, up rows r); down row-parallel.
@@ -771,6 +922,8 @@ class Builder:
             order, labels = "up_gate", ("w3_w1", "w2")
         if n == 0:
             raise BadInput("%s: rank %d holds no expert (%d experts, tp_size %d)" % (src_pre, lay.r, E, lay.T))
+        if self.q.mode in ("fp8t", "fp8c"):
+            return self.experts_fp8(dst_pre, src_pre, E, inter, first, n, mT, mr, labels)
         ck, q = self.ck, self.q
         w_in, w2 = [], []
         for j in range(first, first + n):
@@ -795,6 +948,89 @@ class Builder:
             for suffix in lst[0]:
                 name = "%s.%s_%s" % (dst_pre, label, self.expert_suffix(suffix))
                 self.params[name] = stack([x[suffix] for x in lst], name)
+
+    def experts_fp8(self, dst_pre, src_pre, E, inter, first, n, mT, mr, labels):
+        """Per-tensor / per-channel FP8 experts (fp8.md sections 6-8).  vllm: w13 [gate; up] raw,
+        w13_weight_scale [n, 2] (channel [n, 2Ip, 1]), w2_weight_scale [n] (channel [n, H, 1]),
+        w13_input_scale [n] one slot for gate and up (they must be equal), w2_input_scale [n].
+        trtllm (per-tensor only): [up; gate] requantised to each expert's max scale, w2 raw,
+        fc31_dequant = max(s_w1, s_w3) * a13, fc2_dequant = s_w2 * a2, fc2_quant = 1/a2,
+        fc31_input_dequant = a13, a13 / a2 the max input scales over all E experts."""
+        ck, q, lay = self.ck, self.q, self.lay
+        if not lay.vllm and q.mode == "fp8c":
+            raise BadInput("%s: TensorRT-LLM has no per-channel FP8 MoE method" % src_pre)
+        rows = []
+        for j in range(first, first + n):
+            ep = "%s.%d" % (src_pre, j)
+            g = load_linear(ck, q, ep + ".gate_proj")
+            u = load_linear(ck, q, ep + ".up_proj")
+            d = load_linear(ck, q, ep + ".down_proj")
+            expect_shape(g.parts["weight"][0], g.parts["weight"][1], (inter, g.parts["weight"][1].shape[1]))
+            rows.append((g, self.split(g, 0, mT, mr), self.split(u, 0, mT, mr), self.split(d, 1, mT, mr)))
+        f, w2 = dst_pre + "." + labels[0], dst_pre + "." + labels[1]
+        stacked = lambda ts, name: stack(ts, name)
+        if lay.vllm:
+            self.params[f + "_weight"] = stacked([concat([gs["weight"], us["weight"]], 0, f) for _, gs, us, _ in rows], f)
+            self.params[w2 + "_weight"] = stacked([ds["weight"] for _, _, _, ds in rows], w2)
+            if q.mode == "fp8c":
+                self.params[f + "_weight_scale"] = stacked(
+                    [concat([gs["cscale"], us["cscale"]], 0, f) for _, gs, us, _ in rows], f)
+                self.params[w2 + "_weight_scale"] = stacked([ds["cscale"] for _, _, _, ds in rows], w2)
+                return
+            self.params[f + "_weight_scale"] = f32_tensor(
+                [[f32_of(gs["wscale"]), f32_of(us["wscale"])] for _, gs, us, _ in rows], (n, 2))
+            self.params[w2 + "_weight_scale"] = f32_tensor([f32_of(ds["wscale"]) for _, _, _, ds in rows], (n,))
+            if q.static:
+                for g, gs, us, _ in rows:
+                    if gs["iscale"].to_bytes() != us["iscale"].to_bytes():
+                        raise BadInput("%s: gate and up input scales differ (vLLM keeps one slot)" % g.name)
+                self.params[f + "_input_scale"] = f32_tensor([f32_of(gs["iscale"]) for _, gs, _, _ in rows], (n,))
+                self.params[w2 + "_input_scale"] = f32_tensor([f32_of(ds["iscale"]) for _, _, _, ds in rows], (n,))
+            return
+        a13 = a2 = np.float32(0)
+        for j in range(E):
+            ep = "%s.%d" % (src_pre, j)
+            for proj in ("gate_proj", "up_proj"):
+                a13 = max(a13, f32_of(ck.get(ep + "." + proj + ".input_scale")))
+            a2 = max(a2, f32_of(ck.get(ep + ".down_proj.input_scale")))
+        w31, fc31 = [], []
+        for _, gs, us, _ in rows:
+            sg, su = f32_of(gs["wscale"]), f32_of(us["wscale"])
+            m = np.float32(max(sg, su))
+            w31.append(Tensor("F8_E4M3", np.concatenate([trt_requant(us["weight"].data, su, m),
+                                                         trt_requant(gs["weight"].data, sg, m)], axis=0)))
+            fc31.append(np.float32(m * a13))
+        self.params[f + "_weight"] = stacked(w31, f)
+        self.params[w2 + "_weight"] = stacked([ds["weight"] for _, _, _, ds in rows], w2)
+        self.params[dst_pre + ".fc31_dequant"] = f32_tensor(fc31, (n,))
+        self.params[dst_pre + ".fc2_dequant"] = f32_tensor(
+            [np.float32(f32_of(ds["wscale"]) * a2) for _, _, _, ds in rows], (n,))
+        self.params[dst_pre + ".fc2_quant"] = f32_tensor(np.float32(1.0) / a2, ())
+        self.params[dst_pre + ".fc31_input_dequant"] = f32_tensor(a13, ())
+
+    def kv_scales(self, src):
+        """FP8 KV-cache scales of attention `src` (model.layers.i.self_attn): vllm
+        `attn.k_scale` / `attn.v_scale` 0-d; trtllm qkv_proj.kv_scales [1, k, v] and
+        inv_kv_scales [1, 1/k, 1/v] (per-tensor FP8 only)."""
+        ck = self.ck
+        keys = []
+        for proj, sc in (("k_proj", "k_scale"), ("v_proj", "v_scale")):
+            for k in (src + "." + proj + "." + sc, src + "." + sc):
+                if ck.has(k):
+                    keys.append(k)
+                    break
+        if not keys:
+            return
+        k, v = (f32_of(ck.get(key)) for key in keys)
+        if self.lay.vllm:
+            self.params[src + ".attn.k_scale"] = f32_tensor(k, ())
+            self.params[src + ".attn.v_scale"] = f32_tensor(v, ())
+            return
+        if self.q.mode != "fp8t":
+            raise BadInput("%s: TensorRT-LLM keeps KV-cache scales only on per-tensor FP8 linears" % src)
+        self.params[src + ".qkv_proj.kv_scales"] = f32_tensor([1.0, k, v], (3,))
+        one = np.float32(1.0)
+        self.params[src + ".qkv_proj.inv_kv_scales"] = f32_tensor([one, one / k, one / v], (3,))
 
     def expert_suffix(self, suffix):
         """FP8 expert block scales: trtllm `<w>_weight_scaling_factor`, vllm `<w>_weight_scale_inv`."""
@@ -863,6 +1099,7 @@ class LlamaBuilder(Builder):
         self.emit(src + ".qkv_proj",
                   self.fuse([self.split(qp, 0), self.rows(kp, ka, kb), self.rows(vp, va, vb)],
                             [qp.name, kp.name, vp.name], src + ".qkv_proj"))
+        self.kv_scales(src)
         if arch == "Qwen3ForCausalLM" or arch == "Qwen3MoeForCausalLM":
             self.rep(src + ".q_norm.weight")
             self.rep(src + ".k_norm.weight")
@@ -883,6 +1120,11 @@ class LlamaBuilder(Builder):
                 and self.arch != "Qwen3MoeForCausalLM"):
             raise BadInput("trtllm block FP8: %d KV heads under tp_size %d (the %s weight mapper does not "
                            "duplicate block scales)" % (self.kvh, self.lay.T, self.arch))
+        # trtllm per-channel: no mapper duplicates a channel scale with its KV head (fp8.md 8.2).
+        if self.q.mode == "fp8c" and not self.lay.vllm and self.kvh < self.lay.T:
+            raise BadInput("trtllm per-channel FP8: %d KV heads under tp_size %d" % (self.kvh, self.lay.T))
+        if self.q.mode == "fp8t" and not self.lay.vllm and self.q.source in ("ct", "autofp8"):
+            raise BadInput("trtllm refuses %s per-tensor FP8" % self.q.source)
         self.vocab("model.embed_tokens.weight")
         for i in range(self.L):
             pre = "model.layers.%d" % i
@@ -1231,6 +1473,16 @@ def load_config(ckpt_dir):
             cfg = json.load(f)
     except (OSError, ValueError) as e:
         raise BadInput("%s: %s" % (path, e))
+    # A ModelOpt export's hf_quant_config.json (legacy {"quantization": {...}} or flat): both
+    # engines read it as the quantisation config when config.json has none.
+    hq = os.path.join(ckpt_dir, "hf_quant_config.json")
+    if isinstance(cfg, dict) and "quantization_config" not in cfg and os.path.isfile(hq):
+        with open(hq) as f:
+            h = json.load(f)
+        q = dict(h.get("quantization", h))
+        q.pop("producer", None)
+        q["quant_method"] = "modelopt"
+        cfg["quantization_config"] = q
     if not isinstance(cfg, dict):
         raise BadInput("%s: not a JSON object" % path)
     archs = cfg.get("architectures")
@@ -1343,6 +1595,8 @@ def main(argv=None):
     layout_args(pc)
     pl = sub.add_parser("list", help="print expected names, dtypes and shapes")
     pl.add_argument("ckpt")
+    pl.add_argument("--json", action="store_true",
+                    help='as an engine parameter list for `wmap plan --expect`: {name: {"shape", "dtype"}}')
     layout_args(pl)
     try:
         args = ap.parse_args(argv)
@@ -1367,6 +1621,9 @@ def main(argv=None):
         if args.cmd == "expect":
             write_safetensors(args.out, exp)
             print("%d params written to %s" % (len(exp), args.out))
+            return 0
+        if args.cmd == "list" and args.json:
+            print(json.dumps({n: {"shape": list(t.shape), "dtype": t.dtype} for n, t in exp.items()}))
             return 0
         if args.cmd == "list":
             for n in sorted(exp):

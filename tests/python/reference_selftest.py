@@ -1047,7 +1047,62 @@ def test_shard_rule():
     check(ref.shard_range(8, 4, 2) == (4, 6), "shard rule even")
 
 
+def test_fp8_arithmetic():
+    """E4M3 rounding, BF16 rounding and TensorRT-LLM's requantisation against exact rational
+    arithmetic (fractions.Fraction: round() is ties-to-even)."""
+    from fractions import Fraction as Q
+
+    def rne(x, mant_bits, min_exp):
+        if x == 0:
+            return Q(0)
+        a = abs(x)
+        e = a.numerator.bit_length() - a.denominator.bit_length()
+        if Q(2) ** e > a:
+            e -= 1
+        ulp = Q(2) ** (max(e, min_exp) - mant_bits)
+        return (1 if x > 0 else -1) * round(a / ulp) * ulp
+
+    def e4m3(x):
+        r = rne(x, 3, -6)
+        return min(abs(r), Q(448)) * (1 if r >= 0 else -1)
+
+    for code in range(256):
+        if code & 0x7F == 0x7F:
+            continue
+        v = np.float32(ref.E4M3[code])
+        check(int(ref.e4m3_encode(np.array([v]))[0]) == code, "e4m3 round trip of code 0x%02x" % code)
+    # Midpoints between neighbouring codes go to the even code; beyond 448 saturates.
+    pos = ref.E4M3[:0x7F]
+    mids = ((pos[:-1] + pos[1:]) / 2).astype(np.float32)
+    got = ref.e4m3_encode(mids)
+    want = [i if i % 2 == 0 else i + 1 for i in range(len(mids))]
+    check(list(got) == want, "e4m3 midpoints round to the even code")
+    check(list(ref.e4m3_encode(np.array([463.9, 470.0, -1e9, -0.0], np.float32))) == [0x7E, 0x7E, 0xFE, 0x80],
+          "e4m3 saturates finite values and keeps the sign of zero")
+    rng = np.random.default_rng(5)
+    xs = (rng.standard_normal(2000) * 10.0 ** rng.uniform(-3, 2, 2000)).astype(np.float32)
+    b = ref.bf16_round(xs)
+    check(all(Q(float(bb)) == rne(Q(float(x)), 7, -126) for x, bb in zip(xs, b)), "bf16_round is RNE")
+    codes = rng.integers(0, 256, 4000).astype(np.uint8)
+    codes = np.where((codes & 0x7F) == 0x7F, codes ^ 1, codes).astype(np.uint8)
+    for s, smax in ((0.0123, 0.05), (0.37, 0.3701), (1.5, 1.5), (0.004, 1.9)):
+        s32, m32 = np.float32(s), np.float32(smax)
+        got = ref.trt_requant(codes, s32, m32)
+        sb, mb = rne(Q(float(s32)), 7, -126), rne(Q(float(m32)), 7, -126)
+        bad = 0
+        for c, g in zip(codes, got):
+            t = rne(Q(float(ref.E4M3[c])) * sb, 7, -126)
+            u = rne(rne(t / mb, 23, -126), 7, -126)
+            w = e4m3(u)
+            want_code = int(ref.e4m3_encode(np.array([float(w)], np.float32))[0]) if w != 0 else (c & 0x80)
+            bad += int(g) != want_code
+        check(bad == 0, "trt_requant s=%g smax=%g: %d codes differ from exact arithmetic" % (s, smax, bad))
+    same = ref.trt_requant(codes, np.float32(0.37), np.float32(0.37))
+    check(np.array_equal(same, codes), "a part at the maximum scale comes back unchanged")
+
+
 def main():
+    test_fp8_arithmetic()
     test_shard_rule()
     test_gcd_rule()
     with tempfile.TemporaryDirectory() as tmp:

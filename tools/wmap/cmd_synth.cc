@@ -43,9 +43,18 @@ int run_synth(SynthOptions& o) {
                 "synth: --fp8 is for deepseek_v3, deepseek_v32, kimi_k2 and the llama family (llama, mistral, qwen2, "
                 "qwen3, qwen3_moe, mixtral)");
   if (c.fp8 && c.nvfp4) throw Error(ErrorCode::kInvalidArgument, "synth: --fp8 and --nvfp4 are two formats");
+  if (c.fp8_format != "block" && (!c.fp8 || !llama_family)) {
+    throw Error(ErrorCode::kInvalidArgument, "synth: --fp8-format is for --fp8 checkpoints of the llama family");
+  }
+  if (c.kv_scales && (!c.fp8 || c.fp8_format == "block")) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "synth: --kv-scales is for --fp8 --fp8-format modelopt, autofp8, ct-tensor or ct-channel");
+  }
   if (!o.scale_dtype.empty()) {
     if (!c.fp8 || !llama_family)
       throw Error(ErrorCode::kInvalidArgument, "synth: --scale-dtype is for --fp8 checkpoints of the llama family");
+    if (c.fp8_format == "modelopt" || c.fp8_format == "autofp8")
+      throw Error(ErrorCode::kInvalidArgument, "synth: --scale-dtype: " + c.fp8_format + " scales are 0-d F32");
     c.scale_dtype = o.scale_dtype == "BF16" ? DType::kBF16 : o.scale_dtype == "F16" ? DType::kF16 : DType::kF32;
   }
   if (c.nvfp4 && (c.family == "deepseek_v3" || c.family == "deepseek_v32" || c.family == "kimi_k2" ||
@@ -108,8 +117,16 @@ Runner add_synth(CLI::App& app) {
   sub->add_flag("--fp8", o->cfg.fp8,
                 "deepseek_v3 and the llama family: F8_E4M3 linears with 128x128 weight_scale_inv blocks "
                 "(quant_method fp8, as Qwen3's -FP8 releases)");
-  sub->add_option("--scale-dtype", o->scale_dtype, "llama family --fp8: the block scales' dtype (default F32)")
+  sub->add_option("--scale-dtype", o->scale_dtype,
+                  "llama family --fp8: the scales' dtype for block, ct-tensor and ct-channel (default F32)")
       ->check(CLI::IsMember({"F32", "BF16", "F16"}));
+  sub->add_option("--fp8-format", o->cfg.fp8_format,
+                  "llama family --fp8: block (quant_method fp8, 128x128 weight_scale_inv; default), modelopt "
+                  "(hf_quant_config.json, per-tensor), autofp8 (quant_method fp8 per-tensor, static activations), "
+                  "ct-tensor / ct-channel (compressed-tensors float-quantized, strategy tensor / channel)")
+      ->check(CLI::IsMember({"block", "modelopt", "autofp8", "ct-tensor", "ct-channel"}));
+  sub->add_flag("--kv-scales", o->cfg.kv_scales,
+                "--fp8 per-tensor / channel formats: FP8 KV-cache k_scale and v_scale per attention layer");
   sub->add_flag("--nvfp4", o->cfg.nvfp4,
                 "llama family / qwen3_moe: compressed-tensors NVFP4 linears (expert 1 has a zero global scale)");
   sub->add_flag("--qk-norm", o->cfg.qk_norm, "glm4_moe: use_qk_norm with q_norm/k_norm weights (GLM-4.5/4.6)");

@@ -349,6 +349,35 @@ std::vector<SynthTensor> llama4_tensors(const SynthConfig& c) {
 // (0 allowed: experts treat it as "no scale").
 void add_linear(std::vector<SynthTensor>& out, const SynthConfig& c, const std::string& name, uint64_t rows,
                 uint64_t cols, float g) {
+  if (c.fp8 && c.fp8_format != "block") {  // per-tensor or per-channel FP8 (fp8.md section 1)
+    SynthTensor weight(name + ".weight", {rows, cols}, DType::kF8_E4M3);
+    weight.finite_fp8 = true;  // real weights hold no NaN: TensorRT-LLM requantises them
+    out.push_back(std::move(weight));
+    const bool channel = c.fp8_format == "ct-channel";
+    const std::vector<uint64_t> scalar =
+        c.fp8_format == "ct-tensor" ? std::vector<uint64_t>{1} : std::vector<uint64_t>{};
+    SynthTensor scale(name + ".weight_scale", channel ? std::vector<uint64_t>{rows, 1} : scalar,
+                      scalar.empty() && !channel ? DType::kF32 : c.scale_dtype);
+    scale.positive = true;
+    out.push_back(std::move(scale));
+    if (!channel) {
+      // One input scale per module; an expert's gate and up share theirs (vLLM's fused MoE keeps
+      // one slot for both and requires them equal).
+      std::string key = name;
+      if (key.find(".experts.") != std::string::npos) {
+        for (const auto& [from, to] : {std::pair{"up_proj", "gate_proj"}, std::pair{".w3", ".w1"}}) {
+          if (const size_t at = key.rfind(from); at != std::string::npos) key.replace(at, std::strlen(from), to);
+        }
+      }
+      const float a = 0.01f + static_cast<float>(fnv1a(key, 7) % 4096) / 4096.0f;
+      out.push_back({name + ".input_scale", scalar, scalar.empty() ? DType::kF32 : c.scale_dtype});
+      if (out.back().dtype == DType::kF32)
+        out.back().value = a;
+      else
+        out.back().positive = true;
+    }
+    return;
+  }
   if (c.fp8) {  // block FP8 as Qwen3's -FP8 releases: F8_E4M3 weight, one scale per 128x128 block
     out.push_back({name + ".weight", {rows, cols}, DType::kF8_E4M3});
     SynthTensor scale(name + ".weight_scale_inv", {(rows + 127) / 128, (cols + 127) / 128}, c.scale_dtype);
@@ -462,6 +491,15 @@ std::vector<SynthTensor> synth_tensors(const SynthConfig& c) {
       out.push_back({p + "self_attn.k_norm.weight", {c.head_dim}, d});
     }
     add_linear(out, c, p + "self_attn.o_proj", h, q, 4.0f);
+    if (c.kv_scales) {  // ModelOpt names them under the projections, the others under the attention
+      const bool modelopt = c.fp8_format == "modelopt";
+      for (const char* kv : {"k", "v"}) {
+        out.push_back({p + "self_attn." + (modelopt ? std::string(kv) + "_proj." : std::string()) + kv + "_scale",
+                       {},
+                       DType::kF32});
+        out.back().positive = true;
+      }
+    }
     out.push_back({p + "post_attention_layernorm.weight", {h}, d});
     // qwen3_moe keeps layer 0 dense (mlp_only_layers: [0]); mixtral is sparse everywhere.
     if (f.moe && !(c.family == "qwen3_moe" && i == 0)) {
@@ -555,11 +593,30 @@ std::string synth_config_json(const SynthConfig& c) {
                                  nlohmann::ordered_json::array({"model.layers.*.self_attn", "model.layers.*.mlp.router",
                                                                 "model.embed_tokens", "lm_head"})}};
   }
-  if (c.fp8 && !deepseek_like(c.family)) {
+  if (c.fp8 && !deepseek_like(c.family) && c.fp8_format == "block") {
     j["quantization_config"] = {{"quant_method", "fp8"},
                                 {"fmt", "e4m3"},
                                 {"activation_scheme", "dynamic"},
                                 {"weight_block_size", nlohmann::ordered_json::array({128, 128})}};
+  }
+  if (c.fp8 && c.fp8_format == "autofp8") {
+    j["quantization_config"] = {{"quant_method", "fp8"}, {"activation_scheme", "static"}};
+  }
+  if (c.fp8 && (c.fp8_format == "ct-tensor" || c.fp8_format == "ct-channel")) {
+    const bool channel = c.fp8_format == "ct-channel";
+    nlohmann::ordered_json group = {
+        {"targets", nlohmann::ordered_json::array({"Linear"})},
+        {"weights",
+         {{"num_bits", 8}, {"type", "float"}, {"strategy", channel ? "channel" : "tensor"}, {"dynamic", false}}},
+        {"input_activations",
+         {{"num_bits", 8}, {"type", "float"}, {"strategy", channel ? "token" : "tensor"}, {"dynamic", channel}}}};
+    j["quantization_config"] = {{"quant_method", "compressed-tensors"},
+                                {"format", "float-quantized"},
+                                {"config_groups", {{"group_0", group}}},
+                                {"ignore", nlohmann::ordered_json::array({"lm_head"})}};
+    if (c.kv_scales) {
+      j["quantization_config"]["kv_cache_scheme"] = {{"num_bits", 8}, {"type", "float"}, {"strategy", "tensor"}};
+    }
   }
   if (c.nvfp4) {
     j["quantization_config"] = {{"quant_method", "compressed-tensors"},
@@ -661,11 +718,16 @@ uint64_t write_synth_checkpoint(const SynthConfig& cfg_in, const fs::path& out_d
     for (const SynthTensor* t : shards[s]) {
       const uint64_t state = fnv1a(t->name, cfg.seed);
       const std::optional<float> value = t->value;
-      const bool positive = t->positive;
+      const bool positive = t->positive, finite_fp8 = t->finite_fp8;
       const DType dtype = t->dtype;
       files.push_back({t->name, t->dtype, t->shape, nbytes_of(*t),
-                       [state, value, positive, dtype, &written, &bar](std::span<std::byte> dst) {
-                         if (value) {
+                       [state, value, positive, finite_fp8, dtype, &written, &bar](std::span<std::byte> dst) {
+                         if (finite_fp8) {
+                           fill_random(dst, state);
+                           for (std::byte& b : dst) {
+                             if ((static_cast<unsigned>(b) & 0x7fu) == 0x7fu) b ^= std::byte{1};
+                           }
+                         } else if (value) {
                            for (size_t k = 0; k + 4 <= dst.size(); k += 4) std::memcpy(dst.data() + k, &*value, 4);
                          } else if (positive) {
                            fill_positive(dst, dtype, state);
@@ -688,6 +750,15 @@ uint64_t write_synth_checkpoint(const SynthConfig& cfg_in, const fs::path& out_d
   };
   write_text(out_dir / "model.safetensors.index.json", index.dump(2) + "\n");
   write_text(out_dir / "config.json", synth_config_json(cfg));
+  if (cfg.fp8 && cfg.fp8_format == "modelopt") {  // ModelOpt's own file (legacy shape), config.json unquantised
+    nlohmann::ordered_json q = {
+        {"producer", {{"name", "modelopt"}, {"version", "0.29.0"}}},
+        {"quantization",
+         {{"quant_algo", "FP8"},
+          {"kv_cache_quant_algo", cfg.kv_scales ? nlohmann::ordered_json("FP8") : nlohmann::ordered_json(nullptr)},
+          {"exclude_modules", nlohmann::ordered_json::array({"lm_head"})}}}};
+    write_text(out_dir / "hf_quant_config.json", q.dump(2) + "\n");
+  }
   return total;
 }
 

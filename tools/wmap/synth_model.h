@@ -35,8 +35,14 @@ struct SynthConfig {
   uint64_t shared_experts = 1, first_dense = 1, mtp = 1;
   bool fp8 = false;                 // F8_E4M3 linears with weight_scale_inv blocks of 128x128
   DType scale_dtype = DType::kF32;  // llama family --fp8: the blocks' dtype (F32, BF16 or F16, as Qwen3 releases vary)
-  bool nvfp4 = false;               // compressed-tensors NVFP4 linears (packed U8, F8 scales, F32 global scales)
-  bool qk_norm = false;             // glm4_moe: use_qk_norm (GLM-4.5/4.6; Air has none)
+  // llama family --fp8: block (weight_scale_inv per 128x128), modelopt (hf_quant_config.json, 0-d
+  // weight_scale / input_scale), autofp8 (quant_method fp8, activation_scheme static, 0-d scales),
+  // ct-tensor (compressed-tensors strategy tensor, [1] scales), ct-channel (strategy channel,
+  // weight_scale [out, 1], dynamic per-token activations).
+  std::string fp8_format = "block";
+  bool kv_scales = false;  // per-tensor FP8 / ct formats: FP8 KV-cache k_scale / v_scale per attention layer
+  bool nvfp4 = false;      // compressed-tensors NVFP4 linears (packed U8, F8 scales, F32 global scales)
+  bool qk_norm = false;    // glm4_moe: use_qk_norm (GLM-4.5/4.6; Air has none)
 };
 
 struct SynthTensor {
@@ -47,6 +53,7 @@ struct SynthTensor {
   DType dtype;
   std::optional<float> value;  // F32 tensors filled with this value instead of random bits
   bool positive = false;       // F32/BF16/F16 filled with random positive normal values (scales), not random bits
+  bool finite_fp8 = false;     // F8_E4M3 random codes with the NaN codes (0x7f, 0xff) replaced by +-448
 };
 
 // The family and preset names `wmap synth` takes (the CLI validates FAMILY and --preset with them).

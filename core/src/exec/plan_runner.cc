@@ -585,6 +585,14 @@ const RandomAccessFile& PlanRunner::file_for(uint32_t shard) {
 void PlanRunner::convert_assembled(const PlannedParam& p, std::span<const std::byte> in, std::span<std::byte> out) {
   const Conversion& c = p.convert;
   if (c.kind == Conversion::Kind::kF32ToBf16) return f32_to_bf16_rne(in, out);
+  if (c.kind == Conversion::Kind::kFp8Requant) return fp8_requant_to_group_max(in, out, c.parts, c.group, p.name);
+  if (c.kind == Conversion::Kind::kScaleMax) return f32_group_max(in, out, c.group, c.tail, c.invert, p.name);
+  if (c.kind == Conversion::Kind::kKvScales) {
+    // [k, v] -> [1, k, v]: the [1] reductions of one scale each, after the query's 1.0.
+    const float one = 1.0f;
+    std::memcpy(out.data(), &one, 4);
+    return f32_group_max(in, out.subspan(4), 1, 0, c.invert, p.name);
+  }
   // kFp8BlockDequant: [F8 weight][F32 scales][bytes copied after the dequantized ones].
   const uint64_t weight = c.rows * c.cols, esize = p.dtype == DType::kF32 ? 4 : 2;
   const uint64_t scales = p.pieces.size() > 1 ? p.pieces[1].out_bytes : 0, done = weight * esize;

@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <algorithm>
 
 #include "wmap/util/error.h"
 
@@ -85,6 +86,116 @@ void fp8_block_dequant(std::span<const std::byte> weight, std::span<const std::b
         std::memcpy(out.data() + (r * cols + c) * 2, &h, 2);
       }
     }
+  }
+}
+
+uint8_t f32_to_fp8_e4m3_rne(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
+  if (std::isnan(x)) return sign | 0x7f;
+  const double a = std::fabs(static_cast<double>(x));
+  if (a < 0x1p-6) {  // subnormal (and zero): steps of 2^-9; 8 steps is the smallest normal, code 0x08
+    return sign | static_cast<uint8_t>(std::nearbyint(a * 512.0));
+  }
+  if (a >= 512.0) return sign | 0x7e;  // saturates (finite): 448
+  int e = 0;
+  const double f = std::frexp(a, &e);  // a = f * 2^e, f in [0.5, 1)
+  int exponent = e - 1;
+  double m = std::nearbyint((2.0 * f - 1.0) * 8.0);  // ties to even under the default rounding mode
+  if (m == 8.0) {
+    m = 0.0;
+    ++exponent;
+  }
+  const int code = ((exponent + 7) << 3) | static_cast<int>(m);
+  return sign | static_cast<uint8_t>(std::min(code, 0x7e));  // 0x7f would be NaN: 448 is the largest finite
+}
+
+float bf16_round(float x) {
+  uint32_t f;
+  std::memcpy(&f, &x, 4);
+  const uint32_t r = static_cast<uint32_t>(f32_bits_to_bf16_rne(f)) << 16;
+  float out;
+  std::memcpy(&out, &r, 4);
+  return out;
+}
+
+namespace {
+
+float scale_at(std::span<const std::byte> in, uint64_t i, const std::string& key, const char* what) {
+  float s;
+  std::memcpy(&s, in.data() + 4 * i, 4);
+  if (!std::isfinite(s) || s <= 0.0f) {
+    throw Error(ErrorCode::kValidation, key + ": " + what + " " + std::to_string(i) + " is " + std::to_string(s) +
+                                            "; FP8 per-tensor scales must be finite and positive");
+  }
+  return s;
+}
+
+}  // namespace
+
+void fp8_requant_to_group_max(std::span<const std::byte> in, std::span<std::byte> out,
+                              const std::vector<uint64_t>& parts, uint64_t group, const std::string& key) {
+  uint64_t weights = 0;
+  for (uint64_t p : parts) weights += p;
+  if (group == 0 || parts.size() % group != 0 || in.size() != weights + 4 * parts.size() || out.size() != weights) {
+    throw Error(ErrorCode::kValidation, key + ": fp8 requantisation of " + std::to_string(parts.size()) +
+                                            " parts in groups of " + std::to_string(group) + " got " +
+                                            std::to_string(in.size()) + " assembled bytes for " +
+                                            std::to_string(out.size()) + " out");
+  }
+  const std::span<const std::byte> scales = in.subspan(weights);
+  uint64_t at = 0;
+  for (size_t g = 0; g < parts.size(); g += group) {
+    float smax = 0.0f;
+    for (size_t i = g; i < g + group; ++i) smax = std::max(smax, scale_at(scales, i, key, "weight scale of part"));
+    const float mb = bf16_round(smax);
+    for (size_t i = g; i < g + group; ++i) {
+      const float sb = bf16_round(scale_at(scales, i, key, "weight scale of part"));
+      // The result depends on the code alone: one table of 256 per part, then a lookup per byte.
+      std::array<uint8_t, 256> table{};
+      for (unsigned c = 0; c < 256; ++c) {
+        const float t = bf16_round(fp8_e4m3_to_f32(static_cast<uint8_t>(c)) * sb);  // exact product, then bf16
+        table[c] = (c & 0x7f) == 0x7f ? static_cast<uint8_t>(c) : f32_to_fp8_e4m3_rne(bf16_round(t / mb));
+      }
+      const auto* src = reinterpret_cast<const uint8_t*>(in.data()) + at;
+      auto* dst = reinterpret_cast<uint8_t*>(out.data()) + at;
+      unsigned nan = 0;
+      for (uint64_t k = 0; k < parts[i]; ++k) {
+        const uint8_t code = src[k];
+        nan |= (code & 0x7fu) == 0x7fu;
+        dst[k] = table[code];
+      }
+      if (nan) {
+        uint64_t k = 0;
+        while ((src[k] & 0x7fu) != 0x7fu) ++k;
+        throw Error(ErrorCode::kValidation, key + ": part " + std::to_string(i) + " holds a NaN FP8 code (0x" +
+                                                (src[k] == 0xff ? std::string("ff") : std::string("7f")) +
+                                                ") at element " + std::to_string(k) +
+                                                "; TensorRT-LLM's requantisation to the fused maximum scale is "
+                                                "defined for finite weights only");
+      }
+      at += parts[i];
+    }
+  }
+}
+
+void f32_group_max(std::span<const std::byte> in, std::span<std::byte> out, uint64_t group, uint64_t tail, bool invert,
+                   const std::string& key) {
+  const uint64_t n = out.size() / 4;
+  if (group == 0 || out.size() % 4 != 0 || in.size() != 4 * (n * group + tail)) {
+    throw Error(ErrorCode::kValidation, key + ": scale reduction over groups of " + std::to_string(group) + " (+" +
+                                            std::to_string(tail) + ") got " + std::to_string(in.size()) +
+                                            " assembled bytes for " + std::to_string(n) + " values");
+  }
+  float tail_max = 0.0f;
+  for (uint64_t i = 0; i < tail; ++i) tail_max = std::max(tail_max, scale_at(in, n * group + i, key, "input scale"));
+  for (uint64_t i = 0; i < n; ++i) {
+    float m = 0.0f;
+    for (uint64_t k = 0; k < group; ++k) m = std::max(m, scale_at(in, i * group + k, key, "scale"));
+    float v = invert ? 1.0f / m : m;
+    if (tail) v *= tail_max;
+    std::memcpy(out.data() + 4 * i, &v, 4);
   }
 }
 

@@ -28,6 +28,10 @@ class RenamedProbe final : public KeyProbe {
     const RenamedTensor* t = renamed_.find(key);
     return t ? std::optional<DType>(t->source->dtype) : std::nullopt;
   }
+  std::optional<std::vector<uint64_t>> shape_of(std::string_view key) const override {
+    const RenamedTensor* t = renamed_.find(key);
+    return t ? std::optional<std::vector<uint64_t>>(t->source->shape) : std::nullopt;
+  }
   std::optional<uint64_t> highest_index(std::string_view prefix) const override {
     return wmap::highest_index(renamed_, prefix);
   }
@@ -40,6 +44,24 @@ class RenamedProbe final : public KeyProbe {
   const RenamedCatalog& renamed_;
   mutable std::optional<TensorDim> largest_;
 };
+
+// A ModelOpt export states its quantisation in hf_quant_config.json beside config.json (both
+// engines read it first: TensorRT-LLM ModelConfig.from_pretrained, vLLM's modelopt config): it
+// becomes config.json's quantization_config {quant_method "modelopt", quant_algo, ...}, from the
+// legacy {"producer", "quantization": {...}} shape or the flat one. A config.json that already
+// has a quantization_config (ModelOpt >= 0.31 inlines it) is kept as it is.
+ModelConfig with_hf_quant_config(ModelConfig config, const std::filesystem::path& config_file, const FileSystem& fs) {
+  const std::filesystem::path file = config_file.parent_path() / "hf_quant_config.json";
+  if (config.has("quantization_config") || fs.status(file).kind != PathStatus::Kind::kFile) return config;
+  const ModelConfig hf = ModelConfig::load(file, fs);
+  const std::string base = hf.has("quantization") ? "quantization" : "";
+  std::string fields = "\"quant_method\":\"modelopt\"";
+  for (const std::string& key : hf.keys(base)) {
+    if (key == "producer" || key == "quant_method" || key.find_first_of("\"\\.") != std::string::npos) continue;
+    fields += ",\"" + key + "\":" + *hf.json_at(base.empty() ? key : base + "." + key);
+  }
+  return config.with_field("quantization_config", "{" + fields + "}");
+}
 
 }  // namespace
 
@@ -139,7 +161,7 @@ std::unique_ptr<PreparedLoad> LoaderSession::prepare() const {
   } else {
     throw Error(ErrorCode::kInvalidArgument, "a saved catalog needs the checkpoint's config.json (config)");
   }
-  out->config = ModelConfig::load(config_path, file_system());
+  out->config = with_hf_quant_config(ModelConfig::load(config_path, file_system()), config_path, file_system());
   out->architecture = out->config.architecture();
 
   // The mapping file names the plugin; without one, the plugin claiming the architecture.

@@ -147,6 +147,33 @@ std::optional<uint64_t> PlanBuilder::assembled_size(const PlannedParam& pp, cons
       }
       return c.rows * c.cols + scales + (pp.nbytes - out);
     }
+    case Conversion::Kind::kFp8Requant: {
+      if (pp.dtype != DType::kF8_E4M3)
+        return bad("needs an F8_E4M3 parameter, not " + std::string(dtype_name(pp.dtype)));
+      uint64_t sum = 0;
+      for (uint64_t b : c.parts) sum += b;
+      if (c.group == 0 || c.parts.empty() || c.parts.size() % c.group != 0 || sum != pp.nbytes ||
+          ps.pieces.size() != 2 * c.parts.size()) {
+        return bad("of " + std::to_string(c.parts.size()) + " parts (" + std::to_string(sum) + " bytes) in groups of " +
+                   std::to_string(c.group) + " does not fit " + std::to_string(pp.nbytes) + " bytes and " +
+                   std::to_string(ps.pieces.size()) + " pieces (one weight and one scale per part)");
+      }
+      for (size_t i = 0; i < c.parts.size() && i < pp.pieces.size(); ++i) {
+        const size_t scale = c.parts.size() + i;
+        if (pp.pieces[i].out_bytes != c.parts[i] || (scale < pp.pieces.size() && pp.pieces[scale].out_bytes != 4)) {
+          return bad("part " + std::to_string(i) + " needs " + std::to_string(c.parts[i]) +
+                     " F8 bytes and one F32 scale");
+        }
+      }
+      return pp.nbytes + 4 * c.parts.size();
+    }
+    case Conversion::Kind::kScaleMax:
+      if (pp.dtype != DType::kF32) return bad("needs an F32 parameter, not " + std::string(dtype_name(pp.dtype)));
+      if (c.group == 0) return bad("needs a group of at least one scale");
+      return pp.nbytes * c.group + 4 * c.tail;
+    case Conversion::Kind::kKvScales:
+      if (pp.dtype != DType::kF32 || pp.nbytes != 12) return bad("needs an F32 [3] parameter");
+      return 8;
   }
   return bad("is unknown");
 }

@@ -55,7 +55,8 @@ void PlanBuilder::check_scales() {
   // packed NVFP4/int4 weights are not recognisable by their dtype (review F9.4).
   const QuantFormat& format = options_.format;
   auto holds_quantised = [&format](const PlannedParam& p) {
-    if (p.converts()) return false;
+    // A dequantised parameter holds no quantised values; a requantised one (kFp8Requant) does.
+    if (p.converts()) return quantised_dtype(p.dtype);
     if (quantised_dtype(p.dtype)) return true;
     return std::any_of(p.pieces.begin(), p.pieces.end(), [&format](const PlannedPiece& q) {
       return q.record && (quantised_dtype(q.record->dtype) || format.packed_weight(q.record->name, q.record->dtype));

@@ -17,11 +17,16 @@ std::string LoadPlan::plan_id() const {
 std::string LoadPlan::to_json() const { return json_text(true); }
 
 std::string LoadPlan::json_text(bool with_id) const {
-  std::string o = "{\"format\":\"wmap-plan\",\"version\":8";
+  std::string o = "{\"format\":\"wmap-plan\",\"version\":9";
   if (with_id) o += ",\"plan_id\":\"" + plan_id() + "\"";
   o += ",\"catalog_id\":\"" + catalog_id() + "\",\"plugin\":" + json_string(plugin_) +
        ",\"architecture\":" + json_string(architecture_);
   o += ",\"layout\":" + layout_.to_json();
+  // The checkpoint's quantisation (quant_method and scheme), null when it has none.
+  o += ",\"quantization\":" + (quant_format_.kind == QuantFormat::Kind::kNone
+                                   ? std::string("null")
+                                   : "{\"method\":" + json_string(quant_format_.method) +
+                                         ",\"scheme\":" + json_string(quant_format_.scheme) + "}");
   o += ",\"ok\":" + std::string(ok() ? "true" : "false") + ",\"coverage\":" + json_string(coverage());
   o +=
       ",\"bytes_to_load\":" + std::to_string(bytes_to_load()) + ",\"bytes_to_read\":" + std::to_string(bytes_to_read());
@@ -52,6 +57,13 @@ std::string LoadPlan::json_text(bool with_id) const {
         o += ",\"rows\":" + std::to_string(p.convert.rows) + ",\"cols\":" + std::to_string(p.convert.cols) +
              ",\"block\":[" + std::to_string(p.convert.block_rows) + "," + std::to_string(p.convert.block_cols) + "]";
       }
+      if (p.convert.kind == Conversion::Kind::kFp8Requant) {
+        o += ",\"parts\":" + dims(p.convert.parts) + ",\"group\":" + std::to_string(p.convert.group);
+      }
+      if (p.convert.kind == Conversion::Kind::kScaleMax) {
+        o += ",\"group\":" + std::to_string(p.convert.group) + ",\"tail\":" + std::to_string(p.convert.tail);
+      }
+      if (p.convert.invert) o += ",\"invert\":true";
       o += ",\"assembled_bytes\":" + std::to_string(p.assembled_bytes) + "}";
     }
     if (p.absent) o += ",\"absent\":true";

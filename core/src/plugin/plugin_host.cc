@@ -1,6 +1,7 @@
 #include "wmap/plugin/plugin_host.h"
 
 #include "pipeline_stage.h"
+#include "wmap/spec/fp8_format.h"
 #include "wmap/spec/quant_format.h"
 
 #include <dlfcn.h>
@@ -467,27 +468,27 @@ ModelSpec PluginHost::build_spec(const LoadedPlugin& plugin, const ModelConfig& 
   }
   // A quantisation format no building block serves is refused by name before any plugin runs,
   // not reported later as missing or unconsumed tensors (issue 40).
-  if (const QuantFormat format = QuantFormat::detect(config); format.kind == QuantFormat::Kind::kOther ||
-                                                              format.kind == QuantFormat::Kind::kGptqAwq ||
-                                                              format.kind == QuantFormat::Kind::kModelOpt) {
-    config.fail("quantization_config.quant_method",
-                "'" + format.method +
-                    "' is not served; served: fp8 (block, weight_block_size [128, 128]), compressed-tensors "
-                    "(NVFP4, target trtllm), mxfp4 (gpt-oss)");
+  constexpr const char* kServed =
+      "served: fp8 (block [128, 128]; AutoFP8 per-tensor, target vllm), modelopt FP8 (per-tensor), "
+      "compressed-tensors float-quantized (FP8 per-tensor target vllm, per-channel) and NVFP4 (target trtllm), "
+      "mxfp4 (gpt-oss)";
+  const QuantFormat format = QuantFormat::detect(config);
+  if (format.kind == QuantFormat::Kind::kOther || format.kind == QuantFormat::Kind::kGptqAwq) {
+    config.fail("quantization_config.quant_method", "'" + format.method + "' is not served; " + kServed);
   }
-  // compressed-tensors names its packing in `format`: only NVFP4's is served, so an FP8
-  // (`float-quantized`: FP8-dynamic, per-tensor or per-channel) or int (`pack-quantized`) release is
-  // refused here rather than taken for NVFP4 and reported as missing weight_scale_2 (issue 40).
-  if (QuantFormat::detect(config).kind == QuantFormat::Kind::kCompressedTensors &&
-      config.has("quantization_config.format")) {
+  // compressed-tensors names its packing in `format`: FP8 (`float-quantized`) and NVFP4 are
+  // served, so an int (`pack-quantized`) release is refused here rather than taken for NVFP4 and
+  // reported as missing weight_scale_2 (issue 40).
+  if (format.kind == QuantFormat::Kind::kCompressedTensors && config.has("quantization_config.format")) {
     const std::string packing = config.get_string("quantization_config.format", "");
-    if (packing != "nvfp4-pack-quantized") {
-      config.fail("quantization_config.format",
-                  "compressed-tensors '" + packing +
-                      "' is not served (only 'nvfp4-pack-quantized', target trtllm); served: fp8 (block, "
-                      "weight_block_size [128, 128]), compressed-tensors (NVFP4, target trtllm), mxfp4 (gpt-oss)");
+    if (packing != "nvfp4-pack-quantized" && packing != "float-quantized") {
+      config.fail("quantization_config.format", "compressed-tensors '" + packing + "' is not served; " + kServed);
     }
   }
+  // FP8 variants no building block serves (ModelOpt NVFP4 or W4A16, compressed-tensors block).
+  // Each target's refusals of a served variant come with the first linear a family asks about
+  // (spec::linear_quant), so a family that serves no quantised checkpoint names itself first.
+  (void)Fp8Format::detect(config);
   ModelSpec spec;
   try {
     spec = plugin.builder(config, layout, probe);

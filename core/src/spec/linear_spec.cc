@@ -1,7 +1,9 @@
 // Spec builders for linears with FP8 block scales and for MoE experts, shared by the plugins.
 #include "wmap/spec/linear_spec.h"
 
+#include "wmap/format/tensor_record.h"
 #include "wmap/spec/config_bounds.h"
+#include "wmap/spec/fp8_format.h"
 #include "wmap/spec/quant_format.h"
 #include "wmap/util/error.h"
 
@@ -98,40 +100,253 @@ void require_whole_blocks(const LinearSlice& s, const BlockScales& b, bool last_
 
 }  // namespace
 
+namespace {
+
+void require_scale_dtype(const std::string& key, DType dtype, const char* what) {
+  if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16) {
+    throw Error(ErrorCode::kInvalidArgument, key + ": " + what + " stored as " + std::string(dtype_name(dtype)) +
+                                                 "; expected F32, BF16 or F16 (both engines widen them to F32)");
+  }
+}
+
+LinearQuant block_quant(const Fp8Format& f, const Layout& l, const KeyProbe& probe, const std::string& linear,
+                        LinearRole role) {
+  const std::string scale = linear + ".weight_scale_inv";
+  const auto dtype = probe.dtype_of(scale);
+  if (!dtype) return LinearQuant::none();  // an unquantised module (modules_to_not_convert)
+  require_scale_dtype(scale, *dtype, "FP8 block scales");
+  // TensorRT-LLM: FP8BlockScalesLinearMethod names it weight_scale, the fused MoE
+  // w3_w1_weight_scaling_factor; vLLM's BlockQuantScaleParameter keeps weight_scale_inv.
+  const char* name = l.target == Target::kVllm     ? "weight_scale_inv"
+                     : role == LinearRole::kExpert ? "weight_scaling_factor"
+                                                   : "weight_scale";
+  return LinearQuant::fp8(BlockScales{f.block_rows, f.block_cols}, name, true, *dtype);
+}
+
+// Per-tensor and per-channel FP8 (fp8.md sections 6 to 8).
+LinearQuant scaled_quant(const ModelConfig& c, const Fp8Format& f, const Layout& l, const KeyProbe& probe,
+                         const std::string& linear, LinearRole role) {
+  const std::string scale = linear + ".weight_scale";
+  const auto dtype = probe.dtype_of(scale);
+  if (f.lists_ignored()) {
+    const bool ignored = f.ignores(linear);
+    const char* list = f.source == Fp8Format::Source::kModelOpt ? "exclude_modules" : "ignore";
+    if (ignored && dtype) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  scale + ": the checkpoint quantises " + linear + ", but quantization_config." + list +
+                      " leaves it unquantised: the engine would load its FP8 codes as plain values");
+    }
+    if (!ignored && !dtype) {
+      throw Error(ErrorCode::kInvalidArgument, linear + ": quantization_config (" + f.name() +
+                                                   ") quantises it (not in " + list + "), but the checkpoint has no " +
+                                                   scale +
+                                                   ": the engine's scale parameter would keep its "
+                                                   "initial value");
+    }
+  }
+  if (!dtype) return LinearQuant::none();
+  require_scale_dtype(scale, *dtype,
+                      f.scheme == Fp8Format::Scheme::kTensor ? "FP8 per-tensor scale" : "FP8 per-channel scales");
+  const bool trtllm = l.target == Target::kTrtllm;
+  LinearQuant q;
+  q.scale_name = "weight_scale";
+  q.scale_dtype = *dtype;
+  if (f.scheme == Fp8Format::Scheme::kChannel) {
+    if (trtllm && role == LinearRole::kExpert) {
+      c.fail("quantization_config", linear +
+                                        ": TensorRT-LLM has no per-channel FP8 method for fused MoE experts "
+                                        "(CutlassFusedMoE._get_quant_method raises 'Unsupported quantization "
+                                        "mode'); use --target vllm");
+    }
+    q.kind = LinearQuant::Kind::kFp8Channel;
+    q.flat_channel = trtllm;
+    return q;
+  }
+  q.kind = LinearQuant::Kind::kFp8Tensor;
+  q.scalar_shape = probe.shape_of(scale).value_or(std::vector<uint64_t>{});
+  uint64_t numel = 1;
+  for (auto d : q.scalar_shape) numel *= d;
+  if (numel != 1 || q.scalar_shape.size() > 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                scale + ": a per-tensor FP8 scale is one value ([] or [1]), not " + shape_text(q.scalar_shape));
+  }
+  if (q.scalar_shape.empty() && *dtype != DType::kF32) {
+    throw Error(ErrorCode::kInvalidArgument, scale + ": a 0-d per-tensor scale stored as " +
+                                                 std::string(dtype_name(*dtype)) + " is not served (F32)");
+  }
+  q.input_scale = f.static_input;
+  if (q.input_scale) {
+    const std::string in = linear + ".input_scale";
+    const auto in_dtype = probe.dtype_of(in);
+    if (in_dtype && *in_dtype != *dtype) {
+      throw Error(ErrorCode::kInvalidArgument, in + ": stored as " + std::string(dtype_name(*in_dtype)) +
+                                                   ", its weight_scale as " + std::string(dtype_name(*dtype)) +
+                                                   "; expected one dtype for a linear's scales");
+    }
+  }
+  q.requantise = trtllm;
+  if (trtllm && role == LinearRole::kExpert && !q.input_scale) {
+    c.fail("quantization_config", linear +
+                                      ": per-tensor FP8 experts without static input scales are not served "
+                                      "under TensorRT-LLM (FP8QDQFusedMoEMethod reads an input_scale per expert)");
+  }
+  return q;
+}
+
+// A per-tensor scale (`key`, stored as `shape` [] or [1] in `dtype`) as one F32 value.
+Piece scalar_scale(const std::string& key, const std::vector<uint64_t>& shape, DType dtype) {
+  Piece p = whole(key, shape);
+  p.view = {1};  // one value either way, so a BF16/F16 [1] scale widens like any cut
+  p.source_dtype = DType::kF32;
+  if (dtype == DType::kBF16) p = widened_bf16_to_f32(std::move(p));
+  if (dtype == DType::kF16) p = widened_f16_to_f32(std::move(p));
+  return p;
+}
+
+ParamSpec f32_param(std::string name, std::vector<uint64_t> shape, std::vector<Piece> pieces) {
+  ParamSpec p;
+  p.name = std::move(name);
+  p.shape = std::move(shape);
+  p.dtype = DType::kF32;
+  p.pieces = std::move(pieces);
+  return p;
+}
+
+// F32 `name` [shape] = max over each group of `group` of the pieces (1/max when `invert`), times
+// the max of the `tail` pieces after them (TensorRT-LLM's reduced FP8 scales, fp8.md section 7).
+ParamSpec scale_max(std::string name, std::vector<uint64_t> shape, std::vector<Piece> pieces, uint64_t group,
+                    uint64_t tail = 0, bool invert = false) {
+  ParamSpec p = f32_param(std::move(name), std::move(shape), std::move(pieces));
+  p.convert.kind = Conversion::Kind::kScaleMax;
+  p.convert.group = group;
+  p.convert.tail = tail;
+  p.convert.invert = invert;
+  return p;
+}
+
+// The weight just appended (params.back()) with its parts requantised to each group's largest
+// scale, as TensorRT-LLM's load_weights leaves it: pieces = the parts, then one scale per part.
+void requantised(ParamSpec& weight, std::vector<Piece> scales, uint64_t group) {
+  std::vector<uint64_t> parts;
+  for (const Piece& piece : weight.pieces) {
+    uint64_t n = 1;
+    for (const Range& r : piece.box) n *= r.size();
+    parts.push_back(n);  // F8: one byte an element
+  }
+  weight.pieces.insert(weight.pieces.end(), std::make_move_iterator(scales.begin()),
+                       std::make_move_iterator(scales.end()));
+  weight.dtype = DType::kF8_E4M3;
+  weight.convert.kind = Conversion::Kind::kFp8Requant;
+  weight.convert.parts = std::move(parts);
+  weight.convert.group = group;
+}
+
+// Per-tensor / per-channel FP8 companions of the weight just appended (fp8.md sections 6-8).
+void add_fp8_scaled(std::vector<ParamSpec>& params, const std::string& dst, const std::string& sep,
+                    const std::vector<LinearSlice>& slices, const LinearQuant& quant,
+                    const std::vector<uint64_t>& leading) {
+  using Kind = LinearQuant::Kind;
+  const std::string ws = dst + sep + "weight_scale", is = dst + sep + "input_scale";
+  uint64_t groups = 1;
+  for (auto d : leading) groups = checked_mul(groups, d, dst + ": leading dimensions");
+  const uint64_t per = groups ? slices.size() / groups : 0;
+  if (quant.kind == Kind::kFp8Channel) {
+    // One F32 per output row: the weight's rows of each part's [out, 1] scale (a row-parallel
+    // linear's whole column); TensorRT-LLM flattens it to [out] (FP8RowwiseLinearMethod).
+    std::vector<Piece> pieces;
+    uint64_t total = 0;
+    for (const LinearSlice& sl : slices) {
+      Piece p = box_piece(sl.linear + ".weight_scale", {sl.shape[0], 1}, sl.rows, {0, 1});
+      p.source_dtype = DType::kF32;
+      if (quant.scale_dtype == DType::kBF16) p = widened_bf16_to_f32(std::move(p));
+      if (quant.scale_dtype == DType::kF16) p = widened_f16_to_f32(std::move(p));
+      pieces.push_back(std::move(p));
+      total += sl.rows.size();
+    }
+    std::vector<uint64_t> shape = leading;
+    shape.push_back(groups ? total / groups : 0);
+    if (!quant.flat_channel) shape.push_back(1);
+    params.back().scales = {ws};
+    params.push_back(f32_param(ws, std::move(shape), std::move(pieces)));
+    return;
+  }
+  auto scales_of = [&](const char* suffix) {
+    std::vector<Piece> out;
+    for (const LinearSlice& sl : slices)
+      out.push_back(scalar_scale(sl.linear + suffix, quant.scalar_shape, quant.scale_dtype));
+    return out;
+  };
+  if (!quant.requantise) {
+    // vLLM: one slot per part (PerTensorScaleParameter [3] / [2] / [1]); experts [E, 2] and [E].
+    std::vector<uint64_t> shape = leading;
+    if (leading.empty() || per > 1) shape.push_back(per);
+    params.back().scales = {ws};
+    if (quant.input_scale) params.back().scales.push_back(is);
+    params.push_back(f32_param(ws, shape, scales_of(".weight_scale")));
+    if (!quant.input_scale) return;
+    if (leading.empty()) {
+      params.push_back(f32_param(is, shape, scales_of(".input_scale")));
+      return;
+    }
+    // FusedMoE keeps one input-scale slot per expert for both gate and up (_load_single_value:
+    // the last writer wins): the two must agree, or which one survives depends on read order.
+    ParamSpec in = f32_param(is, leading, {});
+    for (uint64_t g = 0; g < groups; ++g) {
+      const LinearSlice& first = slices[g * per];
+      in.pieces.push_back(scalar_scale(first.linear + ".input_scale", quant.scalar_shape, quant.scale_dtype));
+      for (uint64_t k = 1; k < per; ++k) {
+        in.must_match.emplace_back(first.linear + ".input_scale", slices[g * per + k].linear + ".input_scale");
+      }
+    }
+    params.push_back(std::move(in));
+    return;
+  }
+  if (!leading.empty()) {
+    throw Error(ErrorCode::kInternal, dst + ": TensorRT-LLM per-tensor FP8 experts are built by moe_experts");
+  }
+  // TensorRT-LLM (FP8QDQLinearMethod): a fused weight requantised to max(s_i); scalars reduced.
+  ParamSpec& weight = params.back();
+  weight.scales = {ws};
+  if (quant.input_scale) weight.scales.insert(weight.scales.end(), {is, dst + sep + "inv_input_scale"});
+  if (per > 1) requantised(weight, scales_of(".weight_scale"), per);
+  params.push_back(scale_max(ws, {}, scales_of(".weight_scale"), per));
+  if (!quant.input_scale) return;
+  params.push_back(scale_max(is, {}, scales_of(".input_scale"), per));
+  params.push_back(scale_max(dst + sep + "inv_input_scale", {}, scales_of(".input_scale"), per, 0, true));
+}
+
+}  // namespace
+
 LinearQuant linear_quant(const ModelConfig& c, const Layout& l, const KeyProbe& probe, const std::string& linear,
                          LinearRole role, bool strict) {
-  const QuantFormat format = QuantFormat::detect(c);
-  if (format.kind == QuantFormat::Kind::kFp8) {
-    const std::string scale = linear + ".weight_scale_inv";
-    if (!c.has("quantization_config.weight_block_size")) {
-      c.fail("quantization_config",
-             "quant_method 'fp8' without weight_block_size is per-tensor FP8 (AutoFP8), not served yet; served: "
-             "block FP8 (weight_block_size [128, 128]), compressed-tensors NVFP4, MXFP4 (gpt-oss)");
-    }
-    const auto block = c.get_int_list("quantization_config.weight_block_size");
-    if (block.size() != 2 || block[0] <= 0 || block[1] <= 0) {
-      c.fail("quantization_config.weight_block_size", "expected two positive integers");
-    }
-    const auto dtype = probe.dtype_of(scale);
-    if (!dtype) return LinearQuant::none();  // an unquantised module (modules_to_not_convert)
-    if (*dtype != DType::kF32 && *dtype != DType::kBF16 && *dtype != DType::kF16) {
-      throw Error(ErrorCode::kInvalidArgument, scale + ": FP8 block scales stored as " +
-                                                   std::string(dtype_name(*dtype)) +
-                                                   "; expected F32, BF16 or F16 (both engines widen them to F32)");
-    }
-    const bool vllm = l.target == Target::kVllm;
-    // TensorRT-LLM: FP8BlockScalesLinearMethod names it weight_scale, the fused MoE
-    // w3_w1_weight_scaling_factor; vLLM's BlockQuantScaleParameter keeps weight_scale_inv.
-    const char* name = vllm                          ? "weight_scale_inv"
-                       : role == LinearRole::kExpert ? "weight_scaling_factor"
-                                                     : "weight_scale";
-    return LinearQuant::fp8(BlockScales{static_cast<uint64_t>(block[0]), static_cast<uint64_t>(block[1])}, name, true,
-                            *dtype);
+  if (const auto fp8 = Fp8Format::detect(c)) {
+    fp8->refuse_for(c, l.target);
+    if (fp8->scheme == Fp8Format::Scheme::kBlock) return block_quant(*fp8, l, probe, linear, role);
+    return scaled_quant(c, *fp8, l, probe, linear, role);
   }
+  const QuantFormat format = QuantFormat::detect(c);
   if (format.kind == QuantFormat::Kind::kCompressedTensors && probe.contains(linear + ".weight_scale")) {
+    // The parameter names and global-scale inversion are TensorRT-LLM's (int4-nvfp4.md).
+    if (l.target != Target::kTrtllm) {
+      c.fail("quantization_config.quant_method",
+             "compressed-tensors NVFP4 checkpoints are served for target trtllm only");
+    }
     return LinearQuant::nvfp4(strict);
   }
   return LinearQuant::none();
+}
+
+std::optional<std::string> fp8_kv_duplication_error(const ModelConfig& c, const Layout& l, uint64_t kv_heads,
+                                                    bool mapper_duplicates_block_scales) {
+  if (l.target != Target::kTrtllm || kv_heads >= l.tp_size) return std::nullopt;
+  const auto fp8 = Fp8Format::detect(c);
+  if (!fp8 || fp8->scheme == Fp8Format::Scheme::kTensor) return std::nullopt;
+  if (fp8->scheme == Fp8Format::Scheme::kBlock && mapper_duplicates_block_scales) return std::nullopt;
+  return std::to_string(kv_heads) + " KV heads under tp_size " + std::to_string(l.tp_size) + ": TensorRT-LLM's " +
+         "weight mapper for " + c.architecture() + " does not duplicate a KV head's " +
+         (fp8->scheme == Fp8Format::Scheme::kBlock ? "FP8 block scales" : "FP8 per-channel scales") +
+         " (HfWeightMapper._duplicate_kv_weights), so its own load of this " + fp8->name() +
+         " checkpoint fails; use tp_size <= " + std::to_string(kv_heads) + " or target vllm";
 }
 
 void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const std::string& sep,
@@ -146,6 +361,10 @@ void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const st
     rows += s.rows.size();
   }
   params.push_back(concat_param(dst + sep + "weight", std::move(weight), rows, cols, leading));
+  if (quant.kind == Kind::kFp8Tensor || quant.kind == Kind::kFp8Channel) {
+    add_fp8_scaled(params, dst, sep, slices, quant, leading);
+    return;
+  }
   // The weight names its scale parameters (ParamSpec::scales): the plan refuses it without them.
   if (quant.kind == Kind::kFp8Block) params.back().scales = {dst + sep + quant.scale_name};
   if (quant.kind == Kind::kNvfp4) {
@@ -214,6 +433,56 @@ void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const st
   }
 }
 
+namespace {
+
+// TensorRT-LLM's FP8QDQFusedMoEMethod (fp8.md section 7): each expert's [w3; w1] requantised to
+// max(s_w1, s_w3); fc31_dequant = that max x a13, fc2_dequant = s_w2 x a2, fc2_quant = 1 / a2,
+// fc31_input_dequant = a13, with a13 / a2 the max input scale over *all* experts
+// (load_activation_scales_fp8_qdq loops over num_experts), the same on every rank.
+void add_fp8_qdq_experts(std::vector<ParamSpec>& params, const std::string& dst, const std::string& src,
+                         uint64_t experts, Range local, const std::vector<LinearSlice>& fused,
+                         const std::vector<LinearSlice>& down, const LinearQuant& quant, const ExpertNames& names) {
+  const uint64_t per = local.size();
+  auto scalar = [&](const std::string& key) { return scalar_scale(key, quant.scalar_shape, quant.scale_dtype); };
+  auto weight = [&](const std::string& name, const std::vector<LinearSlice>& slices) {
+    std::vector<Piece> pieces;
+    uint64_t rows = 0;
+    for (const LinearSlice& sl : slices) {
+      pieces.push_back(box_piece(sl.linear + ".weight", sl.shape, sl.rows, sl.cols));
+      rows += sl.rows.size();
+    }
+    return concat_param(name, std::move(pieces), rows, slices.empty() ? 0 : slices[0].cols.size(), {per});
+  };
+  std::vector<Piece> fused_scales, down_scales, fused_inputs, down_inputs;
+  for (const LinearSlice& sl : fused) fused_scales.push_back(scalar(sl.linear + ".weight_scale"));
+  for (const LinearSlice& sl : down) down_scales.push_back(scalar(sl.linear + ".weight_scale"));
+  for (uint64_t j = 0; j < experts; ++j) {
+    const std::string e = src + "." + std::to_string(j) + ".";
+    fused_inputs.push_back(scalar(e + "gate_proj.input_scale"));
+    fused_inputs.push_back(scalar(e + "up_proj.input_scale"));
+    down_inputs.push_back(scalar(e + "down_proj.input_scale"));
+  }
+  const std::string f = dst + "." + names.fused + "_weight", d = dst + "." + names.down + "_weight";
+  const std::string fc31 = dst + ".fc31_dequant", fc2 = dst + ".fc2_dequant", fc2q = dst + ".fc2_quant",
+                    fc31i = dst + ".fc31_input_dequant";
+  ParamSpec w13 = weight(f, fused);
+  requantised(w13, fused_scales, 2);
+  w13.scales = {fc31, fc31i};
+  params.push_back(std::move(w13));
+  ParamSpec w2 = weight(d, down);
+  w2.scales = {fc2, fc2q};
+  params.push_back(std::move(w2));
+  std::vector<Piece> fc31_pieces = fused_scales, fc2_pieces = down_scales;
+  fc31_pieces.insert(fc31_pieces.end(), fused_inputs.begin(), fused_inputs.end());
+  fc2_pieces.insert(fc2_pieces.end(), down_inputs.begin(), down_inputs.end());
+  params.push_back(scale_max(fc31, {per}, std::move(fc31_pieces), 2, 2 * experts));
+  params.push_back(scale_max(fc2, {per}, std::move(fc2_pieces), 1, experts));
+  params.push_back(scale_max(fc2q, {}, down_inputs, experts, 0, true));
+  params.push_back(scale_max(fc31i, {}, fused_inputs, 2 * experts));
+}
+
+}  // namespace
+
 std::vector<ParamSpec> moe_experts(const std::string& dst, const std::string& src, uint64_t experts,
                                    uint64_t intermediate, uint64_t hidden, const Layout& l, const LinearQuant& quant,
                                    const ExpertNames& names) {
@@ -233,12 +502,61 @@ std::vector<ParamSpec> moe_experts(const std::string& dst, const std::string& sr
     down.push_back(linear_cols(e + "down_proj", {hidden, down_cols}, moe));
   }
   std::vector<ParamSpec> params;
+  if (quant.kind == LinearQuant::Kind::kFp8Tensor && quant.requantise) {
+    add_fp8_qdq_experts(params, dst, src, experts, local, fused, down, quant, names);
+    return params;
+  }
   add_linear(params, dst + "." + names.fused, "_", fused, quant, {per});
   add_linear(params, dst + "." + names.down, "_", down, quant, {per});
   if (names.globals_close) {
     for (auto& p : params) p.must_match_close = !p.must_match.empty();
   }
   return params;
+}
+
+std::vector<ParamSpec> kv_cache_scales(const ModelConfig& c, const Layout& l, const KeyProbe& probe,
+                                       const std::string& attn, const LinearQuant& qkv) {
+  // ModelOpt names them under the projection, compressed-tensors and AutoFP8 under the attention.
+  auto source = [&](const char* proj, const char* scale) -> std::optional<std::string> {
+    for (const std::string& key : {attn + proj + "." + scale, attn + scale}) {
+      if (probe.contains(key)) return key;
+    }
+    return std::nullopt;
+  };
+  const auto k = source("k_proj", "k_scale"), v = source("v_proj", "v_scale");
+  if (!k && !v) return {};
+  if (!k || !v) {
+    throw Error(ErrorCode::kInvalidArgument, attn + ": the checkpoint has " + (k ? *k : *v) + " but no " +
+                                                 (k ? "v_scale" : "k_scale") + ": KV-cache scales come in pairs");
+  }
+  auto scalar = [&](const std::string& key) {
+    const auto dtype = probe.dtype_of(key).value_or(DType::kF32);
+    const auto shape = probe.shape_of(key).value_or(std::vector<uint64_t>{});
+    if (dtype != DType::kF32 || shape.size() > 1 || (shape.size() == 1 && shape[0] != 1)) {
+      throw Error(ErrorCode::kInvalidArgument, key + ": a KV-cache scale is one F32 value ([] or [1]), not " +
+                                                   std::string(dtype_name(dtype)) + shape_text(shape));
+    }
+    return scalar_scale(key, shape, DType::kF32);
+  };
+  std::vector<ParamSpec> out;
+  if (l.target == Target::kVllm) {
+    out.push_back(f32_param(attn + "attn.k_scale", {}, {scalar(*k)}));
+    out.push_back(f32_param(attn + "attn.v_scale", {}, {scalar(*v)}));
+    return out;
+  }
+  if (qkv.kind != LinearQuant::Kind::kFp8Tensor) {
+    c.fail("quantization_config", attn + ": the checkpoint has KV-cache scales (" + *k +
+                                      "), which TensorRT-LLM keeps only on per-tensor FP8 (FP8QDQ) linears; its "
+                                      "qkv_proj here is not one (use --target vllm)");
+  }
+  for (const bool invert : {false, true}) {
+    ParamSpec p =
+        f32_param(attn + (invert ? "qkv_proj.inv_kv_scales" : "qkv_proj.kv_scales"), {3}, {scalar(*k), scalar(*v)});
+    p.convert.kind = Conversion::Kind::kKvScales;
+    p.convert.invert = invert;
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 }  // namespace wmap::spec

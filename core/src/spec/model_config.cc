@@ -3,6 +3,7 @@
 #include <simdjson.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "wmap/util/error.h"
 
@@ -67,6 +68,23 @@ bool lookup(const simdjson::dom::element& root, std::string_view path, simdjson:
 }
 
 std::string describe(const simdjson::dom::element& e) { return simdjson::minify(e); }
+
+std::string quoted(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
 
 }  // namespace
 
@@ -152,6 +170,51 @@ std::vector<int64_t> ModelConfig::get_int_list(std::string_view path) const {
     out.push_back(i);
   }
   return out;
+}
+
+std::vector<std::string> ModelConfig::get_string_list(std::string_view path) const {
+  simdjson::dom::element e;
+  std::vector<std::string> out;
+  if (!lookup(impl_->root, path, e)) return out;
+  simdjson::dom::array arr;
+  if (e.get_array().get(arr)) fail(path, "expected a list of strings, found " + describe(e));
+  for (auto v : arr) {
+    std::string_view s;
+    if (v.get_string().get(s)) fail(path, "expected a list of strings, found " + describe(e));
+    out.emplace_back(s);
+  }
+  return out;
+}
+
+std::vector<std::string> ModelConfig::keys(std::string_view path) const {
+  simdjson::dom::element e;
+  std::vector<std::string> out;
+  if (!lookup(impl_->root, path, e)) return out;
+  simdjson::dom::object obj;
+  if (e.get_object().get(obj)) fail(path, "expected an object, found " + describe(e));
+  for (auto field : obj) out.emplace_back(field.key);
+  return out;
+}
+
+std::optional<std::string> ModelConfig::json_at(std::string_view path) const {
+  simdjson::dom::element e;
+  if (!lookup(impl_->root, path, e)) return std::nullopt;
+  return describe(e);
+}
+
+ModelConfig ModelConfig::with_field(std::string_view key, std::string_view json) const {
+  // Rebuilt from the fields (minified): the text stays one JSON object with each key once.
+  std::string text = "{";
+  simdjson::dom::object obj;
+  if (impl_->root.get_object().get(obj)) fail("", "not a JSON object");
+  bool first = true;
+  for (auto field : obj) {
+    if (field.key == key) continue;
+    text += (first ? "" : ",") + quoted(field.key) + ":" + describe(field.value);
+    first = false;
+  }
+  text += (first ? "" : ",") + quoted(key) + ":" + std::string(json) + "}";
+  return parse(text, impl_->label);
 }
 
 std::string ModelConfig::architecture() const {

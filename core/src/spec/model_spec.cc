@@ -14,6 +14,9 @@ std::string_view conversion_name(Conversion::Kind kind) {
     case Conversion::Kind::kNone: return "";
     case Conversion::Kind::kF32ToBf16: return "f32_to_bf16";
     case Conversion::Kind::kFp8BlockDequant: return "fp8_block_dequant";
+    case Conversion::Kind::kFp8Requant: return "fp8_requant";
+    case Conversion::Kind::kScaleMax: return "scale_max";
+    case Conversion::Kind::kKvScales: return "kv_scales";
   }
   return "?";
 }
@@ -173,11 +176,12 @@ ParamSpec fp8_block_dequantized(ParamSpec p, uint64_t rows, uint64_t cols, uint6
   }
   p.pieces[0].source_dtype = DType::kF8_E4M3;
   p.pieces[1].source_dtype = DType::kF32;
-  p.convert = {.kind = Conversion::Kind::kFp8BlockDequant,
-               .rows = rows,
-               .cols = cols,
-               .block_rows = block_rows,
-               .block_cols = block_cols};
+  p.convert = Conversion{};
+  p.convert.kind = Conversion::Kind::kFp8BlockDequant;
+  p.convert.rows = rows;
+  p.convert.cols = cols;
+  p.convert.block_rows = block_rows;
+  p.convert.block_cols = block_cols;
   return p;
 }
 

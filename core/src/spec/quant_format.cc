@@ -1,5 +1,8 @@
 #include "wmap/spec/quant_format.h"
 
+#include "wmap/spec/fp8_format.h"
+#include "wmap/util/error.h"
+
 namespace wmap {
 namespace {
 bool ends_with(std::string_view s, std::string_view suffix) {
@@ -23,6 +26,17 @@ QuantFormat QuantFormat::detect(const ModelConfig& config) {
     f.kind = Kind::kModelOpt;
   else
     f.kind = Kind::kOther;
+  f.scheme = f.method;
+  if (f.kind == Kind::kMxfp4) f.scheme = "MXFP4";
+  if (f.kind == Kind::kCompressedTensors) {
+    f.scheme = "compressed-tensors " + config.get_string("quantization_config.format", "nvfp4-pack-quantized");
+    if (f.scheme == "compressed-tensors nvfp4-pack-quantized") f.scheme = "compressed-tensors NVFP4";
+  }
+  try {
+    if (const auto fp8 = Fp8Format::detect(config)) f.scheme = fp8->name();
+  } catch (const Error&) {
+    // An FP8 variant no building block serves: the plugin host refuses it by name.
+  }
   return f;
 }
 

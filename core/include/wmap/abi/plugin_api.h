@@ -38,7 +38,9 @@
 // 7: ParamSpec::scales (a quantised weight's scale parameters, checked by the plan).
 // 8: Layout::pp_size/pp_rank/pp_partition, ModelSpec::pipeline (PipelineSpec), ModelSpec::other_ranks,
 //    KeyProbe::dtype_of, LinearQuant::scale_dtype.
-#define WMAP_PLUGIN_ABI_VERSION 8u
+// 9: KeyProbe::shape_of, per-tensor and per-channel FP8 (LinearQuant kinds, Conversion kinds for
+//    TensorRT-LLM's requantisation and scale reductions).
+#define WMAP_PLUGIN_ABI_VERSION 9u
 
 WMAP_PUBLIC_BEGIN
 extern "C" {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "wmap/format/dtype.h"
 #include "wmap/util/export.h"
@@ -25,6 +26,32 @@ void f32_to_bf16_rne(std::span<const std::byte> in, std::span<std::byte> out);
 void fp8_block_dequant(std::span<const std::byte> weight, std::span<const std::byte> scales, uint64_t rows,
                        uint64_t cols, uint64_t br, uint64_t bc, DType out_dtype, std::span<std::byte> out,
                        const std::string& key);
+
+// F32 -> FP8 E4M3 ("fn"), round to nearest even, finite values saturating at +-448 (CUDA's
+// __nv_cvt_*_to_fp8(.., __NV_SATFINITE, __NV_E4M3); torch's software Float8_e4m3fn agrees below
+// 464); the sign of zero kept; NaN -> 0x7f with its sign.
+uint8_t f32_to_fp8_e4m3_rne(float x);
+// BF16 round to nearest even of an F32 value, as an F32 value.
+float bf16_round(float x);
+
+// TensorRT-LLM's per-tensor FP8 requantisation of one fused parameter inside its load_weights
+// (linear.py rescale_fused_weights; fused_moe quantization.py
+// requantize_expert_w3_w1_weight_fp8_qdq): `in` holds the F8_E4M3 parts (parts[i] bytes each,
+// one after the other) then one F32 scale per part; parts form groups of `group` (a fused q/k/v,
+// gate/up, or one expert's w3/w1) and each part is requantised to its group's largest scale:
+//   t = bf16(f32(w) * bf16(s_i)),  u = bf16(t / bf16(s_max)),  w' = e4m3_rne(u)
+// (the scales are 0-d CUDA tensors, loaded as the bf16 of the weight in torch's CUDA loops;
+// fp8.md section 7). `out` receives the requantised parts. Throws kValidation naming `key`
+// and the element for a NaN weight code or a scale that is not finite and positive.
+void fp8_requant_to_group_max(std::span<const std::byte> in, std::span<std::byte> out,
+                              const std::vector<uint64_t>& parts, uint64_t group, const std::string& key);
+
+// Scale reductions of TensorRT-LLM's FP8 per-tensor methods, over F32 values: out[i] = the max
+// of in[i*group, (i+1)*group) (its F32 reciprocal when `invert`), times the max of the `tail`
+// values after them when tail > 0 (the fused MoE's fc31_dequant / fc2_dequant). Throws
+// kValidation naming `key` for a scale that is not finite and positive.
+void f32_group_max(std::span<const std::byte> in, std::span<std::byte> out, uint64_t group, uint64_t tail, bool invert,
+                   const std::string& key);
 
 }  // namespace wmap
 WMAP_PUBLIC_END

@@ -4,8 +4,10 @@
 // it; hashed into the build id); declared in the spec stage so the core's own spec builders
 // (spec::linear_quant) can ask it too.
 
+#include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "wmap/format/dtype.h"
 #include "wmap/spec/config_bounds.h"
@@ -21,6 +23,9 @@ class KeyProbe : public CheckpointExtent {
   virtual bool contains(std::string_view canonical_key) const = 0;
   // The dtype the checkpoint stores the tensor in; nullopt when it has no such key.
   virtual std::optional<DType> dtype_of(std::string_view canonical_key) const = 0;
+  // The tensor's stored shape (a per-tensor FP8 scale is [] in ModelOpt exports, [1] in
+  // compressed-tensors ones); nullopt when it has no such key.
+  virtual std::optional<std::vector<uint64_t>> shape_of(std::string_view canonical_key) const = 0;
 };
 
 }  // namespace wmap

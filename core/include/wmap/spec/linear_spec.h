@@ -4,6 +4,7 @@
 // Pure functions of their arguments; thread-safe. Part of the plugin ABI (hashed into the build id).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,7 +48,9 @@ Range block_range(Range r, uint64_t b);
 
 // How a checkpoint's linears are quantised, and so which companion tensors follow each weight.
 struct LinearQuant {
-  enum class Kind { kNone, kFp8Block, kNvfp4 };
+  // kFp8Tensor: one F32 `weight_scale` per weight (ModelOpt, AutoFP8, compressed-tensors
+  // strategy tensor); kFp8Channel: `weight_scale` [out, 1] (compressed-tensors strategy channel).
+  enum class Kind { kNone, kFp8Block, kNvfp4, kFp8Tensor, kFp8Channel };
   Kind kind = Kind::kNone;
   BlockScales blocks;         // kFp8Block: `weight_scale_inv` F32 per block
   bool strict_global = true;  // kNvfp4: dense layers reject a non-finite or <= 0 global scale
@@ -66,11 +69,36 @@ struct LinearQuant {
   // values a byte), `weight_scale` F8_E4M3 [out, in/16], `weight_scale_2` and `input_scale`
   // F32 [1] (global scales, inverted on load; the sources of one fused parameter must match).
 
+  // kFp8Tensor: a static per-tensor `input_scale` follows each weight (F32, the stored shape
+  // `scalar_shape` as the weight_scale's).
+  bool input_scale = false;
+  // kFp8Tensor: the stored shape of each per-tensor scale: [] (ModelOpt, AutoFP8) or [1]
+  // (compressed-tensors).
+  std::vector<uint64_t> scalar_shape;
+  // kFp8Tensor under TensorRT-LLM (FP8QDQLinearMethod, FP8QDQFusedMoEMethod): inside its
+  // load_weights the parts of a fused weight are requantised to their largest scale, and the
+  // scale parameters are the reductions it stores (fp8.md section 7). vLLM keeps one scale per
+  // part ([3] for q/k/v, [2] for gate/up) and the raw weight bytes.
+  bool requantise = false;
+  // kFp8Channel under TensorRT-LLM (FP8RowwiseLinearMethod): `weight_scale` flattened to [out].
+  bool flat_channel = false;
+
   static LinearQuant none() { return {}; }
   static LinearQuant fp8(BlockScales b, std::string scale_name, bool whole_blocks, DType scale_dtype = DType::kF32) {
-    return {Kind::kFp8Block, b, true, std::move(scale_name), whole_blocks, scale_dtype};
+    LinearQuant q;
+    q.kind = Kind::kFp8Block;
+    q.blocks = b;
+    q.scale_name = std::move(scale_name);
+    q.whole_blocks = whole_blocks;
+    q.scale_dtype = scale_dtype;
+    return q;
   }
-  static LinearQuant nvfp4(bool strict) { return {Kind::kNvfp4, {}, strict}; }
+  static LinearQuant nvfp4(bool strict) {
+    LinearQuant q;
+    q.kind = Kind::kNvfp4;
+    q.strict_global = strict;
+    return q;
+  }
   // Columns of the stored weight for `in` input features (packed bytes for NVFP4).
   uint64_t stored_cols(uint64_t in) const { return kind == Kind::kNvfp4 ? in / 2 : in; }
 };
@@ -97,12 +125,36 @@ void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const st
 //   modules_to_not_convert / ignore);
 // - compressed-tensors with `weight_scale` (after the mapping's renames): kNvfp4 (`strict` for a
 //   dense layer's global scales).
+// - per-tensor FP8 (ModelOpt quant_algo FP8, AutoFP8, compressed-tensors strategy tensor) and
+//   per-channel FP8 (compressed-tensors strategy channel) with the linear's `weight_scale`:
+//   kFp8Tensor / kFp8Channel as the target's load_weights leaves them (requantised fused parts
+//   under trtllm). A linear the config's exclude_modules / ignore lists must have no scale, any
+//   other one must have it: an engine decides from the list, so a disagreement would load wrong.
 // Throws kInvalidArgument (naming the config field or the tensor) for a block size that is not
-// two positive integers, quant_method "fp8" without weight_block_size (per-tensor FP8, not served
-// yet) or a scale dtype other than F32/BF16/F16.
+// two positive integers, a scale dtype other than F32/BF16/F16, a per-tensor scale that is not
+// one value, a list/scale disagreement, or a combination the target refuses (trtllm per-channel
+// experts: no rowwise FP8 MoE method).
 enum class LinearRole { kDense, kExpert };
 LinearQuant linear_quant(const ModelConfig& config, const Layout& l, const KeyProbe& probe, const std::string& linear,
                          LinearRole role, bool strict = true);
+
+// The refusal, if any, of an FP8 checkpoint whose KV heads are duplicated over the ranks
+// (kv_heads < tp_size) under target trtllm: TensorRT-LLM's generic HfWeightMapper
+// (_duplicate_kv_weights) duplicates a KV head's weight and bias but not its block or channel
+// scales, so its own load fails; Qwen3MoeHfWeightMapper duplicates block scales
+// (`mapper_duplicates_block_scales`). nullopt otherwise (per-tensor scales stay one value).
+std::optional<std::string> fp8_kv_duplication_error(const ModelConfig& config, const Layout& l, uint64_t kv_heads,
+                                                    bool mapper_duplicates_block_scales);
+
+// The KV-cache scales of one attention layer (`attn` = "model.layers.N.self_attn.") when the
+// checkpoint has them (ModelOpt `k_proj.k_scale` / `v_proj.v_scale`, compressed-tensors and
+// AutoFP8 `k_scale` / `v_scale`), in each engine's place: vLLM `attn.k_scale` / `attn.v_scale`
+// F32 [] (weight_utils.py maybe_remap_kv_scale_name); TensorRT-LLM `qkv_proj.kv_scales` and
+// `inv_kv_scales` F32 [3] = [1, k, v] and its reciprocals (FP8QDQLinearMethod.load_kv_scales,
+// TRTLLM_LOAD_KV_SCALES on). `qkv` is the fused linear's quantisation: TensorRT-LLM keeps KV
+// scales only on per-tensor FP8 linears, so any other is refused by name. Empty without scales.
+std::vector<ParamSpec> kv_cache_scales(const ModelConfig& config, const Layout& l, const KeyProbe& probe,
+                                       const std::string& attn, const LinearQuant& qkv);
 
 // How an engine names and orders a routed-expert layer's stacked parameters.
 struct ExpertNames {

@@ -41,7 +41,15 @@ class ModelConfig {
   bool get_bool(std::string_view path, bool fallback) const;
   std::string require_string(std::string_view path) const;
   std::string get_string(std::string_view path, std::string fallback) const;
-  std::vector<int64_t> get_int_list(std::string_view path) const;  // empty when absent
+  std::vector<int64_t> get_int_list(std::string_view path) const;         // empty when absent
+  std::vector<std::string> get_string_list(std::string_view path) const;  // empty when absent
+  // The keys of the object at `path`, in file order (empty when absent; throws for a non-object).
+  std::vector<std::string> keys(std::string_view path) const;
+  // The value at `path` as minified JSON text; nullopt when absent.
+  std::optional<std::string> json_at(std::string_view path) const;
+  // This config with top-level field `key` set to the JSON value `json` (added at the end, or
+  // replacing the field's value); the label stays. Throws kMalformedInput when `json` is invalid.
+  ModelConfig with_field(std::string_view key, std::string_view json) const;
   // A positive integer field (> 0), the common case for sizes.
   uint64_t require_positive(std::string_view path) const;
   // A non-negative integer field (>= 0), `fallback` when absent: counts that may be zero.

@@ -50,8 +50,19 @@ struct Piece {
 struct Conversion {
   enum class Kind : uint8_t {
     kNone,
-    kF32ToBf16,       // F32 -> BF16, round to nearest even (torch's copy_); assembled = 2 x the parameter
-    kFp8BlockDequant  // F8_E4M3 [rows, cols] x its F32 block scales -> F32, then the parameter's dtype
+    kF32ToBf16,        // F32 -> BF16, round to nearest even (torch's copy_); assembled = 2 x the parameter
+    kFp8BlockDequant,  // F8_E4M3 [rows, cols] x its F32 block scales -> F32, then the parameter's dtype
+    // TensorRT-LLM's per-tensor FP8 load (fp8.md section 7): the F8_E4M3 parts (`parts` bytes
+    // each) then one F32 scale per part; each group of `group` parts requantised to its largest
+    // scale (format/dtype_convert.h fp8_requant_to_group_max). The parameter: the parts.
+    kFp8Requant,
+    // F32 max over each `group` of the assembled scales (its reciprocal when `invert`), times the
+    // max of the `tail` scales after them when tail > 0: the fused weight/input scale,
+    // inv_input_scale, and the fused MoE's fc31_dequant / fc2_dequant / fc2_quant.
+    kScaleMax,
+    // KV-cache scales [k, v] -> [1, k, v] (`invert`: [1, 1/k, 1/v]): TensorRT-LLM's qkv_proj
+    // kv_scales / inv_kv_scales (FP8QDQLinearMethod.load_kv_scales; index 0 is the query's 1.0).
+    kKvScales
   };
   Kind kind = Kind::kNone;
   // kFp8BlockDequant: the assembled bytes start with the F8_E4M3 weight [rows, cols], then its F32
@@ -59,9 +70,13 @@ struct Conversion {
   // rows x cols elements (F32 or BF16, RNE). Assembled bytes after them are copied unchanged
   // into the rest of the parameter (vLLM's fused indexer wk_weights_proj: [dequantized wk; weights_proj]).
   uint64_t rows = 0, cols = 0, block_rows = 0, block_cols = 0;
+  uint64_t group = 0, tail = 0;  // kFp8Requant (group), kScaleMax
+  bool invert = false;           // kScaleMax, kKvScales
+  std::vector<uint64_t> parts;   // kFp8Requant: bytes of each F8 part, in piece order
   bool operator==(const Conversion&) const = default;
 };
-std::string_view conversion_name(Conversion::Kind kind);  // "", "f32_to_bf16", "fp8_block_dequant"
+// "", "f32_to_bf16", "fp8_block_dequant", "fp8_requant", "scale_max", "kv_scales"
+std::string_view conversion_name(Conversion::Kind kind);
 
 struct ParamSpec {
   std::string name;

@@ -27,6 +27,9 @@ struct QuantFormat {
   };
   Kind kind = Kind::kNone;
   std::string method;  // quant_method as config.json writes it ("" for kNone)
+  // How the plan JSON and messages name the scheme: "block FP8 128x128", "ModelOpt per-tensor
+  // FP8", "compressed-tensors per-channel FP8", "compressed-tensors NVFP4", "MXFP4", ...
+  std::string scheme;
 
   static QuantFormat detect(const ModelConfig& config);
   // Whether checkpoint tensor `key` of `dtype` holds packed quantised values in this format: a
