@@ -61,6 +61,9 @@ struct TargetRules {
   bool score_bias_needs_noaux_tc;  // mlp.gate.e_score_correction_bias only when topk_method is noaux_tc
   bool whole_fp8_blocks;           // FP8 partitions must be whole blocks (LinearQuant::whole_blocks)
   bool glm_router_f32;             // GLM's mlp.gate.weight held in F32
+  // FP8 kv_b_proj dequantised to BF16 (kv_b_proj.weight, k_b_proj_trans, v_b_proj, no scales):
+  // current TensorRT-LLM excludes *kv_b_proj* from FP8 for every HF block-FP8 checkpoint.
+  bool dequant_kv_b;
 };
 
 const TargetRules& rules_for(wmap::Target t) {
@@ -81,6 +84,7 @@ const TargetRules& rules_for(wmap::Target t) {
       .score_bias_needs_noaux_tc = false,
       .whole_fp8_blocks = false,
       .glm_router_f32 = false,
+      .dequant_kv_b = true,
   };
   static const TargetRules kVllm{
       .fused_a = "fused_qkv_a_proj",
@@ -95,6 +99,7 @@ const TargetRules& rules_for(wmap::Target t) {
       .score_bias_needs_noaux_tc = true,
       .whole_fp8_blocks = true,
       .glm_router_f32 = true,
+      .dequant_kv_b = false,
   };
   return t == wmap::Target::kVllm ? kVllm : kTrtllm;
 }
@@ -309,6 +314,27 @@ std::vector<ParamSpec> kv_b(const std::string& d, const std::string& src, const 
       p.pieces = std::move(pieces);
       out.push_back(std::move(p));
     };
+    if (rules_for(l.target).dequant_kv_b) {
+      // Current TensorRT-LLM: load_hf_quant_config always excludes *kv_b_proj* from FP8 for HF
+      // block-FP8 checkpoints (model_config.py @008e0af8), so MLA creates BF16 kv_b_proj,
+      // k_b_proj_trans and v_b_proj without scales, and DeepseekV3WeightLoader.load_weights
+      // (modeling_deepseekv3.py @a43cf9e3, load_kv_b_proj_and_k_b_proj_trans_dequant) fills them
+      // from weight_dequant(w, s) = bf16(f32(w) x s) of the whole kv_b_proj, then the same head
+      // split. Each part's scale rows come with it (nope, v and R are multiples of the block).
+      auto dequantized = [&](ParamSpec p, std::vector<wmap::Piece> scales, uint64_t rows, uint64_t cols) {
+        const uint64_t weight_pieces = p.pieces.size(), scale_pieces = scales.size();
+        for (auto& piece : scales) p.pieces.push_back(std::move(piece));
+        p.dtype = wmap::DType::kBF16;
+        return spec::fp8_block_dequantized(std::move(p), rows, cols, s.fp8->rows, s.fp8->cols, weight_pieces,
+                                           scale_pieces);
+      };
+      out[0] = dequantized(std::move(out[0]),
+                           {part(k, sshape, sview, {0, ns}, {}), part(k, sshape, sview, {ns, ns + vs}, {})}, hl * rows,
+                           s.kv_lora);
+      out[1] = dequantized(std::move(out[1]), {part(k, sshape, sview, {0, ns}, {0, 2, 1})}, hl * s.kv_lora, s.nope);
+      out[2] = dequantized(std::move(out[2]), {part(k, sshape, sview, {ns, ns + vs}, {})}, hl * s.v, s.kv_lora);
+      return out;
+    }
     scale(d + "kv_b_proj." + rules_for(l.target).scale, {hl * (ns + vs), rs},
           {part(k, sshape, sview, {0, ns}, {}), part(k, sshape, sview, {ns, ns + vs}, {})});
     scale(d + "k_b_proj_trans_scale", {hl, rs, ns}, {part(k, sshape, sview, {0, ns}, {0, 2, 1})});

@@ -1265,6 +1265,9 @@ class DeepseekV3Builder(Builder):
             e_score_correction_bias only with topk_method noaux_tc; no MTP layer.
     """
 
+    # FP8 kv_b_proj under trtllm: the current release's BF16 dequantisation path (no scales).
+    trtllm_dequant_kv_b = True
+
     def build(self):
         cfg, lay = self.cfg, self.lay
         self.H = need(cfg, "hidden_size")
@@ -1423,6 +1426,22 @@ class DeepseekV3Builder(Builder):
             n_s, v_s, R_s = nope // b0, vd // b0, R // b1
             st = ck.get(skey)
             expect_shape(skey, st, (H * (n_s + v_s), R_s))
+            if self.trtllm_dequant_kv_b:
+                # Current TensorRT-LLM excludes kv_b_proj from FP8 (fp8.md 12.1): weight_dequant of
+                # the whole [H*(nope+v), R] weight (f32 product with its block's scale, then BF16
+                # round to nearest even; a NaN becomes 0x7fc0), then the same head split.
+                sc = np.repeat(np.repeat(st.data.view(np.float32), b0, axis=0), b1, axis=1)
+                with np.errstate(invalid="ignore", over="ignore"):
+                    f = (E4M3[w.data.astype(np.int64)].astype(np.float32) * sc).astype(np.float32)
+                bits = f.view(np.uint32).astype(np.uint64)
+                bf = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+                bf = np.where(np.isnan(f), np.uint16(0x7FC0), bf).reshape(H, nope + vd, R)[h0:h0 + Hl]
+                kb, vb = bf[:, :nope, :], bf[:, nope:, :]
+                self.params[da + "kv_b_proj.weight"] = Tensor("BF16", np.concatenate(
+                    [kb.reshape(Hl * nope, R), vb.reshape(Hl * vd, R)], axis=0))
+                self.params[da + "k_b_proj_trans"] = Tensor("BF16", np.ascontiguousarray(kb.transpose(0, 2, 1)))
+                self.params[da + "v_b_proj"] = Tensor("BF16", np.ascontiguousarray(vb))
+                return
             y = st.data.reshape(H, n_s + v_s, R_s)[h0:h0 + Hl]
             ks, vs = y[:, :n_s, :], y[:, n_s:, :]
             self.params[da + "kv_b_proj.weight_scale"] = Tensor(st.dtype, np.concatenate(

@@ -1101,6 +1101,42 @@ def test_fp8_arithmetic():
     check(np.array_equal(same, codes), "a part at the maximum scale comes back unchanged")
 
 
+def test_dsv3_trtllm_kv_b_dequant(tmp):
+    """Current TensorRT-LLM: an FP8 kv_b_proj is dequantised to BF16 (f32 product with its block's
+    scale, BF16 RNE), then split as before; no scale parameters for it."""
+    d = os.path.join(tmp, "dsv3_dequant")
+    t = dsv3_ckpt(d, True)
+    e = expect(d, 2, 1)
+    p = "model.layers.1.self_attn."
+    w, s = t[p + "kv_b_proj.weight"][1], t[p + "kv_b_proj.weight_scale_inv"][1]
+
+    def decode(c):
+        sign = -1.0 if c & 0x80 else 1.0
+        ex, m = (c >> 3) & 15, c & 7
+        if ex == 15 and m == 7:
+            return float("nan")
+        return sign * (m / 8.0 * 2.0 ** -6 if ex == 0 else (1 + m / 8.0) * 2.0 ** (ex - 7))
+
+    def bf16(x):
+        b = struct.unpack("<I", struct.pack("<f", x))[0]
+        if x != x:
+            return 0x7FC0
+        return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF
+
+    full = np.zeros(w.shape, np.uint16)
+    for i in range(w.shape[0]):
+        for j in range(w.shape[1]):
+            sc = float(s.view(np.float32)[i // 2, j // 2])  # the self-test's 2x2 blocks
+            full[i, j] = bf16(float(np.float32(np.float32(decode(int(w[i, j]))) * np.float32(sc))))
+    kvb = full.reshape(4, 8, 4)[2:4]
+    kn, vv = kvb[:, :4], kvb[:, 4:]
+    eq(e[p + "kv_b_proj.weight"], ("BF16", np.concatenate([kn.reshape(8, 4), vv.reshape(8, 4)])), "dequant kv_b_proj")
+    eq(e[p + "k_b_proj_trans"], ("BF16", kn.transpose(0, 2, 1)), "dequant k_b_proj_trans")
+    eq(e[p + "v_b_proj"], ("BF16", vv), "dequant v_b_proj")
+    check(not any(n.startswith(p) and ("k_b_proj_trans_scale" in n or "v_b_proj_scale" in n or
+                                       "kv_b_proj.weight_scale" in n) for n in e), "dequant: no kv_b scales")
+
+
 def main():
     test_fp8_arithmetic()
     test_shard_rule()
@@ -1111,9 +1147,14 @@ def main():
         test_qwen3(tmp)
         test_gpt2(tmp)
         test_moe(tmp)
+        # The layout of TensorRT-LLM releases before kv_b_proj left FP8 (hand-checked above), then
+        # the current one.
+        ref.DeepseekV3Builder.trtllm_dequant_kv_b = False
         test_dsv3(tmp)
-        test_nvfp4(tmp)
         test_dsv3_trtllm_split_rules(tmp)
+        ref.DeepseekV3Builder.trtllm_dequant_kv_b = True
+        test_dsv3_trtllm_kv_b_dequant(tmp)
+        test_nvfp4(tmp)
         test_vllm_llama(tmp)
         test_vllm_moe(tmp)
         test_vllm_dsv3(tmp)

@@ -2,16 +2,56 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <string>
 
 #include "commands.h"
 #include "huge_pages.h"
 #include "loader_options.h"
+#include "wmap/abi/plugin_api.h"
+#include "wmap/build_info.h"
 #include "wmap/io/remote.h"
 #include "wmap/util/error.h"
 #include "wmap/util/log.h"
 #include "wmap/util/progress.h"
 
+namespace {
+
+// The engine releases whose load_weights the --target rules reproduce (docs/cli.md "Engine
+// releases followed"). Where a release changed a rule, wmap follows the newest one read.
+constexpr const char* kTrtllmRelease = "TensorRT-LLM 1.3.0rc25 / main a6616d6f (2026-09)";
+constexpr const char* kTrtllmNote =
+    "DeepSeek-V3/R1/Kimi/V3.2 block-FP8 kv_b_proj dequantised to BF16 (load_hf_quant_config always excludes "
+    "*kv_b_proj*, *k_b_proj*, *eh_proj*); per-tensor FP8 requantised inside load_weights; TRTLLM_LOAD_KV_SCALES on";
+constexpr const char* kVllmRelease = "vLLM main (2026; the commits cited per rule in docs/engines.md and docs/cli.md)";
+constexpr const char* kVllmNote =
+    "no single release pinned: each rule cites the file, function and commit it was read at";
+
+// `wmap --version [--json]`: the build, its plugin ABI and plan format, and the engine releases.
+bool print_version(int argc, char** argv) {
+  bool version = false, json = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    version = version || a == "--version";
+    json = json || a == "--json";
+  }
+  if (!version) return false;
+  if (json) {
+    std::printf(
+        "{\"wmap\":\"%s\",\"build_id\":\"%s\",\"plugin_abi\":%u,\"plan_format\":9,\"engines\":{\"trtllm\":{"
+        "\"release\":\"%s\",\"note\":\"%s\"},\"vllm\":{\"release\":\"%s\",\"note\":\"%s\"}}}\n",
+        WMAP_VERSION, WMAP_BUILD_ID, WMAP_PLUGIN_ABI_VERSION, kTrtllmRelease, kTrtllmNote, kVllmRelease, kVllmNote);
+  } else {
+    std::printf(
+        "wmap %s (%s), plugin ABI %u, plan format 9\n--target trtllm follows %s: %s\n--target vllm follows %s: %s\n",
+        WMAP_VERSION, WMAP_BUILD_ID, WMAP_PLUGIN_ABI_VERSION, kTrtllmRelease, kTrtllmNote, kVllmRelease, kVllmNote);
+  }
+  return true;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  if (print_version(argc, argv)) return 0;
   wmap::cli::use_huge_pages_for_metadata(argc, argv);
   CLI::App app{"wmap: map Hugging Face safetensors checkpoints onto inference-engine parameters"};
   app.require_subcommand(1);

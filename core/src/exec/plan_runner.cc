@@ -510,6 +510,8 @@ void PlanRunner::finish(uint32_t i) {
   if (p.converts()) {
     convert_assembled(p, state_[i].assembled, dst);
     std::vector<std::byte>().swap(state_[i].assembled);  // held no longer than needed
+    // The pieces counted their assembled bytes; the parameter is nbytes (modular: may be fewer).
+    add_done(p.nbytes - p.assembled_bytes);
   }
   device_.end_write(*state_[i].buffer, dst);
   transform_ns_ += ns_since(t0);
@@ -595,7 +597,7 @@ void PlanRunner::convert_assembled(const PlannedParam& p, std::span<const std::b
   }
   // kFp8BlockDequant: [F8 weight][F32 scales][bytes copied after the dequantized ones].
   const uint64_t weight = c.rows * c.cols, esize = p.dtype == DType::kF32 ? 4 : 2;
-  const uint64_t scales = p.pieces.size() > 1 ? p.pieces[1].out_bytes : 0, done = weight * esize;
+  const uint64_t scales = ceil_div(c.rows, c.block_rows) * ceil_div(c.cols, c.block_cols) * 4, done = weight * esize;
   const std::string& key = p.pieces.empty() || !p.pieces[0].record ? p.name : p.pieces[0].record->name;
   fp8_block_dequant(in.subspan(0, weight), in.subspan(weight, scales), c.rows, c.cols, c.block_rows, c.block_cols,
                     p.dtype, out.subspan(0, done), key);

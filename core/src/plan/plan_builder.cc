@@ -131,7 +131,8 @@ std::optional<uint64_t> PlanBuilder::assembled_size(const PlannedParam& pp, cons
     case Conversion::Kind::kFp8BlockDequant: {
       const uint64_t esize = pp.dtype == DType::kF32 ? 4 : pp.dtype == DType::kBF16 ? 2 : 0;
       if (esize == 0) return bad("needs an F32 or BF16 parameter, not " + std::string(dtype_name(pp.dtype)));
-      if (c.block_rows == 0 || c.block_cols == 0 || ps.pieces.size() < 2)
+      if (c.block_rows == 0 || c.block_cols == 0 || c.weight_pieces == 0 || c.scale_pieces == 0 ||
+          ps.pieces.size() < c.weight_pieces + c.scale_pieces)
         return bad("needs blocks, a weight and scales");
       const uint64_t out = c.rows * c.cols * esize;
       if (c.rows == 0 || c.cols == 0 || out / esize / c.cols != c.rows || out > pp.nbytes) {
@@ -139,11 +140,15 @@ std::optional<uint64_t> PlanBuilder::assembled_size(const PlannedParam& pp, cons
                    std::to_string(pp.nbytes) + " bytes");
       }
       const uint64_t scales = ceil_div(c.rows, c.block_rows) * ceil_div(c.cols, c.block_cols) * 4;
-      if (pp.pieces.size() >= 2 && (pp.pieces[0].out_bytes != c.rows * c.cols || pp.pieces[1].out_bytes != scales)) {
-        return bad("needs its first piece to be the F8 weight [" + std::to_string(c.rows) + ", " +
-                   std::to_string(c.cols) + "] and its second the F32 scales (" + std::to_string(scales) +
-                   " bytes); they give " + std::to_string(pp.pieces[0].out_bytes) + " and " +
-                   std::to_string(pp.pieces[1].out_bytes));
+      uint64_t w = 0, sc = 0;
+      for (uint64_t i = 0; i < c.weight_pieces + c.scale_pieces && i < pp.pieces.size(); ++i) {
+        (i < c.weight_pieces ? w : sc) += pp.pieces[i].out_bytes;
+      }
+      if (w != c.rows * c.cols || sc != scales) {
+        return bad("needs its first " + std::to_string(c.weight_pieces) + " piece(s) to be the F8 weight [" +
+                   std::to_string(c.rows) + ", " + std::to_string(c.cols) + "] and the next " +
+                   std::to_string(c.scale_pieces) + " its F32 scales (" + std::to_string(scales) +
+                   " bytes); they give " + std::to_string(w) + " and " + std::to_string(sc));
       }
       return c.rows * c.cols + scales + (pp.nbytes - out);
     }

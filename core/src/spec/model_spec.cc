@@ -170,18 +170,27 @@ ParamSpec narrowed_to_bf16(ParamSpec p) {
 }
 
 ParamSpec fp8_block_dequantized(ParamSpec p, uint64_t rows, uint64_t cols, uint64_t block_rows, uint64_t block_cols) {
-  if (p.pieces.size() < 2 || block_rows == 0 || block_cols == 0) {
+  return fp8_block_dequantized(std::move(p), rows, cols, block_rows, block_cols, 1, 1);
+}
+
+ParamSpec fp8_block_dequantized(ParamSpec p, uint64_t rows, uint64_t cols, uint64_t block_rows, uint64_t block_cols,
+                                uint64_t weight_pieces, uint64_t scale_pieces) {
+  if (weight_pieces == 0 || scale_pieces == 0 || p.pieces.size() < weight_pieces + scale_pieces || block_rows == 0 ||
+      block_cols == 0) {
     throw Error(ErrorCode::kInvalidArgument,
-                p.name + ": fp8_block_dequantized needs a weight piece, a scale piece and non-zero blocks");
+                p.name + ": fp8_block_dequantized needs weight pieces, scale pieces and non-zero blocks");
   }
-  p.pieces[0].source_dtype = DType::kF8_E4M3;
-  p.pieces[1].source_dtype = DType::kF32;
+  for (uint64_t i = 0; i < weight_pieces + scale_pieces; ++i) {
+    p.pieces[i].source_dtype = i < weight_pieces ? DType::kF8_E4M3 : DType::kF32;
+  }
   p.convert = Conversion{};
   p.convert.kind = Conversion::Kind::kFp8BlockDequant;
   p.convert.rows = rows;
   p.convert.cols = cols;
   p.convert.block_rows = block_rows;
   p.convert.block_cols = block_cols;
+  p.convert.weight_pieces = weight_pieces;
+  p.convert.scale_pieces = scale_pieces;
   return p;
 }
 

@@ -70,6 +70,9 @@ struct Conversion {
   // rows x cols elements (F32 or BF16, RNE). Assembled bytes after them are copied unchanged
   // into the rest of the parameter (vLLM's fused indexer wk_weights_proj: [dequantized wk; weights_proj]).
   uint64_t rows = 0, cols = 0, block_rows = 0, block_cols = 0;
+  // kFp8BlockDequant: how many pieces assemble the weight and then its scales (a weight cut from
+  // several parts of its source, each with its scale rows).
+  uint64_t weight_pieces = 1, scale_pieces = 1;
   uint64_t group = 0, tail = 0;  // kFp8Requant (group), kScaleMax
   bool invert = false;           // kScaleMax, kKvScales
   std::vector<uint64_t> parts;   // kFp8Requant: bytes of each F8 part, in piece order
@@ -187,6 +190,11 @@ ParamSpec narrowed_to_bf16(ParamSpec p);
 // into the first rows x cols elements of a BF16 or F32 parameter; pieces after these two are
 // copied after them. `p`'s shape and dtype are the parameter's; its first two pieces the weight and the scales.
 ParamSpec fp8_block_dequantized(ParamSpec p, uint64_t rows, uint64_t cols, uint64_t block_rows, uint64_t block_cols);
+// The same with the weight assembled from its first `weight_pieces` pieces and the scales from
+// the next `scale_pieces` (each part's block rows, so the assembled scales are the assembled
+// weight's blocks).
+ParamSpec fp8_block_dequantized(ParamSpec p, uint64_t rows, uint64_t cols, uint64_t block_rows, uint64_t block_cols,
+                                uint64_t weight_pieces, uint64_t scale_pieces);
 // A split of a dimension padded before the split (TensorRT-LLM pads MXFP4 experts to an
 // alignment, then ceil-splits): part s.rank of `padded_width` split by `s`, as the source range
 // it covers (clipped to `width`, possibly empty) and the part's size (rows past `width` are zeros).
