@@ -119,6 +119,9 @@ struct DeepseekShape {
   bool tie = false;
   bool noaux_tc = false;  // config topk_method
   std::optional<spec::BlockScales> fp8;
+  // What the core's spec::linear_quant asks about each linear (its format and scale).
+  const ModelConfig* config = nullptr;
+  const wmap::KeyProbe* probe = nullptr;
 
   bool is_moe(uint64_t layer) const { return experts > 0 && layer >= first_dense && layer % moe_freq == 0; }
   // The checkpoint's routed-experts module of `layer`, nullopt when the layer is dense: the one
@@ -221,18 +224,15 @@ DeepseekShape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyP
   }
   if (auto e = l.heads_error(s.heads)) c.fail("num_attention_heads", *e);
   // Only block FP8 has been read for the MLA family (fp8.md; int4-nvfp4.md covers NVFP4).
-  if (c.has("quantization_config") && !(c.get_string("quantization_config.quant_method", "") == "fp8" &&
-                                        c.has("quantization_config.weight_block_size"))) {
+  s.fp8 = spec::fp8_block_scales(c);
+  if (c.has("quantization_config") && !s.fp8) {
     c.fail("quantization_config",
            "quantised " + c.architecture() + " checkpoints other than block FP8 (quant_method '" +
                c.get_string("quantization_config.quant_method", "?") + "' here) are not served yet");
   }
-  if (c.get_string("quantization_config.quant_method", "") == "fp8") {
-    const auto block = c.get_int_list("quantization_config.weight_block_size");
-    if (block.size() != 2 || block[0] <= 0 || block[1] <= 0) {
-      c.fail("quantization_config.weight_block_size", "expected two positive integers");
-    }
-    s.fp8 = spec::BlockScales{static_cast<uint64_t>(block[0]), static_cast<uint64_t>(block[1])};
+  s.config = &c;
+  s.probe = &probe;
+  if (s.fp8) {
     if (!s.glm && (s.nope % s.fp8->rows || s.v % s.fp8->rows || s.kv_lora % s.fp8->cols)) {
       c.fail("quantization_config.weight_block_size",
              "qk_nope_head_dim, v_head_dim and kv_lora_rank must be multiples of the block");
@@ -262,16 +262,17 @@ DeepseekShape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyP
 ModuleSpec module(std::string name, std::vector<ParamSpec> params) { return {std::move(name), std::move(params), {}}; }
 
 // The quantisation of a linear under target `t`, its scales named `scale_name`.
-spec::LinearQuant quant(const DeepseekShape& s, wmap::Target t, const char* scale_name) {
-  if (!s.fp8) return spec::LinearQuant::none();
-  return spec::LinearQuant::fp8(*s.fp8, scale_name, rules_for(t).whole_fp8_blocks);
+// The quantisation of checkpoint linear `linear`, as the core's building block makes it (block
+// FP8 scales named per target; TensorRT-LLM's DeepSeek loader takes every touched block).
+spec::LinearQuant quant(const DeepseekShape& s, const Layout& l, const std::string& linear, spec::LinearRole role) {
+  return spec::linear_quant(*s.config, l, *s.probe, linear, role, true, rules_for(l.target).whole_fp8_blocks);
 }
 
 // A linear's parameters under `dst` (dst.weight and its FP8 scales).
 std::vector<ParamSpec> linear(const std::string& dst, std::vector<spec::LinearSlice> slices, const DeepseekShape& s,
                               const Layout& l) {
   std::vector<ParamSpec> out;
-  spec::add_linear(out, dst, ".", slices, quant(s, l.target, rules_for(l.target).scale));
+  spec::add_linear(out, dst, ".", slices, quant(s, l, slices.at(0).linear, spec::LinearRole::kDense));
   return out;
 }
 
@@ -530,7 +531,7 @@ void add_mlp(ModelSpec& m, const std::string& d, const std::string& c, uint64_t 
   const std::string experts = d + "mlp." + rules.experts_module;
   m.modules.push_back({experts,
                        spec::moe_experts(experts, *source, s.experts, s.moe_intermediate, h, l,
-                                         quant(s, l.target, rules.expert_scale), rules.experts),
+                                         quant(s, l, *source + ".0.up_proj", spec::LinearRole::kExpert), rules.experts),
                        {*source}});
 }
 

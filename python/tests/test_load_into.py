@@ -49,6 +49,27 @@ def test_numpy_bit_exact_both_targets():
                 eq(dests[name].__array_interface__["data"][0], pointers[name], label + " " + name + ": not reallocated")
 
 
+def test_numpy_fp8_formats_both_targets():
+    """Per-tensor and per-channel FP8 into numpy arrays (0-d scales included), bit-exact against the
+    reference: TensorRT-LLM's requantised fused weights and reduced scales, vLLM's per-part scales."""
+    dims = ("--fp8", "--hidden", "256", "--heads", "4", "--kv-heads", "2", "--head-dim", "128",
+            "--intermediate", "512", "--experts", "4", "--moe-intermediate", "256")
+    with TempDir() as d:
+        modelopt = synth(os.path.join(d, "modelopt"), "qwen3_moe", *dims, "--fp8-format", "modelopt", "--kv-scales")
+        channel = synth(os.path.join(d, "channel"), "qwen3", *dims[:11], "--fp8-format", "ct-channel",
+                        "--no-tie-embeddings")
+        for ck, tp, rank, ep, target in ((modelopt, 2, 1, 1, "trtllm"), (modelopt, 4, 2, 2, "trtllm"),
+                                         (modelopt, 2, 0, 2, "vllm"), (channel, 2, 1, 1, "trtllm"),
+                                         (channel, 4, 3, 1, "vllm")):
+            label = "%s tp %d/%d ep %d %s" % (os.path.basename(ck), rank, tp, ep, target)
+            expected = ref.expected_summary(ck, tp, rank, ep, target=target)
+            dests = numpy_destinations(expected)
+            r = wmap.load_into(ck, dests, tp_size=tp, tp_rank=rank, ep_size=ep, target=target, quiet=True)
+            eq(r["params"], len(dests), label + ": params written")
+            for name, (dtype, shape, data) in expected.items():
+                check(dests[name].tobytes() == data, "%s %s: bytes differ from the reference" % (label, name))
+
+
 def test_problems_raised_at_once_nothing_written():
     with TempDir() as d:
         ck = synth(os.path.join(d, "llama"), "llama")
@@ -236,6 +257,7 @@ def test_plan_expect_against_a_torch_module():
 if __name__ == "__main__":
     run_tests([
         ("numpy destinations: Llama and DeepSeek FP8, both targets, bit-exact", test_numpy_bit_exact_both_targets),
+        ("numpy destinations: ModelOpt and per-channel FP8, both targets, bit-exact", test_numpy_fp8_formats_both_targets),
         ("destination problems raised at once, nothing written; ignore=", test_problems_raised_at_once_nothing_written),
         ("a torch module's parameters, engine style, and a refit", test_torch_module_engine_style_and_refit),
         ("CUDA torch tensors as destinations", test_torch_cuda_destinations),

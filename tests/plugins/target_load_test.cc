@@ -291,10 +291,13 @@ R1Rank r1_expected(bool vllm, uint32_t t, uint32_t p, bool adp) {
     r.fp8(q_lora + rank_kv + rope, h, 12 + 5);                    // fused A: 12 + ceil(576/128) scale rows
     r.fp8(hl * (nope + rope), q_lora, hl * (nope + rope) / 128);  // q_b_proj
     r.add(h * (heads * v / a), 1), r.add((h / 128) * (heads * v / a / 128), 4);  // o_proj, row-parallel
-    r.fp8(hl * (nope + v), rank_kv, hl * (nope + v) / 128);                      // kv_b_proj
-    if (!vllm) {
-      r.add(hl * rank_kv * nope, 1), r.add(hl * (rank_kv / 128) * (nope / 128), 4);  // k_b_proj_trans (+ scale)
-      r.add(hl * v * rank_kv, 1), r.add(hl * (v / 128) * (rank_kv / 128), 4);        // v_b_proj (+ scale)
+    if (vllm) {
+      r.fp8(hl * (nope + v), rank_kv, hl * (nope + v) / 128);  // kv_b_proj
+    } else {
+      // Current TensorRT-LLM dequantises kv_b_proj to BF16 (no scales): the weight and its splits.
+      r.add(hl * (nope + v) * rank_kv, 2);
+      r.add(hl * rank_kv * nope, 2);  // k_b_proj_trans
+      r.add(hl * v * rank_kv, 2);     // v_b_proj
     }
   };
   auto mlp = [&](uint64_t width, uint64_t parts) {

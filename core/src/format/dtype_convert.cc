@@ -3,6 +3,9 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <algorithm>
 
 #include "wmap/util/error.h"
@@ -122,6 +125,58 @@ float bf16_round(float x) {
 
 namespace {
 
+// dst[k] = table[src[k] & 0x7f] | (src[k] & 0x80): the requantisation is odd in the weight (every
+// step rounds to nearest even, symmetric in sign), so 128 entries serve both signs. Returns
+// whether any code was NaN (0x7f / 0xff).
+bool map_magnitudes_scalar(const uint8_t* src, uint8_t* dst, uint64_t n, const uint8_t* table) {
+  unsigned nan = 0;
+  for (uint64_t k = 0; k < n; ++k) {
+    const uint8_t c = src[k];
+    nan |= (c & 0x7fu) == 0x7fu;
+    dst[k] = static_cast<uint8_t>(table[c & 0x7f] | (c & 0x80));
+  }
+  return nan != 0;
+}
+
+#if defined(__x86_64__)
+// The same 32 bytes at a time: eight 16-entry pshufb lookups selected by the magnitude's high
+// nibble (~6x the scalar loop on one core; the load's requantisation is CPU-bound).
+__attribute__((target("avx2"))) bool map_magnitudes_avx2(const uint8_t* src, uint8_t* dst, uint64_t n,
+                                                         const uint8_t* table) {
+  __m256i t[8];
+  for (int h = 0; h < 8; ++h) {
+    t[h] = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table + 16 * h)));
+  }
+  const __m256i nibble = _mm256_set1_epi8(0x0f), magnitude = _mm256_set1_epi8(0x7f);
+  const __m256i sign = _mm256_set1_epi8(static_cast<char>(0x80));
+  __m256i nan = _mm256_setzero_si256();
+  uint64_t k = 0;
+  for (; k + 32 <= n; k += 32) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + k));
+    const __m256i mag = _mm256_and_si256(v, magnitude);
+    nan = _mm256_or_si256(nan, _mm256_cmpeq_epi8(mag, magnitude));
+    const __m256i lo = _mm256_and_si256(mag, nibble);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(mag, 4), nibble);
+    __m256i r = _mm256_and_si256(v, sign);
+    for (int h = 0; h < 8; ++h) {
+      const __m256i pick = _mm256_cmpeq_epi8(hi, _mm256_set1_epi8(static_cast<char>(h)));
+      r = _mm256_or_si256(r, _mm256_and_si256(pick, _mm256_shuffle_epi8(t[h], lo)));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + k), r);
+  }
+  const bool tail = map_magnitudes_scalar(src + k, dst + k, n - k, table);
+  return tail || !_mm256_testz_si256(nan, nan);
+}
+#endif
+
+bool map_magnitudes(const uint8_t* src, uint8_t* dst, uint64_t n, const uint8_t* table) {
+#if defined(__x86_64__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return map_magnitudes_avx2(src, dst, n, table);
+#endif
+  return map_magnitudes_scalar(src, dst, n, table);
+}
+
 float scale_at(std::span<const std::byte> in, uint64_t i, const std::string& key, const char* what) {
   float s;
   std::memcpy(&s, in.data() + 4 * i, 4);
@@ -152,21 +207,15 @@ void fp8_requant_to_group_max(std::span<const std::byte> in, std::span<std::byte
     const float mb = bf16_round(smax);
     for (size_t i = g; i < g + group; ++i) {
       const float sb = bf16_round(scale_at(scales, i, key, "weight scale of part"));
-      // The result depends on the code alone: one table of 256 per part, then a lookup per byte.
-      std::array<uint8_t, 256> table{};
-      for (unsigned c = 0; c < 256; ++c) {
+      // The result depends on the code alone: one table per part (its magnitudes), then a lookup.
+      std::array<uint8_t, 128> table{};
+      for (unsigned c = 0; c < 128; ++c) {
         const float t = bf16_round(fp8_e4m3_to_f32(static_cast<uint8_t>(c)) * sb);  // exact product, then bf16
-        table[c] = (c & 0x7f) == 0x7f ? static_cast<uint8_t>(c) : f32_to_fp8_e4m3_rne(bf16_round(t / mb));
+        table[c] = c == 0x7f ? 0x7f : f32_to_fp8_e4m3_rne(bf16_round(t / mb));
       }
       const auto* src = reinterpret_cast<const uint8_t*>(in.data()) + at;
       auto* dst = reinterpret_cast<uint8_t*>(out.data()) + at;
-      unsigned nan = 0;
-      for (uint64_t k = 0; k < parts[i]; ++k) {
-        const uint8_t code = src[k];
-        nan |= (code & 0x7fu) == 0x7fu;
-        dst[k] = table[code];
-      }
-      if (nan) {
+      if (map_magnitudes(src, dst, parts[i], table.data())) {
         uint64_t k = 0;
         while ((src[k] & 0x7fu) != 0x7fu) ++k;
         throw Error(ErrorCode::kValidation, key + ": part " + std::to_string(i) + " holds a NaN FP8 code (0x" +

@@ -110,24 +110,27 @@ void require_scale_dtype(const std::string& key, DType dtype, const char* what) 
 }
 
 LinearQuant block_quant(const Fp8Format& f, const Layout& l, const KeyProbe& probe, const std::string& linear,
-                        LinearRole role) {
+                        LinearRole role, bool whole_blocks) {
   const std::string scale = linear + ".weight_scale_inv";
-  const auto dtype = probe.dtype_of(scale);
-  if (!dtype) return LinearQuant::none();  // an unquantised module (modules_to_not_convert)
+  auto dtype = probe.dtype_of(scale);
+  // No scale: an unquantised module (modules_to_not_convert) unless the weight is F8, whose
+  // missing scale the plan then names (not "holds quantised values but declares no scales").
+  if (!dtype && probe.dtype_of(linear + ".weight") != DType::kF8_E4M3) return LinearQuant::none();
+  if (!dtype) dtype = DType::kF32;
   require_scale_dtype(scale, *dtype, "FP8 block scales");
   // TensorRT-LLM: FP8BlockScalesLinearMethod names it weight_scale, the fused MoE
   // w3_w1_weight_scaling_factor; vLLM's BlockQuantScaleParameter keeps weight_scale_inv.
   const char* name = l.target == Target::kVllm     ? "weight_scale_inv"
                      : role == LinearRole::kExpert ? "weight_scaling_factor"
                                                    : "weight_scale";
-  return LinearQuant::fp8(BlockScales{f.block_rows, f.block_cols}, name, true, *dtype);
+  return LinearQuant::fp8(BlockScales{f.block_rows, f.block_cols}, name, whole_blocks, *dtype);
 }
 
 // Per-tensor and per-channel FP8 (fp8.md sections 6 to 8).
 LinearQuant scaled_quant(const ModelConfig& c, const Fp8Format& f, const Layout& l, const KeyProbe& probe,
                          const std::string& linear, LinearRole role) {
   const std::string scale = linear + ".weight_scale";
-  const auto dtype = probe.dtype_of(scale);
+  auto dtype = probe.dtype_of(scale);
   if (f.lists_ignored()) {
     const bool ignored = f.ignores(linear);
     const char* list = f.source == Fp8Format::Source::kModelOpt ? "exclude_modules" : "ignore";
@@ -144,7 +147,9 @@ LinearQuant scaled_quant(const ModelConfig& c, const Fp8Format& f, const Layout&
                                                    "initial value");
     }
   }
-  if (!dtype) return LinearQuant::none();
+  if (!dtype && probe.dtype_of(linear + ".weight") != DType::kF8_E4M3) return LinearQuant::none();
+  // An F8 weight without its scale (AutoFP8 lists nothing): the plan names the missing scale.
+  if (!dtype) dtype = DType::kF32;
   require_scale_dtype(scale, *dtype,
                       f.scheme == Fp8Format::Scheme::kTensor ? "FP8 per-tensor scale" : "FP8 per-channel scales");
   const bool trtllm = l.target == Target::kTrtllm;
@@ -163,7 +168,8 @@ LinearQuant scaled_quant(const ModelConfig& c, const Fp8Format& f, const Layout&
     return q;
   }
   q.kind = LinearQuant::Kind::kFp8Tensor;
-  q.scalar_shape = probe.shape_of(scale).value_or(std::vector<uint64_t>{});
+  q.scalar_shape = probe.shape_of(scale).value_or(
+      f.source == Fp8Format::Source::kCompressedTensors ? std::vector<uint64_t>{1} : std::vector<uint64_t>{});
   uint64_t numel = 1;
   for (auto d : q.scalar_shape) numel *= d;
   if (numel != 1 || q.scalar_shape.size() > 1) {
@@ -317,11 +323,17 @@ void add_fp8_scaled(std::vector<ParamSpec>& params, const std::string& dst, cons
 
 }  // namespace
 
+std::optional<BlockScales> fp8_block_scales(const ModelConfig& c) {
+  const auto fp8 = Fp8Format::detect(c);
+  if (!fp8 || fp8->scheme != Fp8Format::Scheme::kBlock) return std::nullopt;
+  return BlockScales{fp8->block_rows, fp8->block_cols};
+}
+
 LinearQuant linear_quant(const ModelConfig& c, const Layout& l, const KeyProbe& probe, const std::string& linear,
-                         LinearRole role, bool strict) {
+                         LinearRole role, bool strict, bool whole_blocks) {
   if (const auto fp8 = Fp8Format::detect(c)) {
     fp8->refuse_for(c, l.target);
-    if (fp8->scheme == Fp8Format::Scheme::kBlock) return block_quant(*fp8, l, probe, linear, role);
+    if (fp8->scheme == Fp8Format::Scheme::kBlock) return block_quant(*fp8, l, probe, linear, role, whole_blocks);
     return scaled_quant(c, *fp8, l, probe, linear, role);
   }
   const QuantFormat format = QuantFormat::detect(c);

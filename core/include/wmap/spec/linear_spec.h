@@ -134,9 +134,16 @@ void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const st
 // two positive integers, a scale dtype other than F32/BF16/F16, a per-tensor scale that is not
 // one value, a list/scale disagreement, or a combination the target refuses (trtllm per-channel
 // experts: no rowwise FP8 MoE method).
+// `whole_blocks` false: a block-FP8 part takes every block it touches (TensorRT-LLM's DeepSeek
+// loader splits by whole blocks itself, the gcd rule), so no partition is refused for it.
 enum class LinearRole { kDense, kExpert };
 LinearQuant linear_quant(const ModelConfig& config, const Layout& l, const KeyProbe& probe, const std::string& linear,
-                         LinearRole role, bool strict = true);
+                         LinearRole role, bool strict = true, bool whole_blocks = true);
+
+// The checkpoint's FP8 blocks when it is block-FP8 (quant_method "fp8" with weight_block_size),
+// nullopt otherwise: for a family's own block arithmetic (DeepSeek's MLA head splits). Throws
+// kMalformedInput naming the field for a block size that is not two positive integers.
+std::optional<BlockScales> fp8_block_scales(const ModelConfig& config);
 
 // The refusal, if any, of an FP8 checkpoint whose KV heads are duplicated over the ranks
 // (kv_heads < tp_size) under target trtllm: TensorRT-LLM's generic HfWeightMapper
