@@ -32,11 +32,10 @@ TEST(Fp8Encode, EveryFiniteCodeRoundTripsAndMidpointsGoToTheEvenCode) {
   EXPECT_EQ(f32_to_fp8_e4m3_rne(0x1p-11f), 0x00);  // below half the smallest subnormal
 }
 
-std::vector<std::byte> assembled(const std::vector<uint8_t>& codes, const std::vector<float>& scales) {
-  std::vector<std::byte> in(codes.size() + 4 * scales.size());
-  std::memcpy(in.data(), codes.data(), codes.size());
-  std::memcpy(in.data() + codes.size(), scales.data(), 4 * scales.size());
-  return in;
+std::vector<std::byte> bytes_of(const void* data, size_t n) {
+  std::vector<std::byte> out(n);
+  std::memcpy(out.data(), data, n);
+  return out;
 }
 
 TEST(Fp8Requant, ThePartAtTheMaximumComesBackUnchangedTheOthersAreRescaled) {
@@ -47,29 +46,35 @@ TEST(Fp8Requant, ThePartAtTheMaximumComesBackUnchangedTheOthersAreRescaled) {
   const uint64_t n = codes.size();
   std::vector<uint8_t> both = codes;
   both.insert(both.end(), codes.begin(), codes.end());
-  const auto in = assembled(both, {0.25f, 0.5f});
+  const float s[2] = {0.25f, 0.5f};
+  auto in = bytes_of(both.data(), both.size());
+  const auto scales = bytes_of(s, 8);
   std::vector<std::byte> out(2 * n);
-  fp8_requant_to_group_max(in, out, {n, n}, 2, "w");
+  fp8_requant_to_group_max(in, scales, out, {n, n}, 2, "w");
+  fp8_requant_to_group_max(in, scales, in, {n, n}, 2, "w");  // in place: the same bytes
+  EXPECT_EQ(in, out);
   EXPECT_EQ(std::memcmp(out.data() + n, codes.data(), n), 0) << "the part at the maximum scale";
   // Halving the scale ratio halves each value (exact here: powers of two, away from the ends).
   EXPECT_EQ(static_cast<uint8_t>(out[0x38]), f32_to_fp8_e4m3_rne(0.5f));  // 1.0 x 0.25 / 0.5
 }
 
 TEST(Fp8Requant, RefusesNanCodesAndBadScalesNamingTheElement) {
-  const auto nan = assembled({0x10, 0xff}, {1.0f});
+  const uint8_t codes[2] = {0x10, 0xff};
+  const float one = 1.0f, zero = 0.0f;
+  const auto nan = bytes_of(codes, 2), ones = bytes_of(&one, 4), zeros = bytes_of(&zero, 4);
   std::vector<std::byte> out(2);
   try {
-    fp8_requant_to_group_max(nan, out, {2}, 1, "layers.0.qkv_proj.weight");
+    fp8_requant_to_group_max(nan, ones, out, {2}, 1, "layers.0.qkv_proj.weight");
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("layers.0.qkv_proj.weight: part 0 holds a NaN FP8 code (0xff) at element 1"),
               std::string::npos)
         << e.what();
   }
-  const auto zero = assembled({0x10, 0x10}, {0.0f});
-  EXPECT_THROW(fp8_requant_to_group_max(zero, out, {2}, 1, "w"), Error);
+  const uint8_t finite[2] = {0x10, 0x10};
+  EXPECT_THROW(fp8_requant_to_group_max(bytes_of(finite, 2), zeros, out, {2}, 1, "w"), Error);
   std::vector<std::byte> small(1);
-  EXPECT_THROW(fp8_requant_to_group_max(nan, small, {2}, 1, "w"), Error);
+  EXPECT_THROW(fp8_requant_to_group_max(nan, ones, small, {2}, 1, "w"), Error);
 }
 
 TEST(Fp8ScaleMax, GroupsTailAndInversion) {

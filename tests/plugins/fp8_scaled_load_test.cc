@@ -176,6 +176,26 @@ TEST(Fp8Scaled, PlansOfflineFromASavedCatalog) {
   }
 }
 
+// The other places a ModelOpt export states its format: inlined in config.json (ModelOpt >= 0.31,
+// no hf_quant_config.json) and the flat hf_quant_config.json of ModelOpt 1.0 (quant_algo at the top).
+TEST(Fp8Scaled, ModelOptInlinedAndFlatConfigsLoadTheSame) {
+  TempDir dir;
+  const auto ckpt = synth_checkpoint(dir.path(), "qwen3_moe", "ckpt", kDims + " --fp8-format modelopt" + kMoe);
+  const auto inlined = dir / "inlined", flat = dir / "flat";
+  std::filesystem::copy(ckpt, inlined);
+  std::filesystem::remove(inlined / "hf_quant_config.json");
+  auto cfg = nlohmann::json::parse(read_file(inlined / "config.json"));
+  cfg["quantization_config"] = {{"quant_method", "modelopt"}, {"quant_algo", "FP8"}, {"exclude_modules", {"lm_head"}}};
+  write_file(inlined / "config.json", cfg.dump());
+  std::filesystem::copy(ckpt, flat);
+  write_file(flat / "hf_quant_config.json",
+             R"({"producer": {"name": "modelopt", "version": "1.0.0"}, "quant_algo": "FP8", "ignore": ["lm_head"]})");
+  for (const auto& c : {inlined, flat}) {
+    expect_rank_matches(c, 2, 1, "--target trtllm");
+    expect_rank_matches(c, 2, 0, "--target vllm");
+  }
+}
+
 // `plan --expect` with each engine's parameter list (names, shapes, dtypes from the reference).
 TEST(Fp8Scaled, PlanMatchesEachEnginesParameterList) {
   TempDir dir;

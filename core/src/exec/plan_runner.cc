@@ -491,7 +491,7 @@ void PlanRunner::finish(uint32_t i) {
   }
   const auto t0 = Clock::now();
   const PlannedParam& p = params_[i];
-  std::span<std::byte> dst = dst_of(i), written = write_of(i);
+  std::span<std::byte> dst = dst_of(i);
   uint64_t at = 0;
   for (const PlannedPiece& piece : p.pieces) {
     if (!piece.transform.empty()) {
@@ -502,12 +502,17 @@ void PlanRunner::finish(uint32_t i) {
       // A GPU device may run it as a kernel after its copy (device.h).
       if (p.converts() ||
           !device_.defer_transform(*state_[i].buffer, piece.transform, at, piece.out_bytes, p.dtype, key)) {
-        (*fn)(std::span(written.data() + at, piece.out_bytes), p.dtype, key, piece.out_shape());
+        (*fn)(std::span(written_at(i, at), piece.out_bytes), p.dtype, key, piece.out_shape());
       }
     }
     at += piece.out_bytes;
   }
-  if (p.converts()) {
+  if (in_place(p)) {
+    // The weight parts are dst; the scales follow in `assembled` (TensorRT-LLM's requantisation).
+    fp8_requant_to_group_max(dst, state_[i].assembled, dst, p.convert.parts, p.convert.group, p.name);
+    std::vector<std::byte>().swap(state_[i].assembled);
+    add_done(p.nbytes - p.assembled_bytes);
+  } else if (p.converts()) {
     convert_assembled(p, state_[i].assembled, dst);
     std::vector<std::byte>().swap(state_[i].assembled);  // held no longer than needed
     // The pieces counted their assembled bytes; the parameter is nbytes (modular: may be fewer).
@@ -587,7 +592,9 @@ const RandomAccessFile& PlanRunner::file_for(uint32_t shard) {
 void PlanRunner::convert_assembled(const PlannedParam& p, std::span<const std::byte> in, std::span<std::byte> out) {
   const Conversion& c = p.convert;
   if (c.kind == Conversion::Kind::kF32ToBf16) return f32_to_bf16_rne(in, out);
-  if (c.kind == Conversion::Kind::kFp8Requant) return fp8_requant_to_group_max(in, out, c.parts, c.group, p.name);
+  if (c.kind == Conversion::Kind::kFp8Requant) {
+    return fp8_requant_to_group_max(in.subspan(0, p.nbytes), in.subspan(p.nbytes), out, c.parts, c.group, p.name);
+  }
   if (c.kind == Conversion::Kind::kScaleMax) return f32_group_max(in, out, c.group, c.tail, c.invert, p.name);
   if (c.kind == Conversion::Kind::kKvScales) {
     // [k, v] -> [1, k, v]: the [1] reductions of one scale each, after the query's 1.0.
@@ -613,7 +620,9 @@ DeviceBuffer& PlanRunner::buffer_of(uint32_t i) {
   ParamState& s = state_[i];
   std::call_once(s.allocated, [&] {
     s.buffer = device_.allocate_reserved(reservation_, params_[i].nbytes, params_[i].name);
-    if (params_[i].converts()) s.assembled.resize(params_[i].assembled_bytes);
+    if (params_[i].converts()) {
+      s.assembled.resize(params_[i].assembled_bytes - (in_place(params_[i]) ? params_[i].nbytes : 0));
+    }
     if (s.regions) return;
     s.dst = device_.begin_write(*s.buffer);
     if (options_.prefault) prefault(s.dst);
@@ -626,13 +635,17 @@ std::span<std::byte> PlanRunner::dst_of(uint32_t i) {
   return state_[i].dst;
 }
 
-std::span<std::byte> PlanRunner::write_of(uint32_t i) {
+bool PlanRunner::in_place(const PlannedParam& p) { return p.convert.kind == Conversion::Kind::kFp8Requant; }
+
+std::byte* PlanRunner::written_at(uint32_t i, uint64_t off) {
   std::span<std::byte> dst = dst_of(i);
-  return params_[i].converts() ? std::span<std::byte>(state_[i].assembled) : dst;
+  const PlannedParam& p = params_[i];
+  if (in_place(p)) return off < p.nbytes ? dst.data() + off : state_[i].assembled.data() + (off - p.nbytes);
+  return p.converts() ? state_[i].assembled.data() + off : dst.data() + off;
 }
 
 std::byte* PlanRunner::target(uint32_t param, uint64_t dst_off, uint64_t len, Scratch& scratch) {
-  if (!state_[param].regions) return write_of(param).data() + dst_off;
+  if (!state_[param].regions) return written_at(param, dst_off);
   for (auto it = scratch.regions.rbegin(); it != scratch.regions.rend(); ++it) {
     const StagedRegion& r = it->region;
     if (it->param == param && dst_off >= r.offset && dst_off + len <= r.offset + r.host.size()) {

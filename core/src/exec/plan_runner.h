@@ -37,9 +37,11 @@ class PlanRunner {
   struct ParamState {
     std::once_flag allocated;
     std::shared_ptr<DeviceBuffer> buffer;
-    std::span<std::byte> dst;          // host memory for the whole parameter (not in region mode)
-    std::vector<std::byte> assembled;  // a converted parameter's pieces, before its conversion
-    std::atomic<uint64_t> left{0};     // work items (segments, copies, zero fills) still to land
+    std::span<std::byte> dst;  // host memory for the whole parameter (not in region mode)
+    // A converted parameter's pieces, before its conversion; an FP8 requantisation (converted in
+    // place) keeps only its scales here, its weight parts land in `dst` itself.
+    std::vector<std::byte> assembled;
+    std::atomic<uint64_t> left{0};  // work items (segments, copies, zero fills) still to land
     // Region mode (a device that stages writes, Device::stages_writes): each unit fills its part
     // of the parameter in a staged region of its own, published as soon as it is filled; the
     // parameter's transforms (all deferrable) are queued region by region.
@@ -94,8 +96,11 @@ class PlanRunner {
   const RandomAccessFile& verify_file(uint32_t shard);
   DeviceBuffer& buffer_of(uint32_t param);      // allocated on first use
   std::span<std::byte> dst_of(uint32_t param);  // whole-parameter host memory (not region mode)
-  // Where the pieces land (not region mode): dst_of, or a converted parameter's assembly buffer.
-  std::span<std::byte> write_of(uint32_t param);
+  // Where byte `off` of the pieces lands (not region mode): dst_of, a converted parameter's
+  // assembly buffer, or for an in-place conversion dst (the weight) then the buffer (its scales).
+  std::byte* written_at(uint32_t param, uint64_t off);
+  // Whether the parameter is converted in place (kFp8Requant: a byte-for-byte table lookup).
+  static bool in_place(const PlannedParam& p);
   static void convert_assembled(const PlannedParam& p, std::span<const std::byte> in, std::span<std::byte> out);
   // Where bytes [dst_off, dst_off + len) of a parameter are written: its host memory, or the
   // unit's open region holding them.

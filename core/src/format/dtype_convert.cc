@@ -189,17 +189,18 @@ float scale_at(std::span<const std::byte> in, uint64_t i, const std::string& key
 
 }  // namespace
 
-void fp8_requant_to_group_max(std::span<const std::byte> in, std::span<std::byte> out,
-                              const std::vector<uint64_t>& parts, uint64_t group, const std::string& key) {
+void fp8_requant_to_group_max(std::span<const std::byte> in, std::span<const std::byte> scales,
+                              std::span<std::byte> out, const std::vector<uint64_t>& parts, uint64_t group,
+                              const std::string& key) {
   uint64_t weights = 0;
   for (uint64_t p : parts) weights += p;
-  if (group == 0 || parts.size() % group != 0 || in.size() != weights + 4 * parts.size() || out.size() != weights) {
+  if (group == 0 || parts.size() % group != 0 || in.size() != weights || scales.size() != 4 * parts.size() ||
+      out.size() != weights) {
     throw Error(ErrorCode::kValidation, key + ": fp8 requantisation of " + std::to_string(parts.size()) +
                                             " parts in groups of " + std::to_string(group) + " got " +
-                                            std::to_string(in.size()) + " assembled bytes for " +
-                                            std::to_string(out.size()) + " out");
+                                            std::to_string(in.size()) + " weight and " + std::to_string(scales.size()) +
+                                            " scale bytes for " + std::to_string(out.size()) + " out");
   }
-  const std::span<const std::byte> scales = in.subspan(weights);
   uint64_t at = 0;
   for (size_t g = 0; g < parts.size(); g += group) {
     float smax = 0.0f;

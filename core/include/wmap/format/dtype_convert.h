@@ -36,15 +36,17 @@ float bf16_round(float x);
 
 // TensorRT-LLM's per-tensor FP8 requantisation of one fused parameter inside its load_weights
 // (linear.py rescale_fused_weights; fused_moe quantization.py
-// requantize_expert_w3_w1_weight_fp8_qdq): `in` holds the F8_E4M3 parts (parts[i] bytes each,
-// one after the other) then one F32 scale per part; parts form groups of `group` (a fused q/k/v,
+// requantize_expert_w3_w1_weight_fp8_qdq): `weights` holds the F8_E4M3 parts (parts[i] bytes each,
+// one after the other), `scales` one F32 scale per part; `out` may be `weights` itself (in
+// place); parts form groups of `group` (a fused q/k/v,
 // gate/up, or one expert's w3/w1) and each part is requantised to its group's largest scale:
 //   t = bf16(f32(w) * bf16(s_i)),  u = bf16(t / bf16(s_max)),  w' = e4m3_rne(u)
 // (the scales are 0-d CUDA tensors, loaded as the bf16 of the weight in torch's CUDA loops;
 // fp8.md section 7). `out` receives the requantised parts. Throws kValidation naming `key`
 // and the element for a NaN weight code or a scale that is not finite and positive.
-void fp8_requant_to_group_max(std::span<const std::byte> in, std::span<std::byte> out,
-                              const std::vector<uint64_t>& parts, uint64_t group, const std::string& key);
+void fp8_requant_to_group_max(std::span<const std::byte> weights, std::span<const std::byte> scales,
+                              std::span<std::byte> out, const std::vector<uint64_t>& parts, uint64_t group,
+                              const std::string& key);
 
 // Scale reductions of TensorRT-LLM's FP8 per-tensor methods, over F32 values: out[i] = the max
 // of in[i*group, (i+1)*group) (its F32 reciprocal when `invert`), times the max of the `tail`
