@@ -6,6 +6,9 @@
 #include <fnmatch.h>
 #include <re2/re2.h>
 
+#include <memory>
+#include <unordered_map>
+
 #include "wmap/util/error.h"
 
 namespace wmap {
@@ -127,8 +130,11 @@ bool Fp8Format::ignores(std::string_view linear) const {
     if (source == Source::kCompressedTensors) {
       // vLLM's _is_equal_or_regex_match: "re:" + a pattern re.match()ed (anchored at the start).
       if (pattern.rfind("re:", 0) == 0) {
-        const RE2 re("^(?:" + pattern.substr(3) + ")", RE2::Quiet);
-        if (re.ok() && RE2::PartialMatch(name, re)) return true;
+        // Asked once per linear of the model: each pattern is compiled once per thread.
+        thread_local std::unordered_map<std::string, std::unique_ptr<RE2>> compiled;
+        auto& re = compiled[pattern];
+        if (!re) re = std::make_unique<RE2>("^(?:" + pattern.substr(3) + ")", RE2::Quiet);
+        if (re->ok() && RE2::PartialMatch(name, *re)) return true;
       } else if (pattern == name) {
         return true;
       }
