@@ -60,7 +60,7 @@ def test_every_spelling_of_cuda_exports_cuda_memory():
 
 def test_digests_on_cuda_equal_the_host_load():
     """load(digests=True) on the fake GPU: each parameter copied back and hashed on the host; the
-    same XXH3-64 as the host load, NVFP4 scale inversions (run on the "device") included."""
+    same XXH3-64 as the host load, NVFP4's host-converted scales included."""
     fake.install(devices=1)
     try:
         with TempDir() as d:

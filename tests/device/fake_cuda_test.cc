@@ -190,14 +190,15 @@ TEST(FakeCuda, DigestsAndVerificationEqualTheHostLoad) {
 }
 
 // Global scales inverted by the "kernel" (the host rule, run by the fake's stream) region by region.
-TEST(FakeCuda, Nvfp4ScaleInversionsQueuedAfterTheirCopies) {
+// TensorRT-LLM's NVFP4 parameters (swizzled scales, inverted and multiplied global scales) are
+// assembled and converted on the host, then published through the seam like any other bytes.
+TEST(FakeCuda, Nvfp4ConvertedParametersPublishedBitExact) {
   TempDir dir;
-  const auto ckpt = synth(dir, "qwen3_moe", "--nvfp4");
-  expect_every_rank_matches_through_fake(ckpt, {{2, 0, 2}});
-  auto fake = std::make_shared<FakeCudaRuntime>();
-  auto device = make_cuda_device(0, fake);
-  load(ckpt, *device, {});
-  EXPECT_GT(fake->counts().kernels, 0u);
+  const std::string dims =
+      "--nvfp4 --hidden 256 --heads 4 --kv-heads 2 --head-dim 128 --intermediate 512 "
+      "--experts 4 --moe-intermediate 192";
+  expect_every_rank_matches_through_fake(synth(dir, "qwen3_moe", dims), {{2, 0, 2}});
+  expect_every_rank_matches_through_fake(synth(dir, "qwen3_moe", dims + " --nvfp4-format modelopt"), {{2, 0, 2}});
 }
 
 // An engine (torch) in the same process keeps its current device across our calls.

@@ -105,11 +105,13 @@ TEST(GpuLoad, Qwen3MoeBitExact) {
 }
 
 // Global scales inverted by the kernel: strict for dense layers, lenient (a zero scale) for experts.
-TEST(GpuLoad, Nvfp4ScalesInvertedOnTheGpuBitExact) {
+TEST(GpuLoad, Nvfp4BitExact) {
   WMAP_SKIP_WITHOUT_GPU();
   TempDir dir;
-  expect_gpu_ranks_match(synth(dir, "llama", "--nvfp4"), {"--tp-size 1", "--tp-size 2"});
-  expect_gpu_ranks_match(synth(dir, "qwen3_moe", "--nvfp4"), {"--tp-size 2 --ep-size 2"});
+  const std::string dims = "--nvfp4 --hidden 256 --heads 4 --kv-heads 2 --head-dim 128 --intermediate 512";
+  expect_gpu_ranks_match(synth(dir, "llama", dims), {"--tp-size 1", "--tp-size 2", "--tp-size 2 --target vllm"});
+  expect_gpu_ranks_match(synth(dir, "qwen3_moe", dims + " --experts 4 --moe-intermediate 192 --nvfp4-format modelopt"),
+                         {"--tp-size 2 --ep-size 2", "--tp-size 2 --target vllm"});
 }
 
 TEST(GpuLoad, DenseZeroGlobalScaleIsAnErrorNamingTheKey) {

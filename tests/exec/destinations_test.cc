@@ -113,7 +113,9 @@ TEST_F(Destinations, LlamaAndDeepseekFp8BitExactAsTheOwnLoadUnderBothTargets) {
   for (const auto& c :
        {Case{"llama", "", 2, 1, Target::kTrtllm}, Case{"llama", "", 4, 3, Target::kVllm},
         Case{"deepseek_v3", "--fp8", 2, 0, Target::kTrtllm},
-        Case{"deepseek_v3", "--fp8 --heads 8 --intermediate 512 --moe-intermediate 512", 2, 1, Target::kVllm}}) {
+        Case{"deepseek_v3", "--fp8 --heads 8 --intermediate 512 --moe-intermediate 512", 2, 1, Target::kVllm},
+        Case{"qwen3_moe", "--nvfp4 --nvfp4-format modelopt", 2, 1, Target::kTrtllm},
+        Case{"qwen3_moe", "--nvfp4", 2, 0, Target::kVllm}}) {
     prepare(c.family, c.flags, c.tp, c.rank, c.target);
     const auto want = own_load();
     const LoadIntoReport r = load_into();
@@ -214,18 +216,28 @@ TEST_F(Destinations, EngineOwnedAndIgnoredNamesAreLeftUntouched) {
   EXPECT_NE(invalid_argument(o).find("ignore pattern '(unclosed' does not compile"), std::string::npos);
 }
 
-// The same name is not engine-owned where the engine creates it empty and fills it in its own
-// load_weights (NVFP4 linears), or does not have it (a BF16 model): never left unwritten.
+// The same name is not engine-owned where the engine does not have it (a BF16 model), or creates
+// it empty and fills it in its own load_weights (an unfused NVFP4 linear): never left unwritten.
+// A fused NVFP4 linear's inv_input_scale is torch.empty and never written: left to the engine.
 TEST_F(Destinations, AnInputScaleOutsideFp8IsNotEngineOwned) {
-  for (const char* flags : {"", "--nvfp4"}) {
-    SCOPED_TRACE(flags);
-    prepare("llama", flags);
-    std::vector<std::byte> scale(4, kSentinel);
-    dests_.push_back(
-        {"model.layers.0.self_attn.o_proj.inv_input_scale", scale.data(), 4, {}, 4, DType::kF32, "host", true});
-    EXPECT_NE(refused().find("model.layers.0.self_attn.o_proj.inv_input_scale: a destination the plan does not fill"),
-              std::string::npos);
-  }
+  const std::string o_proj = "model.layers.0.self_attn.o_proj.inv_input_scale";
+  prepare("llama", "");
+  std::vector<std::byte> scale(4, kSentinel);
+  dests_.push_back({o_proj, scale.data(), 4, {}, 4, DType::kF32, "host", true});
+  EXPECT_NE(refused().find(o_proj + ": a destination the plan does not fill"), std::string::npos);
+  std::filesystem::remove_all(ckpt_);
+
+  prepare("llama", "--nvfp4");
+  const auto want = own_load();
+  ASSERT_EQ(want.count(o_proj), 1u) << "planned: load_weights_vanilla writes input_scale / 6";
+  std::vector<std::byte> fused(4, kSentinel), kv(12, kSentinel);
+  const std::string qkv = "model.layers.0.self_attn.qkv_proj.";
+  dests_.push_back({qkv + "inv_input_scale", fused.data(), 4, {1}, 4, DType::kF32, "host", true});
+  dests_.push_back({qkv + "kv_scales", kv.data(), 12, {3}, 4, DType::kF32, "host", true});
+  const LoadIntoReport r = load_into();
+  EXPECT_EQ(r.engine_owned, (std::vector<std::string>{qkv + "inv_input_scale", qkv + "kv_scales"}));
+  EXPECT_TRUE(std::all_of(fused.begin(), fused.end(), [](std::byte b) { return b == kSentinel; }));
+  for (const auto& [name, bytes] : buffers_) EXPECT_EQ(bytes, want.at(name)) << name;
 }
 
 TEST_F(Destinations, AnIgnorePatternOverAPlannedParameterIsRefused) {

@@ -28,7 +28,7 @@ const std::string kCatalogCanonical =
     "\n";
 const std::string kCatalogId = "14a8fd23af26df1930b0d02843baa9b0719c7968848d077bb17bc440773f474a";
 const std::string kPlanJson =
-    R"({"format":"wmap-plan","version":9,"plan_id":"40cf09b7f3b3b93240c12f7e5fccfc1ad4a2b93a204ee484ba164e11b8ad1530)"
+    R"({"format":"wmap-plan","version":10,"plan_id":"8b8e9b5f4ba5d04eafdcf9555b79c734c2b4ef71894a6fc3bc6223c23c866cd0)"
     R"(","catalog_id":"14a8fd23af26df1930b0d02843baa9b0719c7968848d077bb17bc440773f474a","plugin":)"
     R"("pin","architecture":"PinForCausalLM","layout":{"tp_size":1,"tp_rank":0,"ep_size":1,"pp_size":1,"pp_rank":0,"pp_partition":null,"mtp_layers":null,"target":"trtllm")"
     R"(,"attention_dp":false,"gpus_per_node":8,"moe_backend":null},"quantization":null,"ok":true,"cove)"
@@ -49,7 +49,7 @@ const std::string kPlanJson =
     "\n"
     R"(["read",0,88,112,2,null,null,[88,112]]]}})"
     "\n";
-const std::string kPlanId = "40cf09b7f3b3b93240c12f7e5fccfc1ad4a2b93a204ee484ba164e11b8ad1530";
+const std::string kPlanId = "8b8e9b5f4ba5d04eafdcf9555b79c734c2b4ef71894a6fc3bc6223c23c866cd0";
 
 Catalog tiny_catalog() {
   ShardRecord shard;

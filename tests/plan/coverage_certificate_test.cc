@@ -285,9 +285,19 @@ TEST(CoverageScales, TheLinearBuildersDeclareEachWeightsScales) {
   ASSERT_EQ(fp8.size(), 2u);
   EXPECT_EQ(fp8[0].scales, std::vector<std::string>{"l.weight_scale"});
   EXPECT_TRUE(fp8[1].scales.empty());
-  spec::add_linear(nvfp4, "l", ".", {spec::whole_linear("x", {16, 8})}, spec::LinearQuant::nvfp4(true));
+  using Nvfp4 = spec::LinearQuant::Nvfp4Params;
+  spec::add_linear(nvfp4, "l", ".", {spec::whole_linear("x", {16, 8})},
+                   spec::LinearQuant::nvfp4(Nvfp4::kVllmModelOpt, false, true));
   ASSERT_EQ(nvfp4.size(), 4u);
   EXPECT_EQ(nvfp4[0].scales, (std::vector<std::string>{"l.weight_scale", "l.weight_scale_2", "l.input_scale"}));
+  std::vector<ParamSpec> trt;  // TensorRT-LLM's unfused linear: swizzled scale, input scale, its products
+  spec::add_linear(trt, "l", ".", {spec::whole_linear("x", {16, 8})},
+                   spec::LinearQuant::nvfp4(Nvfp4::kTrtllm, true, true));
+  ASSERT_EQ(trt.size(), 6u);
+  EXPECT_EQ(trt[0].scales, (std::vector<std::string>{"l.weight_scale", "l.input_scale", "l.weight_scale_2", "l.alpha",
+                                                     "l.inv_input_scale"}));
+  EXPECT_EQ(trt[1].shape, std::vector<uint64_t>{128 * 4});  // rup(16, 128) x rup(1, 4), swizzled
+  EXPECT_EQ(trt[1].convert.kind, Conversion::Kind::kBlockScaleSwizzle);
   spec::add_linear(plain, "l", ".", {spec::whole_linear("x", {16, 8})}, spec::LinearQuant::none());
   ASSERT_EQ(plain.size(), 1u);
   EXPECT_TRUE(plain[0].scales.empty());
@@ -379,7 +389,7 @@ size_t expect_certified(const LoadPlan& plan, const std::string& label) {
   simdjson::dom::parser parser;
   const simdjson::padded_string text(plan.to_json());
   const simdjson::dom::element doc = parser.parse(text).value();
-  EXPECT_EQ(doc["version"].get_uint64().value(), 9u);
+  EXPECT_EQ(doc["version"].get_uint64().value(), 10u);
   const simdjson::dom::object cert = doc["certificate"].get_object().value();
   EXPECT_TRUE(cert["ok"].get_bool().value()) << label;
   EXPECT_EQ(cert["params"].get_uint64().value(), checked) << label;

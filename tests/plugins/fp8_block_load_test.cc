@@ -123,7 +123,7 @@ TEST(Fp8Block, RefusalsNameTheReasonBeforeAnyRead) {
           "quantization_config (compressed-tensors per-channel FP8) quantises it (not in ignore), but the checkpoint "
           "has no model.layers.0.self_attn.q_proj.weight_scale");
   refused(with_quant("modelopt", R"({"quant_method": "modelopt"})"), "",
-          "quantization_config.quant_algo: ModelOpt '' is not served (only 'FP8', per-tensor)");
+          "quantization_config.quant_algo: ModelOpt '' is not served (only 'FP8', per-tensor, and 'NVFP4')");
   // A family whose quantised layout has not been read refuses any quantization_config by name.
   const auto llama4 = synth_checkpoint(dir.path(), "llama4_text", "llama4", "");
   auto cfg4 = nlohmann::json::parse(read_file(llama4 / "config.json"));

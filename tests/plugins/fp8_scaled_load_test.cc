@@ -256,7 +256,9 @@ TEST(Fp8Scaled, EngineRefusalsNameTheirReasonBeforeAnyRead) {
   std::string hq = read_file(nvfp4 / "hf_quant_config.json");
   hq.replace(hq.find("\"FP8\""), 5, "\"NVFP4\"");
   write_file(nvfp4 / "hf_quant_config.json", hq);
-  refused(nvfp4, "", "quantization_config.quant_algo: ModelOpt 'NVFP4' is not served (only 'FP8', per-tensor)");
+  refused(nvfp4, "",
+          "model.layers.0.self_attn.q_proj.weight: stored as F8_E4M3, but quantization_config (ModelOpt NVFP4) "
+          "packs NVFP4 weights as U8");
   refused(with_config(
               tensor, dir / "block",
               [](auto& c) { c["quantization_config"]["config_groups"]["group_0"]["weights"]["strategy"] = "block"; }),

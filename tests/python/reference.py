@@ -475,6 +475,10 @@ class Quant:
             # AutoFP8: one scale per tensor (fp8.md 8.3).
             self.mode, self.source = "fp8t", "autofp8"
             self.static = qc.get("activation_scheme") == "static"
+        elif method == "modelopt" and qc.get("quant_algo") == "NVFP4":
+            # ModelOpt NVFP4 (int4-nvfp4.md 1(d)): weight U8, weight_scale F8, 0-d weight_scale_2 /
+            # input_scale.
+            self.mode, self.source = "nvfp4", "modelopt"
         elif method == "modelopt":
             if qc.get("quant_algo") != "FP8":
                 raise BadInput("modelopt quant_algo %r is not FP8" % qc.get("quant_algo"))
@@ -494,8 +498,9 @@ class Quant:
             else:
                 raise BadInput("compressed-tensors strategy %r not served" % strategy)
         elif method == "compressed-tensors":
-            # NVFP4 linears are recognised per linear by their `weight_packed` key.
-            self.mode = "nvfp4"
+            # NVFP4 linears are recognised per linear by their `weight_packed` key; the global
+            # scales are stored as 1 / ModelOpt's.
+            self.mode, self.source = "nvfp4", "ct"
 
 
 # FP8 E4M3 ("fn") codes and TensorRT-LLM's per-tensor requantisation (fp8.md section 7), written
@@ -571,14 +576,59 @@ def trt_requant(codes, s, smax):
     return e4m3_encode(u).reshape(codes.shape)
 
 
+# NVFP4 (int4-nvfp4.md section 6), written from its text: the 128x4 block-scale swizzle and
+# TensorRT-LLM's global-scale arithmetic in float32, in the engine's operation order.
+
+def swizzle_128x4(codes, pad_rows, pad_cols):
+    """uint8 [rows, cols] -> uint8 [pad_rows * pad_cols]: byte (m, k) goes to
+    k%4 + (k//4)*512 + (m%32)*16 + ((m%128)//32)*4 + (m//128)*128*pad_cols; the rest zero."""
+    rows, cols = codes.shape
+    if rows > pad_rows or cols > pad_cols or pad_rows % 128 or pad_cols % 4:
+        raise BadInput("swizzle: [%d, %d] does not fit [%d, %d]" % (rows, cols, pad_rows, pad_cols))
+    m = np.arange(rows, dtype=np.int64)[:, None]
+    k = np.arange(cols, dtype=np.int64)[None, :]
+    at = k % 4 + (k // 4) * 512 + (m % 32) * 16 + ((m % 128) // 32) * 4 + (m // 128) * 128 * pad_cols
+    out = np.zeros(pad_rows * pad_cols, dtype=np.uint8)
+    out[at.reshape(-1)] = codes.reshape(-1)
+    return out
+
+
+def modelopt_global(t, ct, strict, key):
+    """A part's global scale as ModelOpt's float32 value: compressed-tensors' reciprocal inverted
+    (TensorRT-LLM's compressed_tensors.py rename; x > 0 ? 1/x : 0, strict layers refuse bad ones)."""
+    if ct:
+        t = invert_global_scale(key, t, strict)
+    return np.float32(t.data.reshape(-1)[0].view(np.float32))
+
+
+def close_f32(a, b):
+    """torch.allclose's default: |a - b| <= 1e-8 + 1e-5 * |b|."""
+    return abs(float(a) - float(b)) <= 1e-8 + 1e-5 * abs(float(b))
+
+
+def f32_inv(x):
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        return np.float32(np.float32(1.0) / np.float32(x))
+
+
+def f32_mul(a, b):
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.float32(np.float32(a) * np.float32(b))
+
+
+def as_words(codes, dtype):
+    """uint8 bytes (last dim a multiple of the word) viewed as I64 / I32 words."""
+    raw = {"I64": np.uint64, "I32": np.uint32}[dtype]
+    return Tensor(dtype, np.ascontiguousarray(codes).view(raw))
+
+
 class Linear:
     """All tensors of one source linear, keyed by canonical suffix ('weight', 'bias',
     'weight_scale_inv', 'weight_scale', 'weight_scale_2', 'input_scale')."""
 
-    def __init__(self, name, parts, raw=None):
+    def __init__(self, name, parts):
         self.name = name
         self.parts = parts  # suffix -> (source key, Tensor)
-        self.raw = raw or {}  # global-scale suffix -> source Tensor before inversion
 
 
 def invert_global_scale(key, t, strict):
@@ -606,21 +656,25 @@ def widen_to_f32(key, t):
     raise BadInput("%s: FP8 block scales stored as %s; expected F32, BF16 or F16" % (key, t.dtype))
 
 
-def load_linear(ck, q, prefix, strict_global=True, with_bias=False):
+def load_linear(ck, q, prefix, with_bias=False):
     """Read the tensors of linear `prefix` (e.g. model.layers.0.self_attn.q_proj)."""
-    parts, raw = OrderedDict(), {}
-    if q.mode == "nvfp4" and ck.has(prefix + ".weight_packed"):
-        if ck.has(prefix + ".weight"):
+    parts = OrderedDict()
+    if q.mode == "nvfp4" and (ck.has(prefix + ".weight_packed") or ck.has(prefix + ".weight_scale")):
+        # NVFP4 parts: weight (U8 codes), weight_scale (F8 per 16 values), and the raw global
+        # scales "nws2" / "nis" as stored (compressed-tensors: reciprocals of ModelOpt's).
+        ct = q.source == "ct"
+        wkey = prefix + (".weight_packed" if ct else ".weight")
+        if ct and ck.has(prefix + ".weight"):
             raise BadInput("%s.weight_packed renames onto existing key %s.weight" % (prefix, prefix))
-        parts["weight"] = (prefix + ".weight_packed", ck.get(prefix + ".weight_packed"))
+        parts["weight"] = (wkey, ck.get(wkey))
         parts["weight_scale"] = (prefix + ".weight_scale", ck.get(prefix + ".weight_scale"))
-        for src, dst in (("weight_global_scale", "weight_scale_2"), ("input_global_scale", "input_scale")):
-            if ck.has(prefix + "." + src):
-                if ck.has(prefix + "." + dst):
-                    raise BadInput("%s.%s renames onto existing key %s.%s" % (prefix, src, prefix, dst))
-                key = prefix + "." + src
-                raw[dst] = ck.get(key)
-                parts[dst] = (key, invert_global_scale(key, raw[dst], strict_global))
+        for src, dst in ((("weight_global_scale", "nws2"), ("input_global_scale", "nis")) if ct
+                         else (("weight_scale_2", "nws2"), ("input_scale", "nis"))):
+            key = prefix + "." + src
+            t = ck.get(key)
+            if t.dtype != "F32" or t.data.size != 1:
+                raise BadInput("%s: an NVFP4 global scale is one F32 value, not %s %s" % (key, t.dtype, t.shape))
+            parts[dst] = (key, t)
     else:
         parts["weight"] = (prefix + ".weight", ck.get(prefix + ".weight"))
         if q.mode == "fp8" and ck.has(prefix + ".weight_scale_inv"):
@@ -640,7 +694,7 @@ def load_linear(ck, q, prefix, strict_global=True, with_bias=False):
             parts["cscale"] = (key, widen_to_f32(key, ck.get(key)))
     if with_bias:
         parts["bias"] = (prefix + ".bias", ck.get(prefix + ".bias"))
-    return Linear(prefix, parts, raw)
+    return Linear(prefix, parts)
 
 
 def _scale_range(a, b, block):
@@ -735,27 +789,6 @@ def whole(lin):
     return OrderedDict((k, v[1]) for k, v in lin.parts.items())
 
 
-GLOBAL_SUFFIXES = ("weight_scale_2", "input_scale")
-
-
-def expert_globals_agree(up, gate):
-    """NVFP4 expert w3/w1 global scales: the sources must agree within
-    |a-b| <= 1e-8 + 1e-5*|b| (a = up/w3's value, b = gate/w1's); the fused parameter takes the
-    up source's (inverted) value.  Equal inverted values (e.g. both non-positive) also agree."""
-    for s in GLOBAL_SUFFIXES:
-        if (s in up.parts) != (s in gate.parts):
-            raise BadInput("%s / %s: only one carries %s" % (up.name, gate.name, s))
-        if s not in up.parts:
-            continue
-        (ka, ta), (kb, tb) = up.parts[s], gate.parts[s]
-        if ta.to_bytes() == tb.to_bytes() and ta.shape == tb.shape:
-            continue
-        a = up.raw[s].data.view(np.float32).astype(np.float64)
-        b = gate.raw[s].data.view(np.float32).astype(np.float64)
-        if a.shape != b.shape or not np.all(np.abs(a - b) <= 1e-8 + 1e-5 * np.abs(b)):
-            raise BadInput("expert global scales differ beyond tolerance: %s and %s" % (ka, kb))
-
-
 class Builder:
     """Family builders share the target-aware helpers below; each target's rule for a
     helper sits in that helper (vocabulary, splits, fused parameters, names, experts)."""
@@ -801,6 +834,8 @@ class Builder:
         `<linear>.weight_scale`, vllm keeps `<linear>.weight_scale_inv`."""
         if "wscale" in parts or "cscale" in parts:
             parts = self.fp8_scaled([parts])
+        if "nws2" in parts:
+            parts = self.nvfp4_linear([parts], [name])
         for suffix, t in parts.items():
             if suffix == "weight_scale_inv" and not self.lay.vllm:
                 suffix = "weight_scale"
@@ -884,7 +919,58 @@ class Builder:
             self.fp8_block_check(n, p, 0, p["weight"].shape[0], "non-final fused part")
         if "wscale" in pieces[0] or "cscale" in pieces[0]:
             return self.fp8_scaled(pieces)
+        if "nws2" in pieces[0]:
+            return self.nvfp4_linear(pieces, names)
         return fuse(pieces, names, what, check_globals)
+
+    def nvfp4_linear(self, pieces, names):
+        """NVFP4 dense linear from its split parts (int4-nvfp4.md 6.1, 6.3).
+        vllm: weight U8 and weight_scale F8 concatenated, weight_scale_2 / input_scale one raw slot
+        per part [n] (compressed-tensors: weight_packed, weight_global_scale, input_global_scale).
+        trtllm: parts' input/weight_scale_2 equal (ModelOpt values); weight_scale the 128x4
+        swizzle of the concatenated scales, U8 [rup(rows,128)*rup(cols,4)]; input_scale [1] =
+        1/is; weight_scale_2 [1]; alpha [1] = is*ws2; inv_input_scale [1] = (1/is)*(1/6) on an
+        unfused linear only."""
+        if "nws2" not in pieces[-1]:
+            raise BadInput("%s: NVFP4 and unquantised parts fused" % ", ".join(names))
+        for p, n in zip(pieces, names):
+            if p["weight"].shape[1] % 8:
+                raise BadInput("%s: %d input features a rank are not whole NVFP4 blocks of 16"
+                               % (n, 2 * p["weight"].shape[1]))
+        out = OrderedDict()
+        ct = self.q.source == "ct"
+        if "bias" in pieces[0]:
+            out["bias"] = concat([p["bias"] for p in pieces], 0, "nvfp4 bias")
+        weight = concat([p["weight"] for p in pieces], 0, "nvfp4 weight")
+        scales = concat([p["weight_scale"] for p in pieces], 0, "nvfp4 scales")
+        if self.lay.vllm:
+            n = len(pieces)
+            out["weight_packed" if ct else "weight"] = weight
+            out["weight_scale"] = scales
+            out["weight_global_scale" if ct else "weight_scale_2"] = Tensor(
+                "F32", np.array([p["nws2"].data.reshape(-1)[0] for p in pieces], dtype=np.uint32).reshape(n))
+            out["input_global_scale" if ct else "input_scale"] = Tensor(
+                "F32", np.array([p["nis"].data.reshape(-1)[0] for p in pieces], dtype=np.uint32).reshape(n))
+            return out
+        for g in ("nws2", "nis"):
+            first = pieces[0][g].to_bytes()
+            for p, n in zip(pieces[1:], names[1:]):
+                if p[g].to_bytes() != first:
+                    raise BadInput("%s / %s: NVFP4 %s differ (TensorRT-LLM asserts them equal)"
+                                   % (names[0], n, "input scales" if g == "nis" else "weight_scale_2"))
+        ws2 = modelopt_global(pieces[0]["nws2"], ct, True,
+                              names[0] + (".weight_global_scale" if ct else ".weight_scale_2"))
+        isc = modelopt_global(pieces[0]["nis"], ct, True, names[0] + (".input_global_scale" if ct else ".input_scale"))
+        rows, cols = scales.shape
+        pr, pc = ceil_div(rows, 128) * 128, ceil_div(cols, 4) * 4
+        out["weight"] = weight
+        out["weight_scale"] = Tensor("U8", swizzle_128x4(scales.data, pr, pc))
+        out["input_scale"] = f32_tensor([f32_inv(isc)], (1,))
+        out["weight_scale_2"] = f32_tensor([ws2], (1,))
+        out["alpha"] = f32_tensor([f32_mul(isc, ws2)], (1,))
+        if len(pieces) == 1:
+            out["inv_input_scale"] = f32_tensor([f32_mul(f32_inv(isc), f32_inv(np.float32(6.0)))], (1,))
+        return out
 
     # Llama-style gated MLP: gate_up_proj = concat(gate rows r, up rows r); down row-parallel.
     def gated_mlp(self, dst_pre, src_pre, bias=False, T=None, r=None):
@@ -924,22 +1010,20 @@ class Builder:
             raise BadInput("%s: rank %d holds no expert (%d experts, tp_size %d)" % (src_pre, lay.r, E, lay.T))
         if self.q.mode in ("fp8t", "fp8c"):
             return self.experts_fp8(dst_pre, src_pre, E, inter, first, n, mT, mr, labels)
+        if self.q.mode == "nvfp4":
+            return self.experts_nvfp4(dst_pre, src_pre, E, inter, first, n, mT, mr, labels)
         ck, q = self.ck, self.q
         w_in, w2 = [], []
         for j in range(first, first + n):
             ep = "%s.%d" % (src_pre, j)
-            g = load_linear(ck, q, ep + ".gate_proj", strict_global=False)
-            u = load_linear(ck, q, ep + ".up_proj", strict_global=False)
-            d = load_linear(ck, q, ep + ".down_proj", strict_global=False)
+            g = load_linear(ck, q, ep + ".gate_proj")
+            u = load_linear(ck, q, ep + ".up_proj")
+            d = load_linear(ck, q, ep + ".down_proj")
             expect_shape(g.parts["weight"][0], g.parts["weight"][1],
                          (inter, g.parts["weight"][1].shape[1]))
-            expert_globals_agree(u, g)
             gs, us = self.split(g, 0, mT, mr), self.split(u, 0, mT, mr)
             if order == "gate_up":
                 fused = self.fuse([gs, us], [g.name, u.name], dst_pre + "." + labels[0], False)
-                for s in GLOBAL_SUFFIXES:  # the up (w3) source's value
-                    if s in us:
-                        fused[s] = us[s]
             else:
                 fused = self.fuse([us, gs], [u.name, g.name], dst_pre + "." + labels[0], False)
             w_in.append(fused)
@@ -948,6 +1032,17 @@ class Builder:
             for suffix in lst[0]:
                 name = "%s.%s_%s" % (dst_pre, label, self.expert_suffix(suffix))
                 self.params[name] = stack([x[suffix] for x in lst], name)
+
+    def local_experts(self, src_pre, inter, first, n, mT, mr):
+        """(gate, up, down, gate split, up split, down split) of experts first..first+n-1: gate
+        and up column-split, down row-split over the MoE tp group (mT ranks, this one mr)."""
+        out = []
+        for j in range(first, first + n):
+            ep = "%s.%d" % (src_pre, j)
+            g, u, d = (load_linear(self.ck, self.q, ep + p) for p in (".gate_proj", ".up_proj", ".down_proj"))
+            expect_shape(g.parts["weight"][0], g.parts["weight"][1], (inter, g.parts["weight"][1].shape[1]))
+            out.append((g, u, d, self.split(g, 0, mT, mr), self.split(u, 0, mT, mr), self.split(d, 1, mT, mr)))
+        return out
 
     def experts_fp8(self, dst_pre, src_pre, E, inter, first, n, mT, mr, labels):
         """Per-tensor / per-channel FP8 experts (fp8.md sections 6-8).  vllm: w13 [gate; up] raw,
@@ -959,14 +1054,7 @@ class Builder:
         ck, q, lay = self.ck, self.q, self.lay
         if not lay.vllm and q.mode == "fp8c":
             raise BadInput("%s: TensorRT-LLM has no per-channel FP8 MoE method" % src_pre)
-        rows = []
-        for j in range(first, first + n):
-            ep = "%s.%d" % (src_pre, j)
-            g = load_linear(ck, q, ep + ".gate_proj")
-            u = load_linear(ck, q, ep + ".up_proj")
-            d = load_linear(ck, q, ep + ".down_proj")
-            expect_shape(g.parts["weight"][0], g.parts["weight"][1], (inter, g.parts["weight"][1].shape[1]))
-            rows.append((g, self.split(g, 0, mT, mr), self.split(u, 0, mT, mr), self.split(d, 1, mT, mr)))
+        rows = [(g, gs, us, ds) for g, _, _, gs, us, ds in self.local_experts(src_pre, inter, first, n, mT, mr)]
         f, w2 = dst_pre + "." + labels[0], dst_pre + "." + labels[1]
         stacked = lambda ts, name: stack(ts, name)
         if lay.vllm:
@@ -1007,6 +1095,96 @@ class Builder:
             [np.float32(f32_of(ds["wscale"]) * a2) for _, _, _, ds in rows], (n,))
         self.params[dst_pre + ".fc2_quant"] = f32_tensor(np.float32(1.0) / a2, ())
         self.params[dst_pre + ".fc31_input_dequant"] = f32_tensor(a13, ())
+
+    def experts_nvfp4(self, dst_pre, src_pre, E, inter, first, n, mT, mr, labels):
+        """NVFP4 experts (int4-nvfp4.md 6.2, 6.4).
+        vllm ModelOpt: w13_weight [n, 2Ip, H/2] = [gate; up], w13_weight_scale F8, w13_weight_scale_2
+        [n, 2] raw per slot, w13_input_scale [n, 2] one value over both slots (gate and up must
+        agree), w2_* [n]; compressed-tensors: *_weight_packed, *_weight_global_scale and
+        *_input_global_scale, per slot.
+        trtllm CUTLASS: A = rup(2 Ipp, 128); w3_w1_weight I64 [n, A, H/16] = [up; gate] bytes with
+        zero rows at the end; w2_weight I64 [n, H, A/32] (down's Ipp/2 bytes a row, zero padded);
+        w3_w1_weight_scale I32 [n, A, H/64] = per expert swizzle of [up_s; gate_s] padded to [A, H/16];
+        w2_weight_scale I32 [n, H, A/128] = swizzle of down_s padded to [H, A/32];
+        fc31_input_scale = 1/max over all E experts of w1's input scale (w3's close to it),
+        fc2_input_scale likewise of w2's; fc31_alpha[e] = 1/(fc31_input_scale * (1/ws2)), ws2 = w1's
+        unless w3's is not close (then the max); fc2_alpha[e] = 1/(fc2_input_scale * (1/ws2_w2))."""
+        ck, q, lay = self.ck, self.q, self.lay
+        ct = q.source == "ct"
+        rows = self.local_experts(src_pre, inter, first, n, mT, mr)
+        for g, _, d, gs, _, ds in rows:
+            for part, name in ((gs, g.name), (ds, d.name)):
+                if part["weight"].shape[1] % 8:
+                    raise BadInput("%s: %d input features a rank are not whole NVFP4 blocks"
+                                   % (name, 2 * part["weight"].shape[1]))
+        f, w2 = dst_pre + "." + labels[0], dst_pre + "." + labels[1]
+        raw = lambda t: t.data.reshape(-1)[0]
+        P = self.params
+        if lay.vllm:
+            wn, s2n, isn = ("weight_packed", "weight_global_scale", "input_global_scale") if ct else \
+                ("weight", "weight_scale_2", "input_scale")
+            P[f + "_" + wn] = stack([concat([gs["weight"], us["weight"]], 0, f) for _, _, _, gs, us, _ in rows], f)
+            P[w2 + "_" + wn] = stack([ds["weight"] for *_, ds in rows], w2)
+            P[f + "_weight_scale"] = stack(
+                [concat([gs["weight_scale"], us["weight_scale"]], 0, f) for _, _, _, gs, us, _ in rows], f)
+            P[w2 + "_weight_scale"] = stack([ds["weight_scale"] for *_, ds in rows], w2)
+            P[f + "_" + s2n] = Tensor("F32", np.array(
+                [[raw(gs["nws2"]), raw(us["nws2"])] for _, _, _, gs, us, _ in rows], dtype=np.uint32).reshape(n, 2))
+            P[w2 + "_" + s2n] = Tensor("F32", np.array([raw(ds["nws2"]) for *_, ds in rows], dtype=np.uint32))
+            if not ct:
+                for g, _, _, gs, us, _ in rows:
+                    if gs["nis"].to_bytes() != us["nis"].to_bytes():
+                        raise BadInput("%s: gate and up input scales differ (vLLM writes one over both slots)"
+                                       % g.name)
+            P[f + "_" + isn] = Tensor("F32", np.array(
+                [[raw(gs["nis"]), raw(us["nis"])] for _, _, _, gs, us, _ in rows], dtype=np.uint32).reshape(n, 2))
+            P[w2 + "_" + isn] = Tensor("F32", np.array([raw(ds["nis"]) for *_, ds in rows], dtype=np.uint32))
+            return
+        H = self.H
+        ipp = rows[0][3]["weight"].shape[0]
+        if ipp % 16 or H % 128:
+            raise BadInput("%s: %d expert rows a rank / hidden %d do not fit TensorRT-LLM's NVFP4 CUTLASS MoE"
+                           % (src_pre, ipp, H))
+        A = ceil_div(2 * ipp, 128) * 128
+        mo = lambda lin, suffix: modelopt_global(lin.parts[suffix][1], ct, False, lin.parts[suffix][0])
+        w31, w2w, s31, s2s, a31, a2 = [], [], [], [], [], []
+        fis = f2is = None
+        in13, in2 = [], []
+        for j in range(E):
+            ep = "%s.%d" % (src_pre, j)
+            g = load_linear(ck, q, ep + ".gate_proj")
+            u = load_linear(ck, q, ep + ".up_proj")
+            d = load_linear(ck, q, ep + ".down_proj")
+            a1, a3 = mo(g, "nis"), mo(u, "nis")
+            if not close_f32(a1, a3) and not close_f32(a3, a1):
+                raise BadInput("%s / %s: input scales not close (TensorRT-LLM asserts allclose)" % (g.name, u.name))
+            in13.append(a1)
+            in2.append(mo(d, "nis"))
+        fis = f32_inv(max(in13))
+        f2is = f32_inv(max(in2))
+        for g, u, d, gs, us, ds in rows:
+            wb = np.zeros((A, H // 2), dtype=np.uint8)
+            wb[:ipp] = us["weight"].data
+            wb[ipp:2 * ipp] = gs["weight"].data
+            w31.append(as_words(wb, "I64"))
+            db = np.zeros((H, A // 4), dtype=np.uint8)
+            db[:, :ipp // 2] = ds["weight"].data
+            w2w.append(as_words(db, "I64"))
+            sc = np.concatenate([us["weight_scale"].data, gs["weight_scale"].data], axis=0)
+            s31.append(as_words(swizzle_128x4(sc, A, H // 16).reshape(A, H // 16), "I32"))
+            s2s.append(as_words(swizzle_128x4(ds["weight_scale"].data, H, A // 32).reshape(H, A // 32), "I32"))
+            w1s2, w3s2 = mo(g, "nws2"), mo(u, "nws2")
+            ws2 = w1s2 if close_f32(w3s2, w1s2) else np.float32(max(w1s2, w3s2))
+            a31.append(f32_inv(f32_mul(fis, f32_inv(ws2))))
+            a2.append(f32_inv(f32_mul(f2is, f32_inv(mo(d, "nws2")))))
+        P[f + "_weight"] = stack(w31, f)
+        P[w2 + "_weight"] = stack(w2w, w2)
+        P[f + "_weight_scale"] = stack(s31, f)
+        P[w2 + "_weight_scale"] = stack(s2s, w2)
+        P[dst_pre + ".fc31_input_scale"] = f32_tensor(fis, ())
+        P[dst_pre + ".fc2_input_scale"] = f32_tensor(f2is, ())
+        P[dst_pre + ".fc31_alpha"] = f32_tensor(a31, (n,))
+        P[dst_pre + ".fc2_alpha"] = f32_tensor(a2, (n,))
 
     def kv_scales(self, src):
         """FP8 KV-cache scales of attention `src` (model.layers.i.self_attn): vllm

@@ -670,13 +670,31 @@ def test_nvfp4(tmp):
     qw = [t[a + "%s_proj.weight_packed" % x][1] for x in "qkv"]
     eq(e[a + "qkv_proj.weight"], ("U8", np.concatenate([qw[0][16:32], qw[1][16:32], qw[2][16:32]])),
        "nvfp4 qkv packed rows")
+    # TensorRT-LLM: the concatenated F8 scales [48, 2] swizzled 128x4 into a zero-padded 1-D
+    # [128 * 4] U8, written here byte by byte from int4-nvfp4.md 6.3's formula.
+    qs = np.concatenate([t[a + "%s_proj.weight_scale" % x][1][16:32] for x in "qkv"])
+    want = np.zeros(128 * 4, np.uint8)
+    for m in range(qs.shape[0]):
+        for k in range(qs.shape[1]):
+            want[k % 4 + (k // 4) * 512 + (m % 32) * 16 + ((m % 128) // 32) * 4 + (m // 128) * 128 * 4] = qs[m, k]
+    eq(e[a + "qkv_proj.weight_scale"], ("U8", want), "nvfp4 qkv scales swizzled 128x4")
+    # compressed-tensors globals are 1 / ModelOpt's: weight_scale_2 0.25, input scale 0.5, whose
+    # reciprocal TensorRT-LLM stores; alpha = 0.5 x 0.25.
     eq(e[a + "qkv_proj.weight_scale_2"], f32([0.25]), "nvfp4 weight_scale_2 = 1/global")
-    eq(e[a + "qkv_proj.input_scale"], f32([0.5]), "nvfp4 input_scale = 1/input_global")
+    eq(e[a + "qkv_proj.input_scale"], f32([2.0]), "nvfp4 input_scale = 1/(1/input_global)")
+    eq(e[a + "qkv_proj.alpha"], f32([0.125]), "nvfp4 alpha = input scale x weight_scale_2")
+    check(a + "qkv_proj.inv_input_scale" not in e, "nvfp4 fused linear: no inv_input_scale")
     ow = t[a + "o_proj.weight_packed"][1]  # [32, 16] packed bytes -> cols 8..15
     eq(e[a + "o_proj.weight"], ("U8", ow[:, 8:16]), "nvfp4 o_proj packed-byte columns")
-    os_ = t[a + "o_proj.weight_scale"][1]  # [32, 2] -> col 1
-    eq(e[a + "o_proj.weight_scale"], ("F8_E4M3", os_[:, 1:2]), "nvfp4 o_proj weight_scale columns")
     eq(e[a + "o_proj.weight_scale_2"], f32([0.125]), "nvfp4 o_proj global replicated + inverted")
+    eq(e[a + "o_proj.inv_input_scale"], f32([np.float32(2.0) * np.float32(1.0 / 6.0)]),
+       "nvfp4 o_proj inv_input_scale = input_scale x f32(1/6)")
+    v = expect(d, 2, 1, target="vllm")
+    eq(v[a + "qkv_proj.weight_packed"], ("U8", np.concatenate([qw[0][16:32], qw[1][16:32], qw[2][16:32]])),
+       "nvfp4 vllm keeps the checkpoint's name")
+    eq(v[a + "qkv_proj.weight_scale"], ("F8_E4M3", qs), "nvfp4 vllm F8 scales, the parts' rows")
+    eq(v[a + "qkv_proj.weight_global_scale"], f32([4.0, 4.0, 4.0]), "nvfp4 vllm one global slot per part, as stored")
+    eq(v[a + "qkv_proj.input_global_scale"], f32([2.0, 2.0, 2.0]), "nvfp4 vllm input slots")
     # dense layer with a zero global scale -> error; differing fused scales -> error
     t2 = dict(t)
     t2[a + "o_proj.weight_global_scale"] = f32([0.0])
@@ -980,10 +998,11 @@ def test_layout_errors(tmp):
 
 
 def test_nvfp4_experts(tmp):
-    """NVFP4 experts: w3/w1 global scales agree within 1e-8 + 1e-5*|b|; the up (w3) value wins."""
-    H, I, E = 32, 32, 2
+    """NVFP4 experts.  vllm: per-slot global scales as stored.  trtllm CUTLASS: fc31_alpha uses
+    w1's weight_scale_2 when w3's is close, else the larger; w1/w3 input scales must be close."""
+    H, I, E = 128, 32, 2
 
-    def build(name, gate_gs):
+    def build(name, gate_gs, gate_is=2.0):
         d = os.path.join(tmp, name)
         cfg = {"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": H, "num_attention_heads": 2,
                "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 4, "num_hidden_layers": 1,
@@ -993,31 +1012,42 @@ def test_nvfp4_experts(tmp):
         p = "model.layers.0."
         for n in ("input_layernorm", "post_attention_layernorm"):
             t[p + n + ".weight"] = bf16(H)
-        for x in "qkvo":
-            t[p + "self_attn.%s_proj.weight" % x] = bf16(H, H)
+        for x in "qkv":
+            t[p + "self_attn.%s_proj.weight" % x] = bf16(32, H)
+        t[p + "self_attn.o_proj.weight"] = bf16(H, 32)
         t[p + "self_attn.q_norm.weight"] = bf16(16)
         t[p + "self_attn.k_norm.weight"] = bf16(16)
         t[p + "mlp.gate.weight"] = bf16(E, H)
         for j in range(E):
-            for w, o, i, gs in (("gate_proj", I, H, gate_gs), ("up_proj", I, H, 4.0), ("down_proj", H, I, 4.0)):
+            for w, o, i, gs, ins in (("gate_proj", I, H, gate_gs, gate_is), ("up_proj", I, H, 4.0, 2.0),
+                                     ("down_proj", H, I, 4.0, 2.0)):
                 k = p + "mlp.experts.%d.%s." % (j, w)
                 t[k + "weight_packed"] = u8("U8", o, i // 2)
                 t[k + "weight_scale"] = u8("F8_E4M3", o, i // 16)
                 t[k + "weight_global_scale"] = f32([gs])
-                t[k + "input_global_scale"] = f32([2.0])
+                t[k + "input_global_scale"] = f32([ins])
         write_ckpt(d, cfg, t)
         return d
 
     m = "model.layers.0.mlp.experts."
-    d = build("nvfp4_moe_close", 4.0 * (1 + 5e-6))
-    for target, name in (("trtllm", "backend.w3_w1_weight_scale_2"), ("vllm", "w13_weight_scale_2")):
-        e = expect(d, 1, 0, target=target)
-        eq(e[m + name], ("F32", np.array([[0.25], [0.25]], np.float32).view(np.uint32)),
-           "nvfp4 %s expert global within tolerance, up's value" % target)
-    d = build("nvfp4_moe_far", 4.001)
+    one = np.float32(1.0)
+    fis = one / (one / np.float32(2.0))  # 1 / max over experts of the ModelOpt input scale 0.5
+    for name, gate_gs, w in (("nvfp4_moe_close", 4.0 * (1 + 5e-6), one / np.float32(4.0 * (1 + 5e-6))),
+                             ("nvfp4_moe_far", 4.001, np.float32(0.25))):
+        d = build(name, gate_gs)
+        e = expect(d, 1, 0)
+        alpha = one / (fis * (one / w))
+        eq(e[m + "backend.fc31_alpha"], f32([alpha, alpha]), "nvfp4 trtllm fc31_alpha (%s)" % name)
+        eq(e[m + "backend.fc31_input_scale"], ("F32", np.array(fis, np.float32).view(np.uint32)),
+           "nvfp4 trtllm fc31_input_scale 0-d")
+        check(e[m + "backend.w3_w1_weight"].dtype == "I64" and e[m + "backend.w3_w1_weight"].shape == (2, 128, 8),
+              "nvfp4 trtllm w3_w1_weight I64 [E, A=128, H/16]")
+        v = expect(d, 1, 0, target="vllm")
+        eq(v[m + "w13_weight_global_scale"], f32([gate_gs, 4.0, gate_gs, 4.0], (2, 2)),
+           "nvfp4 vllm expert global slots as stored (%s)" % name)
+    d = build("nvfp4_moe_far_input", 4.0, gate_is=2.01)
     rc, _, se = run_cli("list", d, "--tp-size", "1", "--tp-rank", "0")
-    check(rc == 2 and "up_proj.weight_global_scale" in se and "gate_proj.weight_global_scale" in se,
-          "nvfp4 expert global beyond tolerance -> 2 (%s)" % se)
+    check(rc == 2 and "input scales not close" in se, "nvfp4 expert input scales beyond tolerance -> 2 (%s)" % se)
 
 
 def test_gcd_rule():

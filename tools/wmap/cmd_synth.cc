@@ -24,6 +24,12 @@ struct SynthOptions {
 int run_synth(SynthOptions& o) {
   SynthConfig& c = o.cfg;
   apply_synth_preset(o.preset, c);
+  if (c.nvfp4 && o.preset == "tiny") {
+    // Sizes both engines accept for NVFP4 up to tp 8: whole 16-value blocks a rank (o_proj's 128
+    // inputs, 16 a rank at tp 8), TensorRT-LLM's CUTLASS MoE needing hidden % 128 and 16 expert
+    // rows a rank.
+    c.hidden = 128, c.head_dim = 16, c.intermediate = 256, c.moe_intermediate = 128;
+  }
   if (o.tie && o.no_tie)
     throw Error(ErrorCode::kInvalidArgument, "synth: --tie-embeddings and --no-tie-embeddings conflict");
   c.tie_embeddings = o.tie || (!o.no_tie && c.family == "qwen3");
@@ -56,6 +62,9 @@ int run_synth(SynthOptions& o) {
     if (c.fp8_format == "modelopt" || c.fp8_format == "autofp8")
       throw Error(ErrorCode::kInvalidArgument, "synth: --scale-dtype: " + c.fp8_format + " scales are 0-d F32");
     c.scale_dtype = o.scale_dtype == "BF16" ? DType::kBF16 : o.scale_dtype == "F16" ? DType::kF16 : DType::kF32;
+  }
+  if (c.nvfp4_format != "ct" && !c.nvfp4) {
+    throw Error(ErrorCode::kInvalidArgument, "synth: --nvfp4-format is for --nvfp4 checkpoints");
   }
   if (c.nvfp4 && (c.family == "deepseek_v3" || c.family == "deepseek_v32" || c.family == "kimi_k2" ||
                   c.family == "glm4_moe" || c.family == "gpt_oss" || c.family == "phi3" || c.family == "qwen3_next")) {
@@ -127,8 +136,11 @@ Runner add_synth(CLI::App& app) {
       ->check(CLI::IsMember({"block", "modelopt", "autofp8", "ct-tensor", "ct-channel"}));
   sub->add_flag("--kv-scales", o->cfg.kv_scales,
                 "--fp8 per-tensor / channel formats: FP8 KV-cache k_scale and v_scale per attention layer");
-  sub->add_flag("--nvfp4", o->cfg.nvfp4,
-                "llama family / qwen3_moe: compressed-tensors NVFP4 linears (expert 1 has a zero global scale)");
+  sub->add_flag("--nvfp4", o->cfg.nvfp4, "llama family / qwen3_moe: NVFP4 linears (expert 1 has a zero global scale)");
+  sub->add_option("--nvfp4-format", o->cfg.nvfp4_format,
+                  "--nvfp4: ct (compressed-tensors nvfp4-pack-quantized; default) or modelopt (hf_quant_config.json "
+                  "quant_algo NVFP4, 0-d global scales)")
+      ->check(CLI::IsMember({"ct", "modelopt"}));
   sub->add_flag("--qk-norm", o->cfg.qk_norm, "glm4_moe: use_qk_norm with q_norm/k_norm weights (GLM-4.5/4.6)");
   sub->add_flag("--tie-embeddings", o->tie, "Tie lm_head to embed_tokens (qwen3's default)");
   sub->add_flag("--no-tie-embeddings", o->no_tie, "Store a separate lm_head");

@@ -389,6 +389,13 @@ void add_linear(std::vector<SynthTensor>& out, const SynthConfig& c, const std::
     out.push_back({name + ".weight", {rows, cols}, c.dtype});
     return;
   }
+  if (c.nvfp4_format == "modelopt") {  // amax / (6 x 448), as ModelOpt calibrates them
+    out.push_back({name + ".weight", {rows, cols / 2}, DType::kU8});
+    out.push_back({name + ".weight_scale", {rows, cols / 16}, DType::kF8_E4M3});
+    out.push_back({name + ".weight_scale_2", {}, DType::kF32, g / 2688.0f});
+    out.push_back({name + ".input_scale", {}, DType::kF32, g * 0.5f / 2688.0f});
+    return;
+  }
   out.push_back({name + ".weight_packed", {rows, cols / 2}, DType::kU8});
   out.push_back({name + ".weight_scale", {rows, cols / 16}, DType::kF8_E4M3});
   out.push_back({name + ".weight_global_scale", {1}, DType::kF32, g});
@@ -618,7 +625,7 @@ std::string synth_config_json(const SynthConfig& c) {
       j["quantization_config"]["kv_cache_scheme"] = {{"num_bits", 8}, {"type", "float"}, {"strategy", "tensor"}};
     }
   }
-  if (c.nvfp4) {
+  if (c.nvfp4 && c.nvfp4_format == "ct") {
     j["quantization_config"] = {{"quant_method", "compressed-tensors"},
                                 {"format", "nvfp4-pack-quantized"},
                                 {"ignore", nlohmann::ordered_json::array({"lm_head"})}};
@@ -757,6 +764,15 @@ uint64_t write_synth_checkpoint(const SynthConfig& cfg_in, const fs::path& out_d
          {{"quant_algo", "FP8"},
           {"kv_cache_quant_algo", cfg.kv_scales ? nlohmann::ordered_json("FP8") : nlohmann::ordered_json(nullptr)},
           {"exclude_modules", nlohmann::ordered_json::array({"lm_head"})}}}};
+    write_text(out_dir / "hf_quant_config.json", q.dump(2) + "\n");
+  }
+  if (cfg.nvfp4 && cfg.nvfp4_format == "modelopt") {  // nvidia's NVFP4 exports (legacy shape)
+    nlohmann::ordered_json q = {{"producer", {{"name", "modelopt"}, {"version", "0.29.0"}}},
+                                {"quantization",
+                                 {{"quant_algo", "NVFP4"},
+                                  {"kv_cache_quant_algo", nullptr},
+                                  {"group_size", 16},
+                                  {"exclude_modules", nlohmann::ordered_json::array({"lm_head"})}}}};
     write_text(out_dir / "hf_quant_config.json", q.dump(2) + "\n");
   }
   return total;

@@ -41,8 +41,12 @@ struct SynthConfig {
   // weight_scale [out, 1], dynamic per-token activations).
   std::string fp8_format = "block";
   bool kv_scales = false;  // per-tensor FP8 / ct formats: FP8 KV-cache k_scale / v_scale per attention layer
-  bool nvfp4 = false;      // compressed-tensors NVFP4 linears (packed U8, F8 scales, F32 global scales)
-  bool qk_norm = false;    // glm4_moe: use_qk_norm (GLM-4.5/4.6; Air has none)
+  bool nvfp4 = false;      // NVFP4 linears (packed U8, F8 scales, F32 global scales)
+  // --nvfp4: ct (compressed-tensors nvfp4-pack-quantized: weight_packed, [1] global scales = 1 /
+  // ModelOpt's) or modelopt (hf_quant_config.json quant_algo NVFP4: weight, 0-d weight_scale_2 /
+  // input_scale shared by the parts of a fused q/k/v, gate/up and each expert's gate/up).
+  std::string nvfp4_format = "ct";
+  bool qk_norm = false;  // glm4_moe: use_qk_norm (GLM-4.5/4.6; Air has none)
 };
 
 struct SynthTensor {

@@ -16,6 +16,13 @@ std::vector<std::string> engine_owned_patterns(const LoadPlan& plan) {
   // and fill them inside load_weights (an unplanned one is then a destination problem, never a
   // buffer left as it was).
   if (plan.quant_format().kind == QuantFormat::Kind::kFp8) return {R"(.*\.(input_scale|inv_input_scale))"};
+  // TensorRT-LLM's NVFP4 linears (NVFP4LinearMethod.create_weights, linear.py commit 00bbf71e):
+  // kv_scales / inv_kv_scales are torch.ones(3); inv_input_scale is torch.empty and only the
+  // vanilla path (load_weights_vanilla) sets it, so a fused q/k/v or gate/up keeps whatever it
+  // held: nothing a load could reproduce. The rest of their scales are written by the plan.
+  if (plan.quant_format().nvfp4) {
+    return {R"(.*\.(kv_scales|inv_kv_scales))", R"(.*\.(qkv_proj|gate_up_proj)\.inv_input_scale)"};
+  }
   return {};
 }
 

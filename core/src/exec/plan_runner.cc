@@ -9,6 +9,7 @@
 
 #include "copy_kernels.h"
 #include "must_match.h"
+#include "wmap/exec/nvfp4_conversions.h"
 #include "wmap/format/dtype_convert.h"
 #include "wmap/util/error.h"
 
@@ -596,6 +597,10 @@ void PlanRunner::convert_assembled(const PlannedParam& p, std::span<const std::b
     return fp8_requant_to_group_max(in.subspan(0, p.nbytes), in.subspan(p.nbytes), out, c.parts, c.group, p.name);
   }
   if (c.kind == Conversion::Kind::kScaleMax) return f32_group_max(in, out, c.group, c.tail, c.invert, p.name);
+  if (c.kind == Conversion::Kind::kNvfp4Scales) return nvfp4_scales(in, out, c.scale_op, c.group, c.tail, p.name);
+  if (c.kind == Conversion::Kind::kBlockScaleSwizzle) {
+    return block_scale_swizzle(in, out, c.rows, c.cols, c.pad_rows, c.pad_cols, p.name);
+  }
   if (c.kind == Conversion::Kind::kKvScales) {
     // [k, v] -> [1, k, v]: the [1] reductions of one scale each, after the query's 1.0.
     const float one = 1.0f;

@@ -179,6 +179,20 @@ std::optional<uint64_t> PlanBuilder::assembled_size(const PlannedParam& pp, cons
     case Conversion::Kind::kKvScales:
       if (pp.dtype != DType::kF32 || pp.nbytes != 12) return bad("needs an F32 [3] parameter");
       return 8;
+    case Conversion::Kind::kBlockScaleSwizzle: {
+      const uint64_t matrix = c.rows * c.cols, padded = c.pad_rows * c.pad_cols;
+      if (matrix == 0 || c.rows > c.pad_rows || c.cols > c.pad_cols || c.pad_rows % 128 != 0 || c.pad_cols % 4 != 0 ||
+          pp.nbytes % padded != 0) {
+        return bad("of [" + std::to_string(c.rows) + ", " + std::to_string(c.cols) + "] scale matrices padded to [" +
+                   std::to_string(c.pad_rows) + ", " + std::to_string(c.pad_cols) +
+                   "] (rows a multiple of 128, cols of 4) does not fit " + std::to_string(pp.nbytes) + " bytes");
+      }
+      return pp.nbytes / padded * matrix;
+    }
+    case Conversion::Kind::kNvfp4Scales:
+      if (pp.dtype != DType::kF32) return bad("needs an F32 parameter, not " + std::string(dtype_name(pp.dtype)));
+      if (c.group == 0) return bad("needs a group of at least one scale");
+      return pp.nbytes * c.group + 4 * c.tail;
   }
   return bad("is unknown");
 }

@@ -17,7 +17,7 @@ std::string LoadPlan::plan_id() const {
 std::string LoadPlan::to_json() const { return json_text(true); }
 
 std::string LoadPlan::json_text(bool with_id) const {
-  std::string o = "{\"format\":\"wmap-plan\",\"version\":9";
+  std::string o = "{\"format\":\"wmap-plan\",\"version\":10";
   if (with_id) o += ",\"plan_id\":\"" + plan_id() + "\"";
   o += ",\"catalog_id\":\"" + catalog_id() + "\",\"plugin\":" + json_string(plugin_) +
        ",\"architecture\":" + json_string(architecture_);
@@ -59,6 +59,14 @@ std::string LoadPlan::json_text(bool with_id) const {
       }
       if (p.convert.kind == Conversion::Kind::kFp8Requant) {
         o += ",\"parts\":" + dims(p.convert.parts) + ",\"group\":" + std::to_string(p.convert.group);
+      }
+      if (p.convert.kind == Conversion::Kind::kBlockScaleSwizzle) {
+        o += ",\"rows\":" + std::to_string(p.convert.rows) + ",\"cols\":" + std::to_string(p.convert.cols) +
+             ",\"padded\":[" + std::to_string(p.convert.pad_rows) + "," + std::to_string(p.convert.pad_cols) + "]";
+      }
+      if (p.convert.kind == Conversion::Kind::kNvfp4Scales) {
+        o += ",\"op\":\"" + std::string(scale_op_name(p.convert.scale_op)) +
+             "\",\"group\":" + std::to_string(p.convert.group) + ",\"tail\":" + std::to_string(p.convert.tail);
       }
       if (p.convert.kind == Conversion::Kind::kScaleMax) {
         o += ",\"group\":" + std::to_string(p.convert.group) + ",\"tail\":" + std::to_string(p.convert.tail);

@@ -2,6 +2,7 @@
 
 #include "pipeline_stage.h"
 #include "wmap/spec/fp8_format.h"
+#include "wmap/spec/nvfp4_format.h"
 #include "wmap/spec/quant_format.h"
 
 #include <dlfcn.h>
@@ -470,8 +471,8 @@ ModelSpec PluginHost::build_spec(const LoadedPlugin& plugin, const ModelConfig& 
   // not reported later as missing or unconsumed tensors (issue 40).
   constexpr const char* kServed =
       "served: fp8 (block [128, 128]; AutoFP8 per-tensor, target vllm), modelopt FP8 (per-tensor), "
-      "compressed-tensors float-quantized (FP8 per-tensor target vllm, per-channel) and NVFP4 (target trtllm), "
-      "mxfp4 (gpt-oss)";
+      "compressed-tensors float-quantized (FP8 per-tensor target vllm, per-channel), modelopt NVFP4, "
+      "compressed-tensors nvfp4-pack-quantized, mxfp4 (gpt-oss)";
   const QuantFormat format = QuantFormat::detect(config);
   if (format.kind == QuantFormat::Kind::kOther || format.kind == QuantFormat::Kind::kGptqAwq) {
     config.fail("quantization_config.quant_method", "'" + format.method + "' is not served; " + kServed);
@@ -489,6 +490,7 @@ ModelSpec PluginHost::build_spec(const LoadedPlugin& plugin, const ModelConfig& 
   // Each target's refusals of a served variant come with the first linear a family asks about
   // (spec::linear_quant), so a family that serves no quantised checkpoint names itself first.
   (void)Fp8Format::detect(config);
+  (void)Nvfp4Format::detect(config);
   ModelSpec spec;
   try {
     spec = plugin.builder(config, layout, probe);

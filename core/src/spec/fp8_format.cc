@@ -3,12 +3,6 @@
 // model_config.py load_hf_quant_config and quant_config_utils.py _quant_config_from_config_group).
 #include "wmap/spec/fp8_format.h"
 
-#include <fnmatch.h>
-#include <re2/re2.h>
-
-#include <memory>
-#include <unordered_map>
-
 #include "wmap/util/error.h"
 
 namespace wmap {
@@ -16,8 +10,8 @@ namespace {
 
 constexpr const char* kServed =
     "served: fp8 (block [128, 128]; AutoFP8 per-tensor, target vllm), modelopt FP8 (per-tensor), compressed-tensors "
-    "float-quantized (per-tensor target vllm; per-channel with dynamic per-token activations), compressed-tensors "
-    "NVFP4 (target trtllm), mxfp4 (gpt-oss)";
+    "float-quantized (per-tensor target vllm; per-channel with dynamic per-token activations), modelopt NVFP4, "
+    "compressed-tensors nvfp4-pack-quantized, mxfp4 (gpt-oss)";
 
 // compressed-tensors: every config group must describe the same FP8 scheme for Linear targets.
 Fp8Format compressed_tensors(const ModelConfig& c) {
@@ -64,7 +58,7 @@ Fp8Format compressed_tensors(const ModelConfig& c) {
       c.fail(at + ".weights.strategy", "'" + s + "' is not an FP8 weight strategy (tensor, channel, block)");
     }
   }
-  f.ignore = c.get_string_list("quantization_config.ignore");
+  f.ignore = {ModuleList::Style::kCompressedTensors, c.get_string_list("quantization_config.ignore")};
   return f;
 }
 
@@ -91,15 +85,16 @@ std::optional<Fp8Format> Fp8Format::detect(const ModelConfig& c) {
   }
   if (method == "modelopt") {
     const std::string algo = c.get_string("quantization_config.quant_algo", "");
+    if (algo == "NVFP4") return std::nullopt;  // Nvfp4Format's
     if (algo != "FP8") {
       c.fail("quantization_config.quant_algo",
-             "ModelOpt '" + algo + "' is not served (only 'FP8', per-tensor); " + std::string(kServed));
+             "ModelOpt '" + algo + "' is not served (only 'FP8', per-tensor, and 'NVFP4'); " + std::string(kServed));
     }
     f.source = Source::kModelOpt;
     f.scheme = Scheme::kTensor;
     f.static_input = true;  // ModelOpt FP8 calibrates an input_scale for every quantised linear
-    f.ignore = c.get_string_list("quantization_config.exclude_modules");
-    for (auto& s : c.get_string_list("quantization_config.ignore")) f.ignore.push_back(s);
+    f.ignore.patterns = c.get_string_list("quantization_config.exclude_modules");
+    for (auto& s : c.get_string_list("quantization_config.ignore")) f.ignore.patterns.push_back(s);
     return f;
   }
   if (method == "compressed-tensors" && c.get_string("quantization_config.format", "") == "float-quantized") {
@@ -124,33 +119,7 @@ void Fp8Format::refuse_for(const ModelConfig& c, Target target) const {
   }
 }
 
-bool Fp8Format::ignores(std::string_view linear) const {
-  const std::string name(linear);
-  for (const std::string& pattern : ignore) {
-    if (source == Source::kCompressedTensors) {
-      // vLLM's _is_equal_or_regex_match: "re:" + a pattern re.match()ed (anchored at the start).
-      if (pattern.rfind("re:", 0) == 0) {
-        // Asked once per linear of the model: each pattern is compiled once per thread.
-        thread_local std::unordered_map<std::string, std::unique_ptr<RE2>> compiled;
-        auto& re = compiled[pattern];
-        if (!re) re = std::make_unique<RE2>("^(?:" + pattern.substr(3) + ")", RE2::Quiet);
-        if (re->ok() && RE2::PartialMatch(name, *re)) return true;
-      } else if (pattern == name) {
-        return true;
-      }
-      continue;
-    }
-    // ModelOpt exclude_modules: fnmatch wildcards over the module or any module holding it
-    // (vLLM ModelOptQuantConfigBase.is_layer_excluded; TensorRT-LLM's fnmatch exclusions).
-    for (std::string module = name;;) {
-      if (fnmatch(pattern.c_str(), module.c_str(), 0) == 0) return true;
-      const size_t dot = module.rfind('.');
-      if (dot == std::string::npos) break;
-      module.resize(dot);
-    }
-  }
-  return false;
-}
+bool Fp8Format::ignores(std::string_view linear) const { return ignore.contains(linear); }
 
 std::string Fp8Format::name() const {
   if (scheme == Scheme::kBlock) {

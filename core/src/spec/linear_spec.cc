@@ -4,6 +4,7 @@
 #include "wmap/format/tensor_record.h"
 #include "wmap/spec/config_bounds.h"
 #include "wmap/spec/fp8_format.h"
+#include "wmap/spec/nvfp4_format.h"
 #include "wmap/spec/quant_format.h"
 #include "wmap/util/error.h"
 
@@ -199,6 +200,51 @@ LinearQuant scaled_quant(const ModelConfig& c, const Fp8Format& f, const Layout&
   return q;
 }
 
+// NVFP4 (int4-nvfp4.md section 6): the list and the checkpoint's scales must agree, as for FP8.
+LinearQuant nvfp4_quant(const Nvfp4Format& f, const Layout& l, const KeyProbe& probe, const std::string& linear,
+                        bool strict) {
+  const std::string scale = linear + ".weight_scale";
+  const bool has_scale = probe.contains(scale), ignored = f.ignores(linear);
+  const char* list = f.source == Nvfp4Format::Source::kModelOpt ? "exclude_modules" : "ignore";
+  if (ignored && has_scale) {
+    throw Error(ErrorCode::kInvalidArgument,
+                scale + ": the checkpoint quantises " + linear + ", but quantization_config." + list +
+                    " leaves it unquantised: the engine would load its FP4 codes as plain values");
+  }
+  if (!has_scale) {
+    if (!ignored && probe.dtype_of(linear + ".weight") == DType::kU8) {
+      throw Error(ErrorCode::kInvalidArgument, linear + ": quantization_config (" + f.name() +
+                                                   ") quantises it (not in " + list + "), but the checkpoint has no " +
+                                                   scale);
+    }
+    return LinearQuant::none();
+  }
+  if (const auto dtype = probe.dtype_of(linear + ".weight"); dtype && *dtype != DType::kU8) {
+    throw Error(ErrorCode::kInvalidArgument, linear + ".weight: stored as " + std::string(dtype_name(*dtype)) +
+                                                 ", but quantization_config (" + f.name() +
+                                                 ") packs NVFP4 weights as U8 (two FP4 codes a byte)");
+  }
+  using P = LinearQuant::Nvfp4Params;
+  const P params = l.target == Target::kTrtllm                           ? P::kTrtllm
+                   : f.source == Nvfp4Format::Source::kCompressedTensors ? P::kVllmCompressed
+                                                                         : P::kVllmModelOpt;
+  LinearQuant q = LinearQuant::nvfp4(params, f.inverted_globals(), strict);
+  for (const char* global : {".weight_scale_2", ".input_scale"}) {
+    const std::string key = linear + global;
+    const auto dtype = probe.dtype_of(key);
+    const auto shape =
+        probe.shape_of(key).value_or(f.inverted_globals() ? std::vector<uint64_t>{1} : std::vector<uint64_t>{});
+    uint64_t numel = 1;
+    for (auto d : shape) numel *= d;
+    if ((dtype && *dtype != DType::kF32) || numel != 1 || shape.size() > 1) {
+      throw Error(ErrorCode::kInvalidArgument, key + ": an NVFP4 global scale is one F32 value ([] or [1]), not " +
+                                                   std::string(dtype ? dtype_name(*dtype) : "F32") + shape_text(shape));
+    }
+    q.scalar_shape = shape;
+  }
+  return q;
+}
+
 // A per-tensor scale (`key`, stored as `shape` [] or [1] in `dtype`) as one F32 value.
 Piece scalar_scale(const std::string& key, const std::vector<uint64_t>& shape, DType dtype) {
   Piece p = whole(key, shape);
@@ -321,6 +367,146 @@ void add_fp8_scaled(std::vector<ParamSpec>& params, const std::string& dst, cons
   params.push_back(scale_max(dst + sep + "inv_input_scale", {}, scales_of(".input_scale"), per, 0, true));
 }
 
+// The F32 global scale `suffix` of each slice, as ModelOpt's value: compressed-tensors' reciprocal
+// inverted on read where TensorRT-LLM inverts it (its compressed_tensors.py, x > 0 ? 1/x : 0;
+// strict dense layers refuse a non-finite or non-positive one), as stored for vLLM.
+std::vector<Piece> nvfp4_globals(const std::vector<LinearSlice>& slices, const char* suffix, const LinearQuant& q,
+                                 bool modelopt_value) {
+  std::vector<Piece> out;
+  for (const LinearSlice& sl : slices) {
+    Piece p = scalar_scale(sl.linear + suffix, q.scalar_shape, DType::kF32);
+    if (modelopt_value && q.inverted_globals) p.transform = q.strict_global ? "invert_scale_strict" : "invert_scale";
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+ParamSpec nvfp4_scales_param(std::string name, std::vector<uint64_t> shape, std::vector<Piece> pieces,
+                             Conversion::ScaleOp op, uint64_t group, uint64_t tail = 0) {
+  ParamSpec p = f32_param(std::move(name), std::move(shape), std::move(pieces));
+  p.convert.kind = Conversion::Kind::kNvfp4Scales;
+  p.convert.scale_op = op;
+  p.convert.group = group;
+  p.convert.tail = tail;
+  return p;
+}
+
+// A parameter holding the assembled [rows, cols] scale matrices, each padded to [pad_rows,
+// pad_cols] and swizzled 128x4 (Conversion::kBlockScaleSwizzle), viewed as `dtype` words.
+ParamSpec swizzled_param(std::string name, std::vector<uint64_t> shape, DType dtype, std::vector<Piece> pieces,
+                         uint64_t rows, uint64_t cols, uint64_t pad_rows, uint64_t pad_cols) {
+  ParamSpec p;
+  p.name = std::move(name);
+  p.shape = std::move(shape);
+  p.dtype = dtype;
+  p.pieces = std::move(pieces);
+  p.convert.kind = Conversion::Kind::kBlockScaleSwizzle;
+  p.convert.rows = rows;
+  p.convert.cols = cols;
+  p.convert.pad_rows = pad_rows;
+  p.convert.pad_cols = pad_cols;
+  return p;
+}
+
+// The F8 block scales (one per 16 values = 8 packed bytes) of the slices' rows, in slice order.
+std::vector<Piece> nvfp4_block_scales(const std::vector<LinearSlice>& slices, uint64_t& rows, uint64_t& cols) {
+  std::vector<Piece> scale;
+  rows = cols = 0;
+  for (const auto& s : slices) {
+    const Range bc = block_range(s.cols, 8);
+    Piece p = box_piece(s.linear + ".weight_scale", {s.shape[0], s.shape[1] / 8}, s.rows, bc);
+    p.source_dtype = DType::kF8_E4M3;
+    scale.push_back(std::move(p));
+    rows += s.rows.size();
+    cols = bc.size();
+  }
+  return scale;
+}
+
+// Both engines need whole 16-value blocks a rank (vLLM's create_weights raises on in_p % 16,
+// TensorRT-LLM asserts in_features % 16): the stored columns are bytes, two values each.
+void require_nvfp4_blocks(const std::vector<LinearSlice>& slices) {
+  for (const LinearSlice& s : slices) {
+    if (s.cols.size() % 8 != 0 || s.cols.begin % 8 != 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  s.linear + ".weight: this rank's " + std::to_string(2 * s.cols.size()) +
+                      " input features are not whole 16-value NVFP4 blocks (both engines refuse it: vLLM's "
+                      "create_weights, TensorRT-LLM's in_features % 16 assert); use a tp_size that keeps them whole");
+    }
+  }
+}
+
+// NVFP4 companions of the weight just appended (int4-nvfp4.md sections 6.1 to 6.3).
+void add_nvfp4(std::vector<ParamSpec>& params, const std::string& dst, const std::string& sep,
+               const std::vector<LinearSlice>& slices, const LinearQuant& quant, const std::vector<uint64_t>& leading) {
+  using P = LinearQuant::Nvfp4Params;
+  using Op = Conversion::ScaleOp;
+  require_nvfp4_blocks(slices);
+  uint64_t groups = 1;
+  for (auto d : leading) groups = checked_mul(groups, d, dst + ": leading dimensions");
+  const uint64_t per = groups ? slices.size() / groups : 0;
+  uint64_t srows = 0, scols = 0;
+  std::vector<Piece> block = nvfp4_block_scales(slices, srows, scols);
+  const std::string ws = dst + sep + "weight_scale";
+  if (quant.nvfp4_params != P::kTrtllm) {
+    // vLLM: F8 scales [rows, in/16]; one global-scale slot per part (PerTensorScaleParameter; a
+    // fused MoE's [E, 2] / [E]), as stored: ModelOpt's scales, or compressed-tensors' reciprocals
+    // under its own names.
+    const bool ct = quant.nvfp4_params == P::kVllmCompressed;
+    const std::string ws2 = dst + sep + (ct ? "weight_global_scale" : "weight_scale_2"),
+                      is = dst + sep + (ct ? "input_global_scale" : "input_scale");
+    params.back().scales = {ws, ws2, is};
+    ParamSpec sp = concat_param(ws, std::move(block), srows, scols, leading);
+    sp.dtype = DType::kF8_E4M3;
+    params.push_back(std::move(sp));
+    std::vector<uint64_t> shape = leading;
+    if (leading.empty() || per > 1) shape.push_back(per);
+    params.push_back(f32_param(ws2, shape, nvfp4_globals(slices, ".weight_scale_2", quant, false)));
+    ParamSpec in = f32_param(is, shape, nvfp4_globals(slices, ".input_scale", quant, false));
+    if (!ct && !leading.empty()) {
+      // ModelOpt experts: FusedMoE's input_scale branch (_load_single_value) writes each of gate
+      // and up over the expert's whole [2] row, the last one read winning: they must agree.
+      for (uint64_t g = 0; g < groups; ++g) {
+        for (uint64_t k = 1; k < per; ++k) {
+          in.must_match.emplace_back(slices[g * per].linear + ".input_scale",
+                                     slices[g * per + k].linear + ".input_scale");
+        }
+      }
+    }
+    params.push_back(std::move(in));
+    return;
+  }
+  if (!leading.empty()) {
+    throw Error(ErrorCode::kInternal, dst + ": TensorRT-LLM NVFP4 experts are built by moe_experts");
+  }
+  // TensorRT-LLM (NVFP4LinearMethod.load_weight_scales / load_weights_*): the parts' scales
+  // concatenated and swizzled 128x4 into a 1-D U8 [rup(out, 128) * rup(in / 16, 4)]; the parts'
+  // input_scale and weight_scale_2 asserted equal; input_scale = 1 / ckpt, alpha = ckpt input_scale
+  // x weight_scale_2, and (vanilla linears only) inv_input_scale = input_scale / 6.
+  const std::string ws2 = dst + sep + "weight_scale_2", is = dst + sep + "input_scale", alpha = dst + sep + "alpha",
+                    inv = dst + sep + "inv_input_scale";
+  params.back().scales = {ws, is, ws2, alpha};
+  if (per == 1) params.back().scales.push_back(inv);
+  const uint64_t pad_rows = ceil_div(srows, 128) * 128, pad_cols = ceil_div(scols, 4) * 4;
+  params.push_back(
+      swizzled_param(ws, {pad_rows * pad_cols}, DType::kU8, std::move(block), srows, scols, pad_rows, pad_cols));
+  std::vector<std::pair<std::string, std::string>> equal;
+  for (const char* global : {".input_scale", ".weight_scale_2"}) {
+    for (size_t k = 1; k < slices.size(); ++k) equal.emplace_back(slices[0].linear + global, slices[k].linear + global);
+  }
+  ParamSpec in = nvfp4_scales_param(is, {1}, nvfp4_globals(slices, ".input_scale", quant, true), Op::kInvMax, per);
+  in.must_match = std::move(equal);
+  params.push_back(std::move(in));
+  params.push_back(nvfp4_scales_param(ws2, {1}, nvfp4_globals(slices, ".weight_scale_2", quant, true), Op::kMax, per));
+  std::vector<Piece> both = nvfp4_globals(slices, ".weight_scale_2", quant, true);
+  for (Piece& p : nvfp4_globals(slices, ".input_scale", quant, true)) both.push_back(std::move(p));
+  params.push_back(nvfp4_scales_param(alpha, {1}, std::move(both), Op::kMaxProduct, per, per));
+  if (per == 1) {
+    params.push_back(
+        nvfp4_scales_param(inv, {1}, nvfp4_globals(slices, ".input_scale", quant, true), Op::kInvSixth, 1));
+  }
+}
+
 }  // namespace
 
 std::optional<BlockScales> fp8_block_scales(const ModelConfig& c) {
@@ -336,15 +522,7 @@ LinearQuant linear_quant(const ModelConfig& c, const Layout& l, const KeyProbe& 
     if (fp8->scheme == Fp8Format::Scheme::kBlock) return block_quant(*fp8, l, probe, linear, role, whole_blocks);
     return scaled_quant(c, *fp8, l, probe, linear, role);
   }
-  const QuantFormat format = QuantFormat::detect(c);
-  if (format.kind == QuantFormat::Kind::kCompressedTensors && probe.contains(linear + ".weight_scale")) {
-    // The parameter names and global-scale inversion are TensorRT-LLM's (int4-nvfp4.md).
-    if (l.target != Target::kTrtllm) {
-      c.fail("quantization_config.quant_method",
-             "compressed-tensors NVFP4 checkpoints are served for target trtllm only");
-    }
-    return LinearQuant::nvfp4(strict);
-  }
+  if (const auto nvfp4 = Nvfp4Format::detect(c)) return nvfp4_quant(*nvfp4, l, probe, linear, strict);
   return LinearQuant::none();
 }
 
@@ -372,16 +550,20 @@ void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const st
     weight.push_back(box_piece(s.linear + ".weight", s.shape, s.rows, s.cols));
     rows += s.rows.size();
   }
-  params.push_back(concat_param(dst + sep + "weight", std::move(weight), rows, cols, leading));
+  // vLLM's compressed-tensors NVFP4 scheme keeps the checkpoint's name (CompressedTensorsW4A4Fp4).
+  const bool ct_names = quant.kind == Kind::kNvfp4 && quant.nvfp4_params == LinearQuant::Nvfp4Params::kVllmCompressed;
+  params.push_back(
+      concat_param(dst + sep + (ct_names ? "weight_packed" : "weight"), std::move(weight), rows, cols, leading));
   if (quant.kind == Kind::kFp8Tensor || quant.kind == Kind::kFp8Channel) {
     add_fp8_scaled(params, dst, sep, slices, quant, leading);
     return;
   }
+  if (quant.kind == Kind::kNvfp4) {
+    add_nvfp4(params, dst, sep, slices, quant, leading);
+    return;
+  }
   // The weight names its scale parameters (ParamSpec::scales): the plan refuses it without them.
   if (quant.kind == Kind::kFp8Block) params.back().scales = {dst + sep + quant.scale_name};
-  if (quant.kind == Kind::kNvfp4) {
-    params.back().scales = {dst + sep + "weight_scale", dst + sep + "weight_scale_2", dst + sep + "input_scale"};
-  }
 
   if (quant.kind == Kind::kFp8Block) {
     std::vector<Piece> scale;
@@ -403,45 +585,6 @@ void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const st
     ParamSpec p = concat_param(dst + sep + quant.scale_name, std::move(scale), scale_rows, scale_cols, leading);
     p.dtype = DType::kF32;
     params.push_back(std::move(p));
-  } else if (quant.kind == Kind::kNvfp4) {
-    // weight_scale: one F8 per 16 values = per 8 packed bytes; rows follow the weight's rows.
-    std::vector<Piece> scale;
-    uint64_t scale_rows = 0, scale_cols = 0;
-    for (const auto& s : slices) {
-      const std::vector<uint64_t> sshape{s.shape[0], s.shape[1] / 8};
-      const Range bc = block_range(s.cols, 8);
-      Piece p = box_piece(s.linear + ".weight_scale", sshape, s.rows, bc);
-      p.source_dtype = DType::kF8_E4M3;
-      scale.push_back(std::move(p));
-      scale_rows += s.rows.size();
-      scale_cols = bc.size();
-    }
-    ParamSpec p = concat_param(dst + sep + "weight_scale", std::move(scale), scale_rows, scale_cols, leading);
-    p.dtype = DType::kF8_E4M3;
-    params.push_back(std::move(p));
-    // Global scales: one per group (the whole linear, or each expert), inverted on load; every
-    // source of a group must carry the same one.
-    uint64_t groups = 1;
-    for (auto d : leading) groups = checked_mul(groups, d, dst + ": leading dimensions");
-    const size_t per_group = groups ? slices.size() / groups : 0;
-    for (const char* global : {"weight_scale_2", "input_scale"}) {
-      ParamSpec g;
-      g.name = dst + sep + global;
-      g.shape = leading;
-      g.shape.push_back(1);
-      g.dtype = DType::kF32;
-      for (size_t grp = 0; grp < groups; ++grp) {
-        const auto& first = slices[grp * per_group];
-        Piece piece = whole(first.linear + "." + global, {1});
-        piece.source_dtype = DType::kF32;
-        piece.transform = quant.strict_global ? "invert_scale_strict" : "invert_scale";
-        g.pieces.push_back(std::move(piece));
-        for (size_t k = 1; k < per_group; ++k) {
-          g.must_match.emplace_back(first.linear + "." + global, slices[grp * per_group + k].linear + "." + global);
-        }
-      }
-      params.push_back(std::move(g));
-    }
   }
 }
 
@@ -493,6 +636,99 @@ void add_fp8_qdq_experts(std::vector<ParamSpec>& params, const std::string& dst,
   params.push_back(scale_max(fc31i, {}, fused_inputs, 2 * experts));
 }
 
+// TensorRT-LLM's NVFP4CutlassFusedMoEMethod (int4-nvfp4.md section 6.4): per local expert
+// [up; gate] (Ipp rows each) as int64 words with zero rows to A = rup(2 Ipp, 128) at the end;
+// down's Ipp/2 bytes a row padded to A/4; the block scales likewise, each expert's matrix
+// swizzled 128x4; fc31/fc2_input_scale = 1 / the max input scale over *all* experts (w3's
+// asserted close to w1's), fc31/fc2_alpha per local expert.
+void add_nvfp4_cutlass_experts(std::vector<ParamSpec>& params, const std::string& dst, const std::string& src,
+                               uint64_t experts, uint64_t hidden, Range local, const std::vector<LinearSlice>& fused,
+                               const std::vector<LinearSlice>& down, const LinearQuant& quant,
+                               const ExpertNames& names) {
+  using Op = Conversion::ScaleOp;
+  const uint64_t per = local.size();
+  const uint64_t ipp = fused.empty() ? 0 : fused[0].rows.size();
+  const uint64_t a = ceil_div(2 * ipp, 128) * 128;
+  if (ipp % 16 != 0 || hidden % 128 != 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                dst + ": " + std::to_string(ipp) + " expert rows a rank and hidden size " + std::to_string(hidden) +
+                    " do not fit TensorRT-LLM's NVFP4 CUTLASS MoE (it views down's rows as int64 words and the "
+                    "scales as int32 in 128-row tiles: it needs rows a rank % 16 and hidden % 128)");
+  }
+  require_nvfp4_blocks(fused);
+  require_nvfp4_blocks(down);
+  const std::string f = dst + "." + names.fused, d = dst + "." + names.down;
+  // Weights: the second part of each expert (gate) carries the zero rows after it.
+  std::vector<Piece> w13, s13, w2, s2;
+  for (size_t i = 0; i < fused.size(); ++i) {
+    const LinearSlice& sl = fused[i];
+    Piece p = box_piece(sl.linear + ".weight", sl.shape, sl.rows, sl.cols);
+    p.source_dtype = DType::kU8;
+    if (i % 2 == 1) p = padded(std::move(p), {a - ipp, sl.cols.size()});
+    w13.push_back(std::move(p));
+    Piece q = box_piece(sl.linear + ".weight_scale", {sl.shape[0], sl.shape[1] / 8}, sl.rows, block_range(sl.cols, 8));
+    q.source_dtype = DType::kF8_E4M3;
+    s13.push_back(std::move(q));
+  }
+  for (const LinearSlice& sl : down) {
+    Piece p = box_piece(sl.linear + ".weight", sl.shape, sl.rows, sl.cols);
+    p.source_dtype = DType::kU8;
+    w2.push_back(padded(std::move(p), {sl.rows.size(), a / 4}));
+    Piece q = box_piece(sl.linear + ".weight_scale", {sl.shape[0], sl.shape[1] / 8}, sl.rows, block_range(sl.cols, 8));
+    q.source_dtype = DType::kF8_E4M3;
+    s2.push_back(std::move(q));
+  }
+  auto weight = [&](const std::string& name, std::vector<uint64_t> shape, std::vector<Piece> pieces) {
+    ParamSpec p;
+    p.name = name;
+    p.shape = std::move(shape);
+    p.dtype = DType::kI64;
+    p.pieces = std::move(pieces);
+    return p;
+  };
+  const std::string fis = dst + ".fc31_input_scale", f2is = dst + ".fc2_input_scale", fa = dst + ".fc31_alpha",
+                    f2a = dst + ".fc2_alpha";
+  ParamSpec pw13 = weight(f + "_weight", {per, a, hidden / 16}, std::move(w13));
+  pw13.scales = {f + "_weight_scale", fis, fa};
+  params.push_back(std::move(pw13));
+  ParamSpec pw2 = weight(d + "_weight", {per, hidden, a / 32}, std::move(w2));
+  pw2.scales = {d + "_weight_scale", f2is, f2a};
+  params.push_back(std::move(pw2));
+  params.push_back(swizzled_param(f + "_weight_scale", {per, a, hidden / 64}, DType::kI32, std::move(s13), 2 * ipp,
+                                  hidden / 16, a, hidden / 16));
+  params.push_back(swizzled_param(d + "_weight_scale", {per, hidden, a / 128}, DType::kI32, std::move(s2), hidden,
+                                  ipp / 16, hidden, a / 32));
+  // Input scales of every expert (load_quant_scales loops over num_experts); w1 is gate, w3 up.
+  std::vector<LinearSlice> gates, downs;
+  for (uint64_t j = 0; j < experts; ++j) {
+    const std::string e = src + "." + std::to_string(j) + ".";
+    gates.push_back(whole_linear(e + "gate_proj", {1, 1}));
+    downs.push_back(whole_linear(e + "down_proj", {1, 1}));
+  }
+  ParamSpec in13 = nvfp4_scales_param(fis, {}, nvfp4_globals(gates, ".input_scale", quant, true), Op::kInvMax, experts);
+  for (uint64_t j = 0; j < experts; ++j) {
+    const std::string e = src + "." + std::to_string(j) + ".";
+    in13.must_match.emplace_back(e + "gate_proj.input_scale", e + "up_proj.input_scale");
+  }
+  in13.must_match_close = true;  // load_expert_fc31_input_scale_nvfp4: torch.allclose
+  params.push_back(std::move(in13));
+  params.push_back(
+      nvfp4_scales_param(f2is, {}, nvfp4_globals(downs, ".input_scale", quant, true), Op::kInvMax, experts));
+  // fc31_alpha: per local expert (w1's weight_scale_2, w3's) then every expert's w1 input scale.
+  std::vector<LinearSlice> w1w3;
+  for (size_t i = 0; i < fused.size(); i += 2) {
+    const bool up_first = !names.gate_first;
+    w1w3.push_back(fused[up_first ? i + 1 : i]);
+    w1w3.push_back(fused[up_first ? i : i + 1]);
+  }
+  std::vector<Piece> a13 = nvfp4_globals(w1w3, ".weight_scale_2", quant, true);
+  for (Piece& p : nvfp4_globals(gates, ".input_scale", quant, true)) a13.push_back(std::move(p));
+  params.push_back(nvfp4_scales_param(fa, {per}, std::move(a13), Op::kExpertAlpha, 2, experts));
+  std::vector<Piece> a2 = nvfp4_globals(down, ".weight_scale_2", quant, true);
+  for (Piece& p : nvfp4_globals(downs, ".input_scale", quant, true)) a2.push_back(std::move(p));
+  params.push_back(nvfp4_scales_param(f2a, {per}, std::move(a2), Op::kExpertAlpha, 1, experts));
+}
+
 }  // namespace
 
 std::vector<ParamSpec> moe_experts(const std::string& dst, const std::string& src, uint64_t experts,
@@ -516,6 +752,10 @@ std::vector<ParamSpec> moe_experts(const std::string& dst, const std::string& sr
   std::vector<ParamSpec> params;
   if (quant.kind == LinearQuant::Kind::kFp8Tensor && quant.requantise) {
     add_fp8_qdq_experts(params, dst, src, experts, local, fused, down, quant, names);
+    return params;
+  }
+  if (quant.kind == LinearQuant::Kind::kNvfp4 && quant.nvfp4_params == LinearQuant::Nvfp4Params::kTrtllm) {
+    add_nvfp4_cutlass_experts(params, dst, src, experts, hidden, local, fused, down, quant, names);
     return params;
   }
   add_linear(params, dst + "." + names.fused, "_", fused, quant, {per});

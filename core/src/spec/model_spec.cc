@@ -17,6 +17,19 @@ std::string_view conversion_name(Conversion::Kind kind) {
     case Conversion::Kind::kFp8Requant: return "fp8_requant";
     case Conversion::Kind::kScaleMax: return "scale_max";
     case Conversion::Kind::kKvScales: return "kv_scales";
+    case Conversion::Kind::kBlockScaleSwizzle: return "block_scale_swizzle";
+    case Conversion::Kind::kNvfp4Scales: return "nvfp4_scales";
+  }
+  return "?";
+}
+
+std::string_view scale_op_name(Conversion::ScaleOp op) {
+  switch (op) {
+    case Conversion::ScaleOp::kMax: return "max";
+    case Conversion::ScaleOp::kInvMax: return "inv_max";
+    case Conversion::ScaleOp::kMaxProduct: return "max_product";
+    case Conversion::ScaleOp::kExpertAlpha: return "expert_alpha";
+    case Conversion::ScaleOp::kInvSixth: return "inv_sixth";
   }
   return "?";
 }

@@ -1,6 +1,7 @@
 #include "wmap/spec/quant_format.h"
 
 #include "wmap/spec/fp8_format.h"
+#include "wmap/spec/nvfp4_format.h"
 #include "wmap/util/error.h"
 
 namespace wmap {
@@ -36,6 +37,14 @@ QuantFormat QuantFormat::detect(const ModelConfig& config) {
     if (const auto fp8 = Fp8Format::detect(config)) f.scheme = fp8->name();
   } catch (const Error&) {
     // An FP8 variant no building block serves: the plugin host refuses it by name.
+  }
+  try {
+    if (const auto nvfp4 = Nvfp4Format::detect(config)) {
+      f.scheme = nvfp4->name();
+      f.nvfp4 = true;
+    }
+  } catch (const Error&) {
+    // Refused by name where a linear asks for it.
   }
   return f;
 }

@@ -40,7 +40,9 @@
 //    KeyProbe::dtype_of, LinearQuant::scale_dtype.
 // 9: KeyProbe::shape_of, per-tensor and per-channel FP8 (LinearQuant kinds, Conversion kinds for
 //    TensorRT-LLM's requantisation and scale reductions).
-#define WMAP_PLUGIN_ABI_VERSION 9u
+// 10: NVFP4 as each engine's load_weights leaves it (LinearQuant NVFP4 fields, Conversion kinds
+//     kBlockScaleSwizzle and kNvfp4Scales).
+#define WMAP_PLUGIN_ABI_VERSION 10u
 
 WMAP_PUBLIC_BEGIN
 extern "C" {

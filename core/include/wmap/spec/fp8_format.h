@@ -13,6 +13,7 @@
 
 #include "wmap/spec/layout.h"
 #include "wmap/spec/model_config.h"
+#include "wmap/spec/module_list.h"
 #include "wmap/util/export.h"
 
 WMAP_PUBLIC_BEGIN
@@ -29,7 +30,7 @@ struct Fp8Format {
   bool static_input = false;                    // a per-tensor `input_scale` follows each weight
   // Modules left unquantised, as the config writes them: ModelOpt `exclude_modules` (fnmatch
   // wildcards), compressed-tensors `ignore` (names, or "re:" + a regular expression).
-  std::vector<std::string> ignore;
+  ModuleList ignore;
 
   // nullopt when the checkpoint is not FP8-quantised. Throws kMalformedInput naming the config
   // field for an FP8 variant no building block serves (ModelOpt quant_algo other than FP8,

@@ -65,9 +65,18 @@ struct LinearQuant {
   // dense FP8 releases store BF16); the parameter is F32 either way, widened exactly, as both
   // engines' F32 scale parameters take the checkpoint's scale through copy_.
   DType scale_dtype = DType::kF32;
-  // kNvfp4 (compressed-tensors, after the mapping's renames): `weight` U8 [out, in/2] (two FP4
-  // values a byte), `weight_scale` F8_E4M3 [out, in/16], `weight_scale_2` and `input_scale`
-  // F32 [1] (global scales, inverted on load; the sources of one fused parameter must match).
+  // kNvfp4 (int4-nvfp4.md section 6; after mappings/rules/nvfp4.yaml renamed compressed-tensors'
+  // keys to ModelOpt's): `weight` U8 [out, in/2] (two FP4 values a byte), `weight_scale`
+  // F8_E4M3 [out, in/16], `weight_scale_2` and `input_scale` F32 global scales.
+  enum class Nvfp4Params {
+    kVllmModelOpt,    // ModelOptNvFp4LinearMethod / FusedMoE: raw bytes, one global-scale slot per part
+    kVllmCompressed,  // CompressedTensorsW4A4Fp4: the same under the checkpoint's names (weight_packed, ...)
+    kTrtllm,          // NVFP4LinearMethod / NVFP4CutlassFusedMoEMethod: swizzled scales, inverted input scale, alpha
+  };
+  Nvfp4Params nvfp4_params = Nvfp4Params::kTrtllm;
+  // kNvfp4: the checkpoint's global scales are 1 / ModelOpt's (compressed-tensors); TensorRT-LLM
+  // inverts them on load (x > 0 ? 1/x : 0), vLLM keeps them as stored.
+  bool inverted_globals = false;
 
   // kFp8Tensor: a static per-tensor `input_scale` follows each weight (F32, the stored shape
   // `scalar_shape` as the weight_scale's).
@@ -93,9 +102,11 @@ struct LinearQuant {
     q.scale_dtype = scale_dtype;
     return q;
   }
-  static LinearQuant nvfp4(bool strict) {
+  static LinearQuant nvfp4(Nvfp4Params params, bool inverted_globals, bool strict) {
     LinearQuant q;
     q.kind = Kind::kNvfp4;
+    q.nvfp4_params = params;
+    q.inverted_globals = inverted_globals;
     q.strict_global = strict;
     return q;
   }
@@ -123,8 +134,10 @@ void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const st
 //   a part cutting a block would load misaligned scales), the scale's dtype from the checkpoint;
 // - a linear without its scale: none (a module the checkpoint leaves unquantised:
 //   modules_to_not_convert / ignore);
-// - compressed-tensors with `weight_scale` (after the mapping's renames): kNvfp4 (`strict` for a
-//   dense layer's global scales).
+// - NVFP4 (ModelOpt quant_algo NVFP4, compressed-tensors nvfp4-pack-quantized) with the linear's
+//   `weight_scale`: kNvfp4 as the target's load_weights leaves it (`strict` for a dense layer's
+//   global scales); a linear the exclude_modules / ignore list names must have no scale, any
+//   other one must have it.
 // - per-tensor FP8 (ModelOpt quant_algo FP8, AutoFP8, compressed-tensors strategy tensor) and
 //   per-channel FP8 (compressed-tensors strategy channel) with the linear's `weight_scale`:
 //   kFp8Tensor / kFp8Channel as the target's load_weights leaves them (requantised fused parts

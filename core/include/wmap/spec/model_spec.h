@@ -62,7 +62,22 @@ struct Conversion {
     kScaleMax,
     // KV-cache scales [k, v] -> [1, k, v] (`invert`: [1, 1/k, 1/v]): TensorRT-LLM's qkv_proj
     // kv_scales / inv_kv_scales (FP8QDQLinearMethod.load_kv_scales; index 0 is the query's 1.0).
-    kKvScales
+    kKvScales,
+    // NVFP4 block scales (bytes) as TensorRT-LLM's load_weights leaves them: the assembled
+    // matrices of [rows, cols] bytes (as many as fit), each zero-padded to [pad_rows, pad_cols]
+    // and swizzled 128x4 (block_scale_interleave; format/layout_transforms.h).
+    kBlockScaleSwizzle,
+    // TensorRT-LLM's NVFP4 global-scale arithmetic over F32 values (`scale_op`, groups of `group`
+    // assembled values, then `tail` values; format/nvfp4_scales.h).
+    kNvfp4Scales,
+  };
+  // kNvfp4Scales: out[i] from group i (g_i) and the tail (t):
+  enum class ScaleOp : uint8_t {
+    kMax,          // max(g_i): weight_scale_2
+    kInvMax,       // 1 / max(g_i): input_scale, fc31_input_scale, fc2_input_scale
+    kMaxProduct,   // max(g_i) * max(t): alpha = input_scale x weight_scale_2
+    kExpertAlpha,  // 1 / ((1 / max(t)) * (1 / w_i)), w_i = g_i[0], or max(g_i) unless all close to it
+    kInvSixth,     // (1 / max(g_i)) * f32(1 / 6): inv_input_scale = input_scale / 6 (E2M1_MAX)
   };
   Kind kind = Kind::kNone;
   // kFp8BlockDequant: the assembled bytes start with the F8_E4M3 weight [rows, cols], then its F32
@@ -73,13 +88,18 @@ struct Conversion {
   // kFp8BlockDequant: how many pieces assemble the weight and then its scales (a weight cut from
   // several parts of its source, each with its scale rows).
   uint64_t weight_pieces = 1, scale_pieces = 1;
-  uint64_t group = 0, tail = 0;  // kFp8Requant (group), kScaleMax
-  bool invert = false;           // kScaleMax, kKvScales
-  std::vector<uint64_t> parts;   // kFp8Requant: bytes of each F8 part, in piece order
+  uint64_t group = 0, tail = 0;         // kFp8Requant (group), kScaleMax
+  bool invert = false;                  // kScaleMax, kKvScales
+  std::vector<uint64_t> parts;          // kFp8Requant: bytes of each F8 part, in piece order
+  uint64_t pad_rows = 0, pad_cols = 0;  // kBlockScaleSwizzle (rows, cols: each matrix as assembled)
+  ScaleOp scale_op = ScaleOp::kMax;     // kNvfp4Scales
   bool operator==(const Conversion&) const = default;
 };
-// "", "f32_to_bf16", "fp8_block_dequant", "fp8_requant", "scale_max", "kv_scales"
+// "", "f32_to_bf16", "fp8_block_dequant", "fp8_requant", "scale_max", "kv_scales",
+// "block_scale_swizzle", "nvfp4_scales"
 std::string_view conversion_name(Conversion::Kind kind);
+// "max", "inv_max", "max_product", "expert_alpha", "inv_sixth"
+std::string_view scale_op_name(Conversion::ScaleOp op);
 
 struct ParamSpec {
   std::string name;

@@ -30,6 +30,7 @@ struct QuantFormat {
   // How the plan JSON and messages name the scheme: "block FP8 128x128", "ModelOpt per-tensor
   // FP8", "compressed-tensors per-channel FP8", "compressed-tensors NVFP4", "MXFP4", ...
   std::string scheme;
+  bool nvfp4 = false;  // ModelOpt NVFP4 or compressed-tensors nvfp4-pack-quantized (Nvfp4Format)
 
   static QuantFormat detect(const ModelConfig& config);
   // Whether checkpoint tensor `key` of `dtype` holds packed quantised values in this format: a
