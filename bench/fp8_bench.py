@@ -1,16 +1,17 @@
 #!/usr/bin/python3
-"""FP8 formats: a warm TP1 load of ~1 GB checkpoints per format and target against `cat`.
+"""Quantised formats: a warm TP1 load of ~1 GB checkpoints per format and target against `cat`.
 
 For each FP8 format the hub ships (wmap synth --fp8 --fp8-format block|modelopt|autofp8|ct-tensor|
-ct-channel) and a dense (qwen3) and MoE (qwen3_moe) model of about 1 GB, one table
-(docs/performance.md "FP8 formats"): the best of --runs warm `wmap load` seconds (the load phase,
+ct-channel), and with --four-bit the 4-bit ones (--nvfp4 --nvfp4-format ct|modelopt, --int4
+awq|gptq|ct), and a dense (qwen3) and MoE (qwen3_moe) model of about 1 GB, one table
+(docs/performance.md "FP8 formats", "4-bit formats"): the best of --runs warm `wmap load` seconds (the load phase,
 as `wmap load --json` reports it) against `cat` of the same shards to /dev/null (warm page cache,
 the same bytes), their ratio (goal: >= 0.5x cat), the time wmap spent in transforms and
 conversions (TensorRT-LLM's per-tensor requantisation of fused q/k/v, gate/up and experts is CPU
 work inside its load_weights, so wmap does it while loading), and the peak RSS. Formats a target
 refuses are skipped (docs/cli.md "Quantisation formats served").
 
-Usage: bench/fp8_bench.py --wmap build/bin/wmap [--runs 3] [--workdir DIR]
+Usage: bench/fp8_bench.py --wmap build/bin/wmap [--runs 3] [--workdir DIR] [--four-bit]
 Stdlib only. Not part of ctest.
 """
 import argparse
@@ -22,7 +23,11 @@ import sys
 import tempfile
 import time
 
-FORMATS = ("block", "modelopt", "autofp8", "ct-tensor", "ct-channel")
+# format -> synth flags
+FORMATS = {f: ["--fp8", "--fp8-format", f] for f in ("block", "modelopt", "autofp8", "ct-tensor", "ct-channel")}
+FOUR_BIT = {"nvfp4-ct": ["--nvfp4"], "nvfp4-modelopt": ["--nvfp4", "--nvfp4-format", "modelopt"],
+            "awq": ["--int4", "awq"], "gptq-act-order": ["--int4", "gptq", "--int4-act-order"],
+            "ct-w4a16": ["--int4", "ct"]}
 # ~1 GB each: F8 linears, BF16 embeddings, lm_head and norms.
 MODELS = {
     "qwen3": ["--preset", "1g", "--layers", "16"],
@@ -30,7 +35,11 @@ MODELS = {
 }
 
 
-def trtllm_serves(fmt, family):
+def serves(target, fmt, family):
+    if fmt in ("awq", "gptq-act-order", "ct-w4a16"):  # vLLM; compressed-tensors experts are not built
+        return target == "vllm" and not (fmt == "ct-w4a16" and family == "qwen3_moe")
+    if target == "vllm":
+        return True
     if fmt in ("autofp8", "ct-tensor"):
         return False
     return not (fmt == "ct-channel" and family == "qwen3_moe")
@@ -54,19 +63,26 @@ def main():
     ap.add_argument("--wmap", required=True)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--workdir", default=None, help="where the ~1 GB checkpoints are written (default: a temp dir)")
+    ap.add_argument("--four-bit", action="store_true", help="the 4-bit formats (NVFP4, AWQ, GPTQ, W4A16) instead")
     a = ap.parse_args()
+    formats = FOUR_BIT if a.four_bit else FORMATS
+    if a.four_bit:  # two values a byte: twice the layers for about the same bytes
+        MODELS["qwen3"][3] = "32"
+        MODELS["qwen3_moe"][3] = "16"
     work = tempfile.mkdtemp(prefix="wmap_fp8_", dir=a.workdir)
     print("| model | format | target | GB | wmap load s | cat s | wmap ÷ cat | transforms s | peak RSS MB |")
     print("|---|---|---|---|---|---|---|---|---|")
     try:
         for family, sizes in MODELS.items():
-            for fmt in FORMATS:
+            for fmt, flags in formats.items():
+                if not any(serves(t, fmt, family) for t in ("trtllm", "vllm")):
+                    continue
                 ckpt = os.path.join(work, "%s_%s" % (family, fmt))
-                run([a.wmap, "-q", "synth", family, ckpt, "--fp8", "--fp8-format", fmt] + sizes)
+                run([a.wmap, "-q", "synth", family, ckpt] + flags + sizes)
                 files = [os.path.join(ckpt, f) for f in sorted(os.listdir(ckpt)) if f.endswith(".safetensors")]
                 total = sum(os.path.getsize(f) for f in files)
                 for target in ("trtllm", "vllm"):
-                    if target == "trtllm" and not trtllm_serves(fmt, family):
+                    if not serves(target, fmt, family):
                         continue
                     best = None
                     for _ in range(a.runs):

@@ -119,6 +119,7 @@ struct DeepseekShape {
   bool tie = false;
   bool noaux_tc = false;  // config topk_method
   std::optional<spec::BlockScales> fp8;
+  bool nvfp4 = false;  // an NVFP4 checkpoint (some linears may be excluded)
   // What the core's spec::linear_quant asks about each linear (its format and scale).
   const ModelConfig* config = nullptr;
   const wmap::KeyProbe* probe = nullptr;
@@ -131,6 +132,10 @@ struct DeepseekShape {
     return "model.layers." + std::to_string(layer) + ".mlp.experts";
   }
 };
+
+// The rows of one quantisation block TensorRT-LLM's gcd split keeps whole: the FP8 block's, 16
+// values for NVFP4 (trtllm-semantics-notes, int4-nvfp4.md 6.5), 1 otherwise.
+uint64_t split_block(const DeepseekShape& s) { return s.fp8 ? s.fp8->rows : s.nvfp4 ? 16 : 1; }
 
 // Every count and size is bounded by the checkpoint (ConfigBounds) before anything loops over it.
 DeepseekShape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyProbe& probe) {
@@ -223,11 +228,18 @@ DeepseekShape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyP
     }
   }
   if (auto e = l.heads_error(s.heads)) c.fail("num_attention_heads", *e);
-  // Only block FP8 has been read for the MLA family (fp8.md; int4-nvfp4.md covers NVFP4).
+  // Block FP8 (fp8.md) and NVFP4 (int4-nvfp4.md 6.5: nvidia/DeepSeek-R1-FP4, whose attention and
+  // MTP layers its exclude_modules leaves BF16) have been read for the MLA family.
   s.fp8 = spec::fp8_block_scales(c);
-  if (c.has("quantization_config") && !s.fp8) {
+  s.nvfp4 = spec::nvfp4_checkpoint(c);
+  if (s.nvfp4 && s.v32) {
     c.fail("quantization_config",
-           "quantised " + c.architecture() + " checkpoints other than block FP8 (quant_method '" +
+           "NVFP4 DeepSeek-V3.2 checkpoints are not served (the indexer's quantised layout "
+           "was not read)");
+  }
+  if (c.has("quantization_config") && !s.fp8 && !s.nvfp4) {
+    c.fail("quantization_config",
+           "quantised " + c.architecture() + " checkpoints other than block FP8 and NVFP4 (quant_method '" +
                c.get_string("quantization_config.quant_method", "?") + "' here) are not served yet");
   }
   s.config = &c;
@@ -239,8 +251,8 @@ DeepseekShape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyP
     }
   }
   if (rules_for(l.target).gcd_mlp_split) {
-    // TensorRT-LLM asserts this of the widths it splits by whole blocks.
-    const uint64_t b = s.fp8 ? s.fp8->rows : 1;
+    // TensorRT-LLM asserts this of the widths it splits by whole blocks (16 values for NVFP4).
+    const uint64_t b = split_block(s);
     if (s.intermediate % b)
       c.fail("intermediate_size",
              std::to_string(s.intermediate) + " is not a multiple of the " + std::to_string(b) + "-row FP8 block");
@@ -268,11 +280,17 @@ spec::LinearQuant quant(const DeepseekShape& s, const Layout& l, const std::stri
   return spec::linear_quant(*s.config, l, *s.probe, linear, role, true, rules_for(l.target).whole_fp8_blocks);
 }
 
-// A linear's parameters under `dst` (dst.weight and its FP8 scales).
+// A linear's parameters under `dst` (dst.weight and its FP8 or NVFP4 companions). Slices are in
+// the weight's logical [out, in] units; an NVFP4 weight stores two values a byte.
 std::vector<ParamSpec> linear(const std::string& dst, std::vector<spec::LinearSlice> slices, const DeepseekShape& s,
                               const Layout& l) {
   std::vector<ParamSpec> out;
-  spec::add_linear(out, dst, ".", slices, quant(s, l, slices.at(0).linear, spec::LinearRole::kDense));
+  const spec::LinearQuant q = quant(s, l, slices.at(0).linear, spec::LinearRole::kDense);
+  for (spec::LinearSlice& sl : slices) {
+    sl.shape[1] = q.stored_cols(sl.shape[1]);
+    sl.cols = {q.stored_cols(sl.cols.begin), q.stored_cols(sl.cols.end)};
+  }
+  spec::add_linear(out, dst, ".", slices, q);
   return out;
 }
 
@@ -360,7 +378,7 @@ void gated_mlp(std::vector<ModuleSpec>& modules, const std::string& dst, const s
 // How a dense MLP (node_cap) or the shared experts of `width` rows are split on this rank.
 wmap::Split mlp_split(uint64_t width, bool node_cap, const DeepseekShape& s, const Layout& l) {
   if (l.attention_dp || !rules_for(l.target).gcd_mlp_split) return l.attention();
-  return l.gcd_split(width / (s.fp8 ? s.fp8->rows : 1), node_cap);
+  return l.gcd_split(width / split_block(s), node_cap);
 }
 
 // An RMSNorm weight: replicated; DeepSeek-V3.2's are F32 in the checkpoint and BF16 in both
@@ -452,6 +470,11 @@ void mla_attention(ModelSpec& m, const std::string& da, const std::string& ca, c
   }
   rep("kv_a_layernorm", {s.kv_lora});
   if (rules.split_kv_b) {
+    if (quant(s, l, ca + "kv_b_proj", spec::LinearRole::kDense).kind == spec::LinearQuant::Kind::kNvfp4) {
+      s.config->fail("quantization_config", ca + "kv_b_proj: an NVFP4 kv_b_proj is not served under TensorRT-LLM "
+                                                 "(its MLA split of FP4 codes and block scales was not read; "
+                                                 "nvidia's R1-FP4 exports leave attention BF16)");
+    }
     m.modules.push_back(module(da + "kv_b_proj", kv_b(da, ca + "kv_b_proj", s, l)));
   } else {
     // vLLM: column-parallel by rows, each head's [nope; v] rows kept as in the checkpoint.

@@ -58,6 +58,21 @@ INSTANTIATE_TEST_SUITE_P(Formats, Nvfp4Families,
                                            Nvfp4Case{"mixtral", "ct", "--experts 4 --moe-intermediate 256"}),
                          [](const auto& info) { return info.param.family + "_" + info.param.format; });
 
+// DeepSeek-V3/R1 NVFP4 as nvidia's R1-FP4 ships it: the MLPs, shared and routed experts NVFP4,
+// attention and the MTP layer BF16 (exclude_modules). TensorRT-LLM splits the dense MLP and the
+// shared experts over gcd(width / 16, T) ranks; vLLM exactly.
+TEST(Nvfp4, DeepseekV3AsR1Fp4UnderBothTargets) {
+  TempDir dir;
+  const auto ckpt =
+      synth_checkpoint(dir.path(), "deepseek_v3", "ds",
+                       "--nvfp4 --nvfp4-format modelopt --hidden 256 --intermediate 512 --moe-intermediate 256");
+  for (const std::string target : {"trtllm", "vllm"}) {
+    expect_every_rank_matches(ckpt, 1, "--target " + target);
+    expect_every_rank_matches(ckpt, 2, "--target " + target);
+    expect_every_rank_matches(ckpt, 2, "--target " + target + " --ep-size 2");
+  }
+}
+
 nlohmann::json plan_json(const std::filesystem::path& ckpt, const std::string& layout) {
   const auto r = run_wmap("plan " + shell_quote(ckpt.string()) + " --json " + layout);
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -497,6 +497,23 @@ class Quant:
                 self.mode, self.source = "fp8c", "ct"
             else:
                 raise BadInput("compressed-tensors strategy %r not served" % strategy)
+        elif method in ("awq", "gptq") or (method == "compressed-tensors" and qc.get("format") == "pack-quantized"):
+            # 4-bit integer W4A16 (int4-nvfp4.md sections 1, 3 to 5): vLLM only.
+            self.mode, self.source = "int4", {"awq": "awq", "gptq": "gptq"}.get(method, "ct")
+            self.group, self.act, self.sym = qc.get("group_size", 128), False, True
+            if method == "awq":
+                self.sym = False
+            elif method == "gptq":
+                if qc.get("sym", True) is False:
+                    raise BadInput("asymmetric GPTQ: vLLM refuses it")
+                self.act = bool(qc.get("desc_act"))
+            else:
+                w = list(qc["config_groups"].values())[0]["weights"]
+                self.group = w.get("group_size") if w.get("strategy") == "group" else -1
+                self.sym = w.get("symmetric", True)
+                self.act = w.get("actorder") == "group"
+            if self.group == -1:
+                self.group = None
         elif method == "compressed-tensors":
             # NVFP4 linears are recognised per linear by their `weight_packed` key; the global
             # scales are stored as 1 / ModelOpt's.
@@ -972,11 +989,84 @@ class Builder:
             out["inv_input_scale"] = f32_tensor([f32_mul(f32_inv(isc), f32_inv(np.float32(6.0)))], (1,))
         return out
 
+    def int4_linear(self, dst, parts):
+        """vLLM W4A16 linear `dst` from parts (source prefix, out, in, (r0, r1), (c0, c1)): this
+        rank's logical rows (outputs) and columns (inputs) of each part (int4-nvfp4.md 3.1, 4.1,
+        5.1).  AWQ: qweight [in, out/8], qzeros [G, out/8], scales [G, out] cut and fused along
+        their last dim; GPTQ: qweight [in/8, out], g_idx; compressed-tensors: weight_packed
+        [out, in/8], weight_scale [out, G], weight_zero_point [out/8, G], weight_shape (the last
+        part's), weight_g_idx, fused along dim 0.  A row-parallel rank with activation order (or
+        per-channel scales) keeps every group's scales."""
+        q, ck, P = self.q, self.ck, self.params
+        if not self.lay.vllm:
+            raise BadInput("%s: TensorRT-LLM does not load %s W4A16 checkpoints" % (dst, q.source))
+        K = parts[0][2]
+        c0, c1 = parts[0][4]
+        g = q.group or K
+        G = ceil_div(K, g)
+        full = (c1 - c0) != K and (q.act or not q.group)
+        if not full and (c0 % g or (c1 - c0) % g):
+            raise BadInput("%s: inputs [%d, %d) are not whole %d-input groups" % (parts[0][0], c0, c1, g))
+        if c0 % 8 or (c1 - c0) % 8:
+            raise BadInput("%s: inputs [%d, %d) are not whole packed words" % (parts[0][0], c0, c1))
+        for p, _, _, (r0, r1), _ in parts:
+            if r0 % 8 or (r1 - r0) % 8:
+                raise BadInput("%s: outputs [%d, %d) are not whole packed words" % (p, r0, r1))
+        s0, s1 = (0, G) if full else (c0 // g, ceil_div(c1, g))
+
+        def cut(suffix, rows, cols, axis):
+            ts = [ck.get(p + suffix) for p, *_ in parts]
+            arrs = [t.data[rows(pr, pc)[0]:rows(pr, pc)[1], cols(pr, pc)[0]:cols(pr, pc)[1]]
+                    for t, (_, _, _, pr, pc) in zip(ts, parts)]
+            return Tensor(ts[0].dtype, np.ascontiguousarray(np.concatenate(arrs, axis=axis)))
+
+        def g_idx(suffix):
+            last = ck.get(parts[-1][0] + suffix)
+            for p, *_ in parts[:-1]:
+                if ck.get(p + suffix).to_bytes() != last.to_bytes():
+                    raise BadInput("%s%s and %s%s differ (vLLM keeps the last one read)"
+                                   % (p, suffix, parts[-1][0], suffix))
+            return Tensor("I32", last.data[c0:c1])
+
+        groups = lambda pr, pc: (s0, s1)
+        if q.source == "awq":
+            P[dst + ".qweight"] = cut(".qweight", lambda pr, pc: pc, lambda pr, pc: (pr[0] // 8, pr[1] // 8), 1)
+            P[dst + ".qzeros"] = cut(".qzeros", groups, lambda pr, pc: (pr[0] // 8, pr[1] // 8), 1)
+            P[dst + ".scales"] = cut(".scales", groups, lambda pr, pc: pr, 1)
+        elif q.source == "gptq":
+            P[dst + ".qweight"] = cut(".qweight", lambda pr, pc: (pc[0] // 8, pc[1] // 8), lambda pr, pc: pr, 1)
+            P[dst + ".qzeros"] = cut(".qzeros", groups, lambda pr, pc: (pr[0] // 8, pr[1] // 8), 1)
+            P[dst + ".scales"] = cut(".scales", groups, lambda pr, pc: pr, 1)
+            P[dst + ".g_idx"] = g_idx(".g_idx")
+        else:
+            P[dst + ".weight_packed"] = cut(".weight_packed", lambda pr, pc: pr,
+                                            lambda pr, pc: (pc[0] // 8, pc[1] // 8), 0)
+            P[dst + ".weight_scale"] = cut(".weight_scale", lambda pr, pc: pr, groups, 0)
+            if not q.sym:
+                P[dst + ".weight_zero_point"] = cut(".weight_zero_point", lambda pr, pc: (pr[0] // 8, pr[1] // 8),
+                                                    groups, 0)
+            P[dst + ".weight_shape"] = ck.get(parts[-1][0] + ".weight_shape")
+            if q.act:
+                P[dst + ".weight_g_idx"] = g_idx(".weight_g_idx")
+
+    def exact(self, width, name):
+        """This rank's [a, b) of `width` under vLLM's exact split."""
+        if width % self.lay.T:
+            raise BadInput("%s: width %d not divisible by tp_size %d (vllm splits exactly)" % (name, width, self.lay.T))
+        return shard_range(width, self.lay.T, self.lay.r)
+
     # Llama-style gated MLP: gate_up_proj = concat(gate rows r, up rows r); down row-parallel.
     def gated_mlp(self, dst_pre, src_pre, bias=False, T=None, r=None):
         T = self.lay.T if T is None else T
         r = self.lay.r if r is None else r
         ck, q = self.ck, self.q
+        if q.mode == "int4":
+            H, I = self.H, need(self.cfg, "intermediate_size")
+            rows = self.exact(I, src_pre + ".gate_proj")
+            self.int4_linear(dst_pre + ".gate_up_proj", [(src_pre + ".gate_proj", I, H, rows, (0, H)),
+                                                         (src_pre + ".up_proj", I, H, rows, (0, H))])
+            self.int4_linear(dst_pre + ".down_proj", [(src_pre + ".down_proj", H, I, (0, H), rows)])
+            return
         g = load_linear(ck, q, src_pre + ".gate_proj", with_bias=bias)
         u = load_linear(ck, q, src_pre + ".up_proj", with_bias=bias)
         d = load_linear(ck, q, src_pre + ".down_proj", with_bias=bias)
@@ -1010,8 +1100,11 @@ class Builder:
             raise BadInput("%s: rank %d holds no expert (%d experts, tp_size %d)" % (src_pre, lay.r, E, lay.T))
         if self.q.mode in ("fp8t", "fp8c"):
             return self.experts_fp8(dst_pre, src_pre, E, inter, first, n, mT, mr, labels)
-        if self.q.mode == "nvfp4":
+        if self.q.mode == "nvfp4" and self.ck.has("%s.0.gate_proj.weight_scale" % src_pre):
+            # (a layer the exclude list leaves BF16, e.g. R1-FP4's MTP layer, loads as a plain one)
             return self.experts_nvfp4(dst_pre, src_pre, E, inter, first, n, mT, mr, labels)
+        if self.q.mode == "int4":
+            return self.experts_int4(dst_pre, src_pre, inter, first, n, mT, mr)
         ck, q = self.ck, self.q
         w_in, w2 = [], []
         for j in range(first, first + n):
@@ -1095,6 +1188,76 @@ class Builder:
             [np.float32(f32_of(ds["wscale"]) * a2) for _, _, _, ds in rows], (n,))
         self.params[dst_pre + ".fc2_quant"] = f32_tensor(np.float32(1.0) / a2, ())
         self.params[dst_pre + ".fc31_input_dequant"] = f32_tensor(a13, ())
+
+    def experts_int4(self, dst_pre, src_pre, I, first, n, mT, mr):
+        """vLLM AWQ / GPTQ experts (int4-nvfp4.md 3.4, 4.3), Ip = I/mT rows [mr*Ip, (mr+1)*Ip):
+        AWQ w13_qweight [n, H, 2Ip/8] = [gate, up] qweight[:, Ip/8 cols] along the last dim,
+        w13_qzeros / w13_scales likewise; w2_qweight [n, Ip, H/8] = down.qweight rows;
+        w2_scales / w2_qzeros [n, Ip/ag, H] with each row repeated g/ag times first (ag = g halved
+        while Ip % ag; Ip < g refused).  GPTQ w13_qweight [n, H/8, 2Ip], w2_qweight [n, Ip/8, H],
+        w2_scales / w2_qzeros rows Ip/g (every group with desc_act), w13_g_idx [n, H] = up's (gate's
+        must agree), w2_g_idx [n, Ip].  compressed-tensors experts are not served."""
+        q, ck, P, H = self.q, self.ck, self.params, self.H
+        if not self.lay.vllm:
+            raise BadInput("%s: TensorRT-LLM does not load %s W4A16 checkpoints" % (src_pre, q.source))
+        if q.source == "ct":
+            raise BadInput("%s: compressed-tensors W4A16 routed experts are not served" % src_pre)
+        if I % mT:
+            raise BadInput("%s: %d not divisible by %d" % (src_pre, I, mT))
+        Ip = I // mT
+        r0, r1 = mr * Ip, (mr + 1) * Ip
+        g13 = q.group or H
+        g2 = q.group or I
+        if H % g13 or r0 % 8 or Ip % 8:
+            raise BadInput("%s: groups or packed words cut" % src_pre)
+        awq = q.source == "awq"
+        ag, full2 = g2, False
+        if awq:
+            if Ip < g2:
+                raise BadInput("%s: %d expert rows a rank are fewer than the group %d" % (src_pre, Ip, g2))
+            while Ip % ag:
+                ag //= 2
+        elif q.act:
+            full2 = True
+        elif r0 % g2 or Ip % g2:
+            raise BadInput("%s: expert rows a rank are not whole groups (MoeWNA16 fallback)" % src_pre)
+        G2 = ceil_div(I, g2)
+
+        def w2_rows(t):
+            rep = np.repeat(t.data, g2 // ag, axis=0)
+            return rep if full2 else rep[r0 // ag:r1 // ag]
+
+        acc = {k: [] for k in ("w13q", "w13z", "w13s", "w2q", "w2z", "w2s", "g13", "g2")}
+        dt = None
+        for j in range(first, first + n):
+            e = "%s.%d." % (src_pre, j)
+            get = lambda k: ck.get(e + k)
+            gate, up = "gate_proj", "up_proj"
+            if awq:
+                acc["w13q"].append(np.concatenate([get(p + ".qweight").data[:, r0 // 8:r1 // 8] for p in (gate, up)], 1))
+                acc["w2q"].append(get("down_proj.qweight").data[r0:r1])
+            else:
+                acc["w13q"].append(np.concatenate([get(p + ".qweight").data[:, r0:r1] for p in (gate, up)], 1))
+                acc["w2q"].append(get("down_proj.qweight").data[r0 // 8:r1 // 8])
+                if get(gate + ".g_idx").to_bytes() != get(up + ".g_idx").to_bytes():
+                    raise BadInput("%s: gate and up g_idx differ (vLLM keeps the last one read)" % e)
+                acc["g13"].append(get(up + ".g_idx").data)
+                acc["g2"].append(get("down_proj.g_idx").data[r0:r1])
+            acc["w13z"].append(np.concatenate([get(p + ".qzeros").data[:, r0 // 8:r1 // 8] for p in (gate, up)], 1))
+            acc["w13s"].append(np.concatenate([get(p + ".scales").data[:, r0:r1] for p in (gate, up)], 1))
+            dt = get(gate + ".scales").dtype
+            acc["w2z"].append(w2_rows(get("down_proj.qzeros")))
+            acc["w2s"].append(w2_rows(get("down_proj.scales")))
+        f, d = dst_pre + ".w13_", dst_pre + ".w2_"
+        for name, key, dtype in ((f + "qweight", "w13q", "I32"), (f + "qzeros", "w13z", "I32"), (f + "scales", "w13s", dt),
+                                 (d + "qweight", "w2q", "I32"), (d + "qzeros", "w2z", "I32"), (d + "scales", "w2s", dt),
+                                 (f + "g_idx", "g13", "I32"), (d + "g_idx", "g2", "I32")):
+            if acc[key]:
+                P[name] = Tensor(dtype, np.ascontiguousarray(np.stack(acc[key])))
+        if G2 and full2:
+            check_rows = P[d + "scales"].shape[1]
+            if check_rows != G2:
+                raise BadInput("%s: w2 scales %d rows, expected %d" % (src_pre, check_rows, G2))
 
     def experts_nvfp4(self, dst_pre, src_pre, E, inter, first, n, mT, mr, labels):
         """NVFP4 experts (int4-nvfp4.md 6.2, 6.4).
@@ -1267,6 +1430,8 @@ class LlamaBuilder(Builder):
         src = "model.layers.%d.self_attn" % i
         arch = self.arch
         qkv_bias, o_bias = self.biases()
+        if q.mode == "int4":
+            return self.attention_int4(src, qkv_bias)
         qp = load_linear(ck, q, src + ".q_proj", with_bias=qkv_bias)
         kp = load_linear(ck, q, src + ".k_proj", with_bias=qkv_bias)
         vp = load_linear(ck, q, src + ".v_proj", with_bias=qkv_bias)
@@ -1283,6 +1448,24 @@ class LlamaBuilder(Builder):
             self.rep(src + ".k_norm.weight")
         op = load_linear(ck, q, src + ".o_proj", with_bias=o_bias)
         self.emit(src + ".o_proj", self.split(op, 1))
+
+    def attention_int4(self, src, qkv_bias):
+        """W4A16 attention (vLLM): q rows split exactly, this rank's KV heads, o_proj's inputs."""
+        H, nh, kvh, hd = self.H, self.nh, self.kvh, self.hd
+        qr = self.exact(nh * hd, src + ".q_proj")
+        kv = self.kv_rows(Tensor("BF16", np.zeros((kvh * hd, 1), np.uint16)), src + ".k_proj")
+        self.int4_linear(src + ".qkv_proj", [(src + ".q_proj", nh * hd, H, qr, (0, H)),
+                                             (src + ".k_proj", kvh * hd, H, kv, (0, H)),
+                                             (src + ".v_proj", kvh * hd, H, kv, (0, H))])
+        if qkv_bias:
+            self.params[src + ".qkv_proj.bias"] = concat(
+                [Tensor(t.dtype, t.data[a:b]) for t, (a, b) in
+                 ((self.ck.get(src + ".q_proj.bias"), qr), (self.ck.get(src + ".k_proj.bias"), kv),
+                  (self.ck.get(src + ".v_proj.bias"), kv))], 0, src + ".qkv_proj.bias")
+        if self.arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM"):
+            self.rep(src + ".q_norm.weight")
+            self.rep(src + ".k_norm.weight")
+        self.int4_linear(src + ".o_proj", [(src + ".o_proj", H, nh * hd, (0, H), self.exact(nh * hd, src + ".o_proj"))])
 
     def mlp(self, i):
         pre = "model.layers.%d.mlp" % i

@@ -63,13 +63,23 @@ int run_synth(SynthOptions& o) {
       throw Error(ErrorCode::kInvalidArgument, "synth: --scale-dtype: " + c.fp8_format + " scales are 0-d F32");
     c.scale_dtype = o.scale_dtype == "BF16" ? DType::kBF16 : o.scale_dtype == "F16" ? DType::kF16 : DType::kF32;
   }
+  if (!c.int4.empty() && (c.fp8 || c.nvfp4 || !llama_family)) {
+    throw Error(ErrorCode::kInvalidArgument, "synth: --int4 is one format, for the llama family");
+  }
+  if ((c.int4_act_order && c.int4 != "gptq" && c.int4 != "ct") || (c.int4_asym && c.int4 != "ct")) {
+    throw Error(ErrorCode::kInvalidArgument, "synth: --int4-act-order is for gptq and ct, --int4-asym for ct");
+  }
+  if (c.int4 == "awq" || c.int4 == "gptq") c.dtype = DType::kF16;
   if (c.nvfp4_format != "ct" && !c.nvfp4) {
     throw Error(ErrorCode::kInvalidArgument, "synth: --nvfp4-format is for --nvfp4 checkpoints");
   }
-  if (c.nvfp4 && (c.family == "deepseek_v3" || c.family == "deepseek_v32" || c.family == "kimi_k2" ||
-                  c.family == "glm4_moe" || c.family == "gpt_oss" || c.family == "phi3" || c.family == "qwen3_next")) {
+  if (c.nvfp4 && (c.family == "deepseek_v32" || c.family == "kimi_k2" || c.family == "glm4_moe" ||
+                  c.family == "gpt_oss" || c.family == "phi3" || c.family == "qwen3_next")) {
     throw Error(ErrorCode::kInvalidArgument,
-                "synth: --nvfp4 is for llama, mistral, qwen2, qwen3, qwen3_moe and mixtral");
+                "synth: --nvfp4 is for llama, mistral, qwen2, qwen3, qwen3_moe, mixtral and deepseek_v3");
+  }
+  if (c.nvfp4 && c.family == "deepseek_v3" && c.nvfp4_format != "modelopt") {
+    throw Error(ErrorCode::kInvalidArgument, "synth: deepseek_v3 --nvfp4 is --nvfp4-format modelopt (nvidia's R1-FP4)");
   }
   if (c.family == "gpt_oss" && (c.hidden % 32 || c.intermediate % 32)) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -137,6 +147,13 @@ Runner add_synth(CLI::App& app) {
   sub->add_flag("--kv-scales", o->cfg.kv_scales,
                 "--fp8 per-tensor / channel formats: FP8 KV-cache k_scale and v_scale per attention layer");
   sub->add_flag("--nvfp4", o->cfg.nvfp4, "llama family / qwen3_moe: NVFP4 linears (expert 1 has a zero global scale)");
+  sub->add_option("--int4", o->cfg.int4,
+                  "llama family: 4-bit integer W4A16 linears: awq (AutoAWQ GEMM), gptq (v1, symmetric), ct "
+                  "(compressed-tensors pack-quantized)")
+      ->check(CLI::IsMember({"awq", "gptq", "ct"}));
+  sub->add_option("--int4-group", o->cfg.int4_group, "--int4: inputs per scale (default 128)");
+  sub->add_flag("--int4-act-order", o->cfg.int4_act_order, "--int4 gptq / ct: activation order (g_idx per input)");
+  sub->add_flag("--int4-asym", o->cfg.int4_asym, "--int4 ct: asymmetric (weight_zero_point)");
   sub->add_option("--nvfp4-format", o->cfg.nvfp4_format,
                   "--nvfp4: ct (compressed-tensors nvfp4-pack-quantized; default) or modelopt (hf_quant_config.json "
                   "quant_algo NVFP4, 0-d global scales)")

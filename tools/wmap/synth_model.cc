@@ -187,6 +187,10 @@ void apply_synth_preset(const std::string& preset, SynthConfig& c) {
   }
 }
 
+// One linear in the configured format (below).
+void add_linear(std::vector<SynthTensor>& out, const SynthConfig& c, const std::string& name, uint64_t rows,
+                uint64_t cols, float g);
+
 namespace {
 
 // DeepSeek-V3: MLA attention, dense then MoE layers, MTP layers after the last one.
@@ -202,13 +206,23 @@ std::vector<SynthTensor> deepseek_tensors(const SynthConfig& c) {
     out.push_back({name + ".weight", {rows, cols}, w});
     if (c.fp8) out.push_back({name + ".weight_scale_inv", {(rows + 127) / 128, (cols + 127) / 128}, DType::kF32});
   };
+  // NVFP4 (nvidia/DeepSeek-R1-FP4): the MLPs and experts of the model's layers; attention and the
+  // MTP layers stay BF16 (hf_quant_config.json exclude_modules).
+  bool fp4_layer = false;
   auto mlp = [&](const std::string& p, uint64_t inter) {
+    if (fp4_layer) {
+      add_linear(out, c, p + "gate_proj", inter, h, 3.0f);
+      add_linear(out, c, p + "up_proj", inter, h, 3.0f);
+      add_linear(out, c, p + "down_proj", h, inter, 5.0f);
+      return;
+    }
     lin(p + "gate_proj", inter, h);
     lin(p + "up_proj", inter, h);
     lin(p + "down_proj", h, inter);
   };
   out.push_back({"model.embed_tokens.weight", {c.vocab, h}, d});
   for (uint64_t i = 0; i < c.layers + c.mtp; ++i) {
+    fp4_layer = c.nvfp4 && i < c.layers;
     const std::string p = "model.layers." + std::to_string(i) + ".";
     const std::string a = p + "self_attn.";
     if (i >= c.layers) {
@@ -383,6 +397,36 @@ void add_linear(std::vector<SynthTensor>& out, const SynthConfig& c, const std::
     SynthTensor scale(name + ".weight_scale_inv", {(rows + 127) / 128, (cols + 127) / 128}, c.scale_dtype);
     scale.positive = true;
     out.push_back(std::move(scale));
+    return;
+  }
+  if (!c.int4.empty()) {  // int4-nvfp4.md section 1 (a) to (c)
+    const uint64_t g = c.int4_group, groups = (cols + g - 1) / g;
+    auto scale = [&](std::vector<uint64_t> shape, DType d) {
+      SynthTensor t(name + (c.int4 == "ct" ? ".weight_scale" : ".scales"), std::move(shape), d);
+      t.positive = true;
+      out.push_back(std::move(t));
+    };
+    if (c.int4 == "awq") {
+      out.push_back({name + ".qweight", {cols, rows / 8}, DType::kI32});
+      out.push_back({name + ".qzeros", {groups, rows / 8}, DType::kI32});
+      scale({groups, rows}, DType::kF16);
+    } else if (c.int4 == "gptq") {
+      out.push_back({name + ".qweight", {cols / 8, rows}, DType::kI32});
+      out.push_back({name + ".qzeros", {groups, rows / 8}, DType::kI32});
+      scale({groups, rows}, DType::kF16);
+      out.push_back({name + ".g_idx", {cols}, DType::kI32});
+      out.back().group_ids = g, out.back().act_order = c.int4_act_order;
+    } else {
+      out.push_back({name + ".weight_packed", {rows, cols / 8}, DType::kI32});
+      scale({rows, groups}, c.dtype);
+      if (c.int4_asym) out.push_back({name + ".weight_zero_point", {rows / 8, groups}, DType::kI32});
+      if (c.int4_act_order) {
+        out.push_back({name + ".weight_g_idx", {cols}, DType::kI32});
+        out.back().group_ids = g, out.back().act_order = true;
+      }
+      out.push_back({name + ".weight_shape", {2}, DType::kI64});  // the unpacked [out, in]
+      out.back().i64 = {static_cast<int64_t>(rows), static_cast<int64_t>(cols)};
+    }
     return;
   }
   if (!c.nvfp4) {
@@ -625,6 +669,27 @@ std::string synth_config_json(const SynthConfig& c) {
       j["quantization_config"]["kv_cache_scheme"] = {{"num_bits", 8}, {"type", "float"}, {"strategy", "tensor"}};
     }
   }
+  if (c.int4 == "awq") {
+    j["quantization_config"] = {{"quant_method", "awq"}, {"bits", 4},          {"group_size", c.int4_group},
+                                {"version", "gemm"},     {"zero_point", true}, {"modules_to_not_convert", nullptr}};
+  } else if (c.int4 == "gptq") {
+    j["quantization_config"] = {{"quant_method", "gptq"},       {"bits", 4},   {"group_size", c.int4_group},
+                                {"desc_act", c.int4_act_order}, {"sym", true}, {"checkpoint_format", "gptq"}};
+  } else if (c.int4 == "ct") {
+    nlohmann::ordered_json group = {{"targets", nlohmann::ordered_json::array({"Linear"})},
+                                    {"weights",
+                                     {{"num_bits", 4},
+                                      {"type", "int"},
+                                      {"strategy", "group"},
+                                      {"group_size", c.int4_group},
+                                      {"symmetric", !c.int4_asym},
+                                      {"actorder", c.int4_act_order ? nlohmann::ordered_json("group") : nullptr}}},
+                                    {"input_activations", nullptr}};
+    j["quantization_config"] = {{"quant_method", "compressed-tensors"},
+                                {"format", "pack-quantized"},
+                                {"config_groups", {{"group_0", group}}},
+                                {"ignore", nlohmann::ordered_json::array({"lm_head"})}};
+  }
   if (c.nvfp4 && c.nvfp4_format == "ct") {
     j["quantization_config"] = {{"quant_method", "compressed-tensors"},
                                 {"format", "nvfp4-pack-quantized"},
@@ -725,11 +790,22 @@ uint64_t write_synth_checkpoint(const SynthConfig& cfg_in, const fs::path& out_d
     for (const SynthTensor* t : shards[s]) {
       const uint64_t state = fnv1a(t->name, cfg.seed);
       const std::optional<float> value = t->value;
-      const bool positive = t->positive, finite_fp8 = t->finite_fp8;
+      const bool positive = t->positive, finite_fp8 = t->finite_fp8, act_order = t->act_order;
       const DType dtype = t->dtype;
+      const uint64_t group_ids = t->group_ids;
+      const std::vector<int64_t> i64 = t->i64;
       files.push_back({t->name, t->dtype, t->shape, nbytes_of(*t),
-                       [state, value, positive, finite_fp8, dtype, &written, &bar](std::span<std::byte> dst) {
-                         if (finite_fp8) {
+                       [state, value, positive, finite_fp8, dtype, group_ids, act_order, i64, &written,
+                        &bar](std::span<std::byte> dst) {
+                         if (!i64.empty()) {
+                           std::memcpy(dst.data(), i64.data(), std::min(dst.size(), 8 * i64.size()));
+                         } else if (group_ids) {
+                           const uint64_t n = dst.size() / 4;
+                           for (uint64_t k = 0; k < n; ++k) {
+                             const auto id = static_cast<int32_t>((act_order ? (37 * k) % n : k) / group_ids);
+                             std::memcpy(dst.data() + 4 * k, &id, 4);
+                           }
+                         } else if (finite_fp8) {
                            fill_random(dst, state);
                            for (std::byte& b : dst) {
                              if ((static_cast<unsigned>(b) & 0x7fu) == 0x7fu) b ^= std::byte{1};
@@ -767,12 +843,17 @@ uint64_t write_synth_checkpoint(const SynthConfig& cfg_in, const fs::path& out_d
     write_text(out_dir / "hf_quant_config.json", q.dump(2) + "\n");
   }
   if (cfg.nvfp4 && cfg.nvfp4_format == "modelopt") {  // nvidia's NVFP4 exports (legacy shape)
+    nlohmann::ordered_json exclude = nlohmann::ordered_json::array({"lm_head"});
+    if (deepseek_like(cfg.family)) {  // as nvidia/DeepSeek-R1-FP4: attention and the MTP layers
+      exclude.push_back("model.layers.*.self_attn*");
+      for (uint64_t k = 0; k < cfg.mtp; ++k) exclude.push_back("model.layers." + std::to_string(cfg.layers + k) + "*");
+    }
     nlohmann::ordered_json q = {{"producer", {{"name", "modelopt"}, {"version", "0.29.0"}}},
                                 {"quantization",
                                  {{"quant_algo", "NVFP4"},
                                   {"kv_cache_quant_algo", nullptr},
                                   {"group_size", 16},
-                                  {"exclude_modules", nlohmann::ordered_json::array({"lm_head"})}}}};
+                                  {"exclude_modules", exclude}}}};
     write_text(out_dir / "hf_quant_config.json", q.dump(2) + "\n");
   }
   return total;

@@ -46,7 +46,13 @@ struct SynthConfig {
   // ModelOpt's) or modelopt (hf_quant_config.json quant_algo NVFP4: weight, 0-d weight_scale_2 /
   // input_scale shared by the parts of a fused q/k/v, gate/up and each expert's gate/up).
   std::string nvfp4_format = "ct";
-  bool qk_norm = false;  // glm4_moe: use_qk_norm (GLM-4.5/4.6; Air has none)
+  // 4-bit integer W4A16 linears: "" (none), awq (AutoAWQ GEMM), gptq (v1, symmetric), ct
+  // (compressed-tensors pack-quantized); F16 model and scales for awq / gptq, as their releases.
+  std::string int4;
+  uint64_t int4_group = 128;    // inputs per scale
+  bool int4_act_order = false;  // gptq desc_act / ct actorder group: a g_idx per input
+  bool int4_asym = false;       // ct: weight_zero_point
+  bool qk_norm = false;         // glm4_moe: use_qk_norm (GLM-4.5/4.6; Air has none)
 };
 
 struct SynthTensor {
@@ -58,6 +64,11 @@ struct SynthTensor {
   std::optional<float> value;  // F32 tensors filled with this value instead of random bits
   bool positive = false;       // F32/BF16/F16 filled with random positive normal values (scales), not random bits
   bool finite_fp8 = false;     // F8_E4M3 random codes with the NaN codes (0x7f, 0xff) replaced by +-448
+  // I32 [n] group ids (a GPTQ g_idx): k / group, or with `act_order` a fixed permutation's
+  // ((37 k) mod n) / group; the same for every linear of the same input.
+  uint64_t group_ids = 0;
+  bool act_order = false;
+  std::vector<int64_t> i64;  // I64 tensors holding these values (compressed-tensors' weight_shape)
 };
 
 // The family and preset names `wmap synth` takes (the CLI validates FAMILY and --preset with them).

@@ -7,7 +7,14 @@ std::vector<std::string> engine_owned_patterns(const LoadPlan& plan) {
     // BaseKVCacheMethod.create_weights: torch.nn.Parameter(torch.tensor(-1.0)) for q/k/v/prob
     // scales ("not loaded"), set from the checkpoint only when it has them
     // (vllm/model_executor/layers/quantization/kv_cache.py, commit 190900b9).
-    return {R"(.*\.(k_scale|v_scale|q_scale|prob_scale))"};
+    std::vector<std::string> owned{R"(.*\.(k_scale|v_scale|q_scale|prob_scale))"};
+    // AutoGPTQMoEMethod.create_weights: w13_bias / w2_bias torch.zeros (dropped after loading
+    // when the checkpoint has none), the g_idx sort indices torch.empty and never loaded
+    // (int4-nvfp4.md section 4.3).
+    if (plan.quant_format().kind == QuantFormat::Kind::kGptqAwq) {
+      owned.push_back(R"(.*\.experts\.(w13_bias|w2_bias|w13_g_idx_sort_indices|w2_g_idx_sort_indices))");
+    }
+    return owned;
   }
   // TensorRT-LLM's FP8 block-scale linears: input_scale and inv_input_scale are
   // torch.tensor(1., dtype=torch.float32) from create_weights, overwritten only when a checkpoint

@@ -1,4 +1,5 @@
-// Load-time check that fused sources carry identical companion tensors (NVFP4 global scales):
+// Load-time check that fused sources carry identical companion tensors (NVFP4 global scales, a
+// GPTQ g_idx):
 // the plan can name the pairs from headers, only the data can tell whether they agree.
 #include <cmath>
 #include <cstring>
@@ -62,11 +63,10 @@ void verify_must_match(const PlannedParam& param,
     }
     const std::vector<std::byte> va = read_tensor(file_for(a->shard), *a), vb = read_tensor(file_for(b->shard), *b);
     if (va != vb && !(param.must_match_close && close_f32(va, vb, a->dtype))) {
-      throw Error(ErrorCode::kValidation, param.name + ": the fused sources carry different global scales: '" +
-                                              a->name + "' = " + describe(va, a->dtype) + " but '" + b->name +
-                                              "' = " + describe(vb, b->dtype) +
-                                              (param.must_match_close ? " (beyond |a-b| <= 1e-8 + 1e-5*|b|" : " (") +
-                                              "; requantising to a shared scale is not supported)");
+      throw Error(ErrorCode::kValidation,
+                  param.name + ": the engine keeps one value for these fused sources, but they differ: '" + a->name +
+                      "' = " + describe(va, a->dtype) + " but '" + b->name + "' = " + describe(vb, b->dtype) +
+                      (param.must_match_close ? " (beyond |a-b| <= 1e-8 + 1e-5*|b|)" : ""));
     }
   }
 }

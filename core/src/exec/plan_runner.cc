@@ -10,6 +10,7 @@
 #include "copy_kernels.h"
 #include "must_match.h"
 #include "wmap/exec/nvfp4_conversions.h"
+#include "wmap/format/layout_transforms.h"
 #include "wmap/format/dtype_convert.h"
 #include "wmap/util/error.h"
 
@@ -598,6 +599,7 @@ void PlanRunner::convert_assembled(const PlannedParam& p, std::span<const std::b
   }
   if (c.kind == Conversion::Kind::kScaleMax) return f32_group_max(in, out, c.group, c.tail, c.invert, p.name);
   if (c.kind == Conversion::Kind::kNvfp4Scales) return nvfp4_scales(in, out, c.scale_op, c.group, c.tail, p.name);
+  if (c.kind == Conversion::Kind::kConcatColumns) return concat_columns(in, out, c.rows, c.parts, p.name);
   if (c.kind == Conversion::Kind::kBlockScaleSwizzle) {
     return block_scale_swizzle(in, out, c.rows, c.cols, c.pad_rows, c.pad_cols, p.name);
   }

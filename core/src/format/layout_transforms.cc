@@ -85,4 +85,26 @@ void block_scale_interleave_128x4(std::span<std::byte> data, DType, const std::s
   }
 }
 
+void concat_columns(std::span<const std::byte> in, std::span<std::byte> out, uint64_t rows,
+                    const std::vector<uint64_t>& parts, const std::string& key) {
+  uint64_t row = 0;
+  for (uint64_t b : parts) row += b;
+  const uint64_t block = row * rows;
+  if (block == 0 || in.size() != out.size() || in.size() % block != 0) {
+    throw Error(ErrorCode::kValidation, key + ": concatenating " + std::to_string(parts.size()) + " parts of " +
+                                            std::to_string(rows) + " rows (" + std::to_string(row) +
+                                            " bytes a row) got " + std::to_string(in.size()) + " assembled bytes for " +
+                                            std::to_string(out.size()));
+  }
+  for (uint64_t at = 0; at < in.size(); at += block) {
+    const std::byte* src = in.data() + at;
+    uint64_t offset = 0;  // of the part within an output row
+    for (uint64_t part : parts) {
+      for (uint64_t r = 0; r < rows; ++r) std::memcpy(out.data() + at + r * row + offset, src + r * part, part);
+      src += rows * part;
+      offset += part;
+    }
+  }
+}
+
 }  // namespace wmap

@@ -189,6 +189,15 @@ std::optional<uint64_t> PlanBuilder::assembled_size(const PlannedParam& pp, cons
       }
       return pp.nbytes / padded * matrix;
     }
+    case Conversion::Kind::kConcatColumns: {
+      uint64_t row = 0;
+      for (uint64_t b : c.parts) row += b;
+      if (c.parts.empty() || c.rows == 0 || row == 0 || pp.nbytes % (row * c.rows) != 0) {
+        return bad("of " + std::to_string(c.parts.size()) + " parts (" + std::to_string(row) + " bytes a row, " +
+                   std::to_string(c.rows) + " rows a block) does not fit " + std::to_string(pp.nbytes) + " bytes");
+      }
+      return pp.nbytes;
+    }
     case Conversion::Kind::kNvfp4Scales:
       if (pp.dtype != DType::kF32) return bad("needs an F32 parameter, not " + std::string(dtype_name(pp.dtype)));
       if (c.group == 0) return bad("needs a group of at least one scale");

@@ -68,6 +68,9 @@ std::string LoadPlan::json_text(bool with_id) const {
         o += ",\"op\":\"" + std::string(scale_op_name(p.convert.scale_op)) +
              "\",\"group\":" + std::to_string(p.convert.group) + ",\"tail\":" + std::to_string(p.convert.tail);
       }
+      if (p.convert.kind == Conversion::Kind::kConcatColumns) {
+        o += ",\"rows\":" + std::to_string(p.convert.rows) + ",\"parts\":" + dims(p.convert.parts);
+      }
       if (p.convert.kind == Conversion::Kind::kScaleMax) {
         o += ",\"group\":" + std::to_string(p.convert.group) + ",\"tail\":" + std::to_string(p.convert.tail);
       }

@@ -2,6 +2,7 @@
 
 #include "pipeline_stage.h"
 #include "wmap/spec/fp8_format.h"
+#include "wmap/spec/int4_format.h"
 #include "wmap/spec/nvfp4_format.h"
 #include "wmap/spec/quant_format.h"
 
@@ -472,17 +473,18 @@ ModelSpec PluginHost::build_spec(const LoadedPlugin& plugin, const ModelConfig& 
   constexpr const char* kServed =
       "served: fp8 (block [128, 128]; AutoFP8 per-tensor, target vllm), modelopt FP8 (per-tensor), "
       "compressed-tensors float-quantized (FP8 per-tensor target vllm, per-channel), modelopt NVFP4, "
-      "compressed-tensors nvfp4-pack-quantized, mxfp4 (gpt-oss)";
+      "compressed-tensors nvfp4-pack-quantized, awq / gptq / compressed-tensors pack-quantized W4A16 (target vllm), "
+      "mxfp4 (gpt-oss)";
   const QuantFormat format = QuantFormat::detect(config);
-  if (format.kind == QuantFormat::Kind::kOther || format.kind == QuantFormat::Kind::kGptqAwq) {
+  if (format.kind == QuantFormat::Kind::kOther) {
     config.fail("quantization_config.quant_method", "'" + format.method + "' is not served; " + kServed);
   }
-  // compressed-tensors names its packing in `format`: FP8 (`float-quantized`) and NVFP4 are
-  // served, so an int (`pack-quantized`) release is refused here rather than taken for NVFP4 and
-  // reported as missing weight_scale_2 (issue 40).
+  // compressed-tensors names its packing in `format`: FP8 (`float-quantized`), NVFP4 and int
+  // W4A16 (`pack-quantized`) are served; any other packing is refused here rather than taken for
+  // NVFP4 and reported as missing weight_scale_2 (issue 40).
   if (format.kind == QuantFormat::Kind::kCompressedTensors && config.has("quantization_config.format")) {
     const std::string packing = config.get_string("quantization_config.format", "");
-    if (packing != "nvfp4-pack-quantized" && packing != "float-quantized") {
+    if (packing != "nvfp4-pack-quantized" && packing != "float-quantized" && packing != "pack-quantized") {
       config.fail("quantization_config.format", "compressed-tensors '" + packing + "' is not served; " + kServed);
     }
   }
@@ -491,6 +493,7 @@ ModelSpec PluginHost::build_spec(const LoadedPlugin& plugin, const ModelConfig& 
   // (spec::linear_quant), so a family that serves no quantised checkpoint names itself first.
   (void)Fp8Format::detect(config);
   (void)Nvfp4Format::detect(config);
+  (void)Int4Format::detect(config);
   ModelSpec spec;
   try {
     spec = plugin.builder(config, layout, probe);

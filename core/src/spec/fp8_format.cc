@@ -11,7 +11,8 @@ namespace {
 constexpr const char* kServed =
     "served: fp8 (block [128, 128]; AutoFP8 per-tensor, target vllm), modelopt FP8 (per-tensor), compressed-tensors "
     "float-quantized (per-tensor target vllm; per-channel with dynamic per-token activations), modelopt NVFP4, "
-    "compressed-tensors nvfp4-pack-quantized, mxfp4 (gpt-oss)";
+    "compressed-tensors nvfp4-pack-quantized, awq / gptq / compressed-tensors pack-quantized W4A16 (target vllm), "
+    "mxfp4 (gpt-oss)";
 
 // compressed-tensors: every config group must describe the same FP8 scheme for Linear targets.
 Fp8Format compressed_tensors(const ModelConfig& c) {

@@ -4,6 +4,7 @@
 #include "wmap/format/tensor_record.h"
 #include "wmap/spec/config_bounds.h"
 #include "wmap/spec/fp8_format.h"
+#include "wmap/spec/int4_format.h"
 #include "wmap/spec/nvfp4_format.h"
 #include "wmap/spec/quant_format.h"
 #include "wmap/util/error.h"
@@ -242,6 +243,49 @@ LinearQuant nvfp4_quant(const Nvfp4Format& f, const Layout& l, const KeyProbe& p
     }
     q.scalar_shape = shape;
   }
+  return q;
+}
+
+// 4-bit integer W4A16 (int4-nvfp4.md sections 3 to 5): vLLM only, dense linears.
+LinearQuant int4_quant(const ModelConfig& c, const Int4Format& f, const Layout& l, const KeyProbe& probe,
+                       const std::string& linear, LinearRole role) {
+  f.refuse_for(c, l.target);
+  const bool ct = f.source == Int4Format::Source::kCompressedTensors;
+  // compressed-tensors' weight_packed reaches the plan as `weight` (mappings/rules/nvfp4.yaml).
+  const std::string packed = linear + (ct ? ".weight" : ".qweight"),
+                    scale = linear + (ct ? ".weight_scale" : ".scales");
+  const auto dtype = probe.dtype_of(packed);
+  const bool quantised = ct ? dtype == DType::kI32 : dtype.has_value();
+  if (!quantised) {
+    // AutoAWQ: vLLM derives the unquantised modules from the header when modules_to_not_convert
+    // is null (AutoAWQConfig.maybe_update_config: a layer whose tensors are all float).
+    if (f.ignores(linear) || f.source == Int4Format::Source::kAwq) return LinearQuant::none();
+    throw Error(ErrorCode::kInvalidArgument,
+                linear + ": quantization_config (" + f.name() + ") quantises it, but the checkpoint has no " + packed);
+  }
+  if (f.ignores(linear)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                packed + ": the checkpoint quantises " + linear + ", but quantization_config leaves it unquantised");
+  }
+  if (dtype != DType::kI32) {
+    throw Error(ErrorCode::kInvalidArgument, packed + ": stored as " + std::string(dtype_name(*dtype)) +
+                                                 "; 4-bit weights are packed eight to an I32");
+  }
+  if (role == LinearRole::kExpert && f.source == Int4Format::Source::kCompressedTensors) {
+    c.fail("quantization_config", linear + ": " + f.name() +
+                                      " routed experts are not served yet (dense linears are; AWQ and GPTQ experts "
+                                      "are): vLLM's Marlin MoE transposes them and keeps weight_shape in the model "
+                                      "dtype (int4-nvfp4.md section 5.2)");
+  }
+  LinearQuant q;
+  q.kind = LinearQuant::Kind::kInt4;
+  q.int4_source = f.source == Int4Format::Source::kAwq    ? LinearQuant::Int4Source::kAwq
+                  : f.source == Int4Format::Source::kGptq ? LinearQuant::Int4Source::kGptq
+                                                          : LinearQuant::Int4Source::kCompressedTensors;
+  q.group = f.group;
+  q.symmetric = f.symmetric;
+  q.act_order = f.act_order;
+  q.scale_dtype = probe.dtype_of(scale).value_or(DType::kF16);
   return q;
 }
 
@@ -515,6 +559,8 @@ std::optional<BlockScales> fp8_block_scales(const ModelConfig& c) {
   return BlockScales{fp8->block_rows, fp8->block_cols};
 }
 
+bool nvfp4_checkpoint(const ModelConfig& c) { return Nvfp4Format::detect(c).has_value(); }
+
 LinearQuant linear_quant(const ModelConfig& c, const Layout& l, const KeyProbe& probe, const std::string& linear,
                          LinearRole role, bool strict, bool whole_blocks) {
   if (const auto fp8 = Fp8Format::detect(c)) {
@@ -523,6 +569,7 @@ LinearQuant linear_quant(const ModelConfig& c, const Layout& l, const KeyProbe& 
     return scaled_quant(c, *fp8, l, probe, linear, role);
   }
   if (const auto nvfp4 = Nvfp4Format::detect(c)) return nvfp4_quant(*nvfp4, l, probe, linear, strict);
+  if (const auto int4 = Int4Format::detect(c)) return int4_quant(c, *int4, l, probe, linear, role);
   return LinearQuant::none();
 }
 
@@ -539,10 +586,149 @@ std::optional<std::string> fp8_kv_duplication_error(const ModelConfig& c, const 
          " checkpoint fails; use tp_size <= " + std::to_string(kv_heads) + " or target vllm";
 }
 
+namespace {
+
+// A parameter of the slices' boxes (pieces in slice order) and, when there are several slices
+// whose outputs are the last stored dim, their torch.cat(dim=-1) (Conversion::kConcatColumns).
+ParamSpec int4_param(const std::string& name, DType dtype, uint64_t rows, std::vector<Piece> pieces,
+                     const std::vector<uint64_t>& part_cols, bool concat_columns) {
+  ParamSpec p;
+  p.name = name;
+  p.dtype = dtype;
+  p.pieces = std::move(pieces);
+  uint64_t cols = 0;
+  for (auto c : part_cols) cols += c;
+  p.shape = {rows, cols};
+  if (concat_columns && part_cols.size() > 1) {
+    p.convert.kind = Conversion::Kind::kConcatColumns;
+    p.convert.rows = rows;
+    for (auto c : part_cols) p.convert.parts.push_back(c * dtype_bits(dtype) / 8);
+  }
+  return p;
+}
+
+// vLLM's W4A16 linears (int4-nvfp4.md 3.1, 4.1, 5.1): each slice is a part's logical [out, in]
+// rows and columns; the checkpoint's layout decides what is cut and how the parts are fused.
+void add_int4(std::vector<ParamSpec>& params, const std::string& dst, const std::string& sep,
+              const std::vector<LinearSlice>& slices, const LinearQuant& q) {
+  using S = LinearQuant::Int4Source;
+  const LinearSlice& first = slices.at(0);
+  const uint64_t in = first.shape[1], g = q.group ? q.group : in, groups = ceil_div(in, g);
+  const Range c = first.cols;
+  const bool row_parallel = c.size() != in;
+  // GPTQ desc_act / compressed-tensors actorder group on a row-parallel linear, or per-channel
+  // scales there: every rank holds every group's scales (marlin_repeat_scales_on_all_ranks).
+  const bool full_groups = row_parallel && (q.act_order || q.group == 0);
+  auto fail = [&](const LinearSlice& s, const std::string& why) {
+    throw Error(ErrorCode::kInvalidArgument,
+                s.linear + ": " + why +
+                    " (vLLM's create_weights refuses it: \"can be caused by too large tensor "
+                    "parallel size\"); use a tp_size that keeps them whole");
+  };
+  if (!full_groups && (c.begin % g != 0 || c.size() % g != 0)) {
+    fail(first, "this rank's inputs [" + std::to_string(c.begin) + ", " + std::to_string(c.end) + ") are not whole " +
+                    std::to_string(g) + "-input groups");
+  }
+  const Range sr = full_groups ? Range{0, groups} : Range{c.begin / g, ceil_div(c.end, g)};
+  for (const LinearSlice& s : slices) {
+    if (s.rows.begin % 8 != 0 || s.rows.size() % 8 != 0) {
+      fail(s, "this rank's outputs [" + std::to_string(s.rows.begin) + ", " + std::to_string(s.rows.end) +
+                  ") are not whole words of 8 packed values");
+    }
+  }
+  if (c.begin % 8 != 0 || c.size() % 8 != 0) fail(first, "this rank's inputs are not whole words of 8 packed values");
+  const Range c8{c.begin / 8, c.end / 8};
+  std::vector<Piece> w, z, sc;
+  std::vector<uint64_t> out8, out1;
+  for (const LinearSlice& s : slices) {
+    const uint64_t o = s.shape[0];
+    const Range r = s.rows, r8{r.begin / 8, r.end / 8};
+    out8.push_back(r8.size());
+    out1.push_back(r.size());
+    if (q.int4_source == S::kAwq) {  // [in, out/8], [in/g, out/8], [in/g, out]
+      w.push_back(box_piece(s.linear + ".qweight", {in, o / 8}, c, r8));
+      z.push_back(box_piece(s.linear + ".qzeros", {groups, o / 8}, sr, r8));
+      sc.push_back(box_piece(s.linear + ".scales", {groups, o}, sr, r));
+    } else if (q.int4_source == S::kGptq) {  // [in/8, out], [G, out/8], [G, out]
+      w.push_back(box_piece(s.linear + ".qweight", {in / 8, o}, c8, r));
+      z.push_back(box_piece(s.linear + ".qzeros", {groups, o / 8}, sr, r8));
+      sc.push_back(box_piece(s.linear + ".scales", {groups, o}, sr, r));
+    } else {  // [out, in/8], [out/8, G] (asymmetric), [out, G]
+      w.push_back(box_piece(s.linear + ".weight", {o, in / 8}, r, c8));
+      if (!q.symmetric) z.push_back(box_piece(s.linear + ".weight_zero_point", {o / 8, groups}, r8, sr));
+      sc.push_back(box_piece(s.linear + ".weight_scale", {o, groups}, r, sr));
+    }
+  }
+  for (auto* pieces : {&w, &z}) {
+    for (Piece& p : *pieces) p.source_dtype = DType::kI32;
+  }
+  const std::string base = dst + sep;
+  auto g_idx = [&](const std::string& name, const std::string& suffix) {
+    // Column-parallel parts share their input: vLLM copies each part's whole g_idx into one
+    // parameter, the last one read winning, so they must agree; a row-parallel rank its slice.
+    ParamSpec p;
+    p.name = base + name;
+    p.shape = {c.size()};
+    p.dtype = DType::kI32;
+    Piece piece = whole(slices.back().linear + suffix, {in});
+    piece.box = {c};
+    piece.source_dtype = DType::kI32;
+    p.pieces.push_back(std::move(piece));
+    for (size_t k = 0; k + 1 < slices.size(); ++k) {
+      p.must_match.emplace_back(slices[k].linear + suffix, slices.back().linear + suffix);
+    }
+    return p;
+  };
+  if (q.int4_source == S::kCompressedTensors) {
+    uint64_t rows = 0;
+    for (auto o : out1) rows += o;
+    ParamSpec wp = int4_param(base + "weight_packed", DType::kI32, rows, std::move(w), {c8.size()}, false);
+    wp.scales = {base + "weight_scale", base + "weight_shape"};
+    if (!q.symmetric) wp.scales.push_back(base + "weight_zero_point");
+    if (q.act_order) wp.scales.push_back(base + "weight_g_idx");
+    params.push_back(std::move(wp));
+    params.push_back(int4_param(base + "weight_scale", q.scale_dtype, rows, std::move(sc), {sr.size()}, false));
+    if (!q.symmetric) {
+      params.push_back(int4_param(base + "weight_zero_point", DType::kI32, rows / 8, std::move(z), {sr.size()}, false));
+    }
+    // weight_shape: every part copies its whole [out, in]; the parameter keeps the last one read
+    // (v_proj, up_proj: sorted keys in one file; int4-nvfp4.md section 9.3).
+    ParamSpec shape;
+    shape.name = base + "weight_shape";
+    shape.shape = {2};
+    shape.dtype = DType::kI64;
+    for (const LinearSlice& sl : slices) {
+      Piece sh = whole(sl.linear + ".weight_shape", {2});
+      sh.source_dtype = DType::kI64;
+      if (&sl != &slices.back()) sh.box = {{0, 0}};  // read and overwritten: consumed, no bytes
+      shape.pieces.push_back(std::move(sh));
+    }
+    params.push_back(std::move(shape));
+    if (q.act_order) params.push_back(g_idx("weight_g_idx", ".weight_g_idx"));
+    return;
+  }
+  const bool awq = q.int4_source == S::kAwq;
+  ParamSpec qw =
+      int4_param(base + "qweight", DType::kI32, awq ? c.size() : c8.size(), std::move(w), awq ? out8 : out1, true);
+  qw.scales = {base + "qzeros", base + "scales"};
+  if (!awq) qw.scales.push_back(base + "g_idx");
+  params.push_back(std::move(qw));
+  params.push_back(int4_param(base + "qzeros", DType::kI32, sr.size(), std::move(z), out8, true));
+  params.push_back(int4_param(base + "scales", q.scale_dtype, sr.size(), std::move(sc), out1, true));
+  if (!awq) params.push_back(g_idx("g_idx", ".g_idx"));
+}
+
+}  // namespace
+
 void add_linear(std::vector<ParamSpec>& params, const std::string& dst, const std::string& sep,
                 const std::vector<LinearSlice>& slices, const LinearQuant& quant,
                 const std::vector<uint64_t>& leading) {
   using Kind = LinearQuant::Kind;
+  if (quant.kind == Kind::kInt4) {
+    if (!leading.empty()) throw Error(ErrorCode::kInternal, dst + ": 4-bit integer experts are not built");
+    add_int4(params, dst, sep, slices, quant);
+    return;
+  }
   const uint64_t cols = slices.empty() ? 0 : slices[0].cols.size();
   std::vector<Piece> weight;
   uint64_t rows = 0;
@@ -731,6 +917,120 @@ void add_nvfp4_cutlass_experts(std::vector<ParamSpec>& params, const std::string
 
 }  // namespace
 
+// vLLM's AutoAWQMoEMethod / AutoGPTQMoEMethod (int4-nvfp4.md 3.4, 4.3): per local expert, gate
+// and up cut along their outputs (the last stored dim) and concatenated [gate, up]; down along
+// its inputs. AWQ halves w2's group while the rank's rows are not whole groups, repeating each
+// scale / zero row (make_group_size_adjusted_weight_loader); GPTQ act-order keeps every group.
+void add_int4_experts(std::vector<ParamSpec>& params, const std::string& dst, Range local, uint64_t inter,
+                      uint64_t hidden, const Split& moe, const LinearQuant& q, const ExpertNames& names,
+                      const std::vector<std::string>& expert_prefixes) {
+  const bool awq = q.int4_source == LinearQuant::Int4Source::kAwq;
+  const uint64_t per = local.size(), H = hidden, I = inter;
+  const Range r = moe.slice(I, dst + " experts' intermediate size");
+  const uint64_t ip = r.size();
+  const uint64_t g13 = q.group ? q.group : H, g2 = q.group ? q.group : I;
+  const std::string f = dst + "." + names.fused + "_", d = dst + "." + names.down + "_";
+  auto refuse = [&](const std::string& why) { throw Error(ErrorCode::kInvalidArgument, dst + ": " + why); };
+  if (H % g13 != 0 || H % 8 != 0)
+    refuse("hidden size " + std::to_string(H) + " is not whole groups of " + std::to_string(g13));
+  if (r.begin % 8 != 0 || ip % 8 != 0) refuse("this rank's expert rows are not whole words of 8 packed values");
+  // w2's group a rank: AWQ halves it (an Ip below the group is vLLM's ValueError); GPTQ needs
+  // whole groups unless act-order (otherwise vLLM falls back to MoeWNA16, whose layout is not built).
+  uint64_t ag = g2;
+  bool full2 = false;
+  if (awq) {
+    if (ip < g2)
+      refuse(std::to_string(ip) + " expert rows a rank are fewer than the group " + std::to_string(g2) +
+             " (vLLM raises: smaller than group_size)");
+    while (ip % ag != 0) ag /= 2;
+  } else if (q.act_order) {
+    full2 = true;
+  } else if (r.begin % g2 != 0 || ip % g2 != 0) {
+    refuse(std::to_string(ip) + " expert rows a rank are not whole " + std::to_string(g2) +
+           "-input groups: vLLM serves that layer with MoeWNA16, which is not built");
+  }
+  const uint64_t G13 = H / g13, G2 = ceil_div(I, g2);
+  std::vector<Piece> w13, z13, s13, w2, z2, s2, gi13, gi2;
+  auto i32 = [](Piece p) {
+    p.source_dtype = DType::kI32;
+    return p;
+  };
+  // Rows [begin, end) of w2's scales / zeros after repeating each source row g2/ag times.
+  auto w2_rows = [&](const std::string& key, std::vector<uint64_t> shape, Range cols, std::vector<Piece>& out,
+                     bool is_int) {
+    const Range rows = full2 ? Range{0, G2} : Range{r.begin / ag, r.end / ag};
+    const uint64_t repeat = g2 / ag;
+    if (repeat == 1) {
+      Piece p = box_piece(key, shape, rows, cols);
+      out.push_back(is_int ? i32(std::move(p)) : std::move(p));
+      return;
+    }
+    for (uint64_t j = rows.begin; j < rows.end; ++j) {
+      Piece p = box_piece(key, shape, {j / repeat, j / repeat + 1}, cols);
+      out.push_back(is_int ? i32(std::move(p)) : std::move(p));
+    }
+  };
+  const Range r8{r.begin / 8, r.end / 8}, allh{0, H}, allh8{0, H / 8};
+  for (const std::string& e : expert_prefixes) {
+    for (const char* part : {"gate_proj", "up_proj"}) {
+      const std::string l = e + part;
+      if (awq) {
+        w13.push_back(i32(box_piece(l + ".qweight", {H, I / 8}, allh, r8)));
+      } else {
+        w13.push_back(i32(box_piece(l + ".qweight", {H / 8, I}, allh8, r)));
+      }
+      z13.push_back(i32(box_piece(l + ".qzeros", {G13, I / 8}, {0, G13}, r8)));
+      s13.push_back(box_piece(l + ".scales", {G13, I}, {0, G13}, r));
+    }
+    const std::string down = e + "down_proj";
+    if (awq) {
+      w2.push_back(i32(box_piece(down + ".qweight", {I, H / 8}, r, allh8)));
+    } else {
+      w2.push_back(i32(box_piece(down + ".qweight", {I / 8, H}, r8, allh)));
+      Piece up = whole(e + "up_proj.g_idx", {H});  // _load_g_idx: the last of w1 / w3 read
+      gi13.push_back(i32(std::move(up)));
+      Piece dg = whole(down + ".g_idx", {I});
+      dg.box = {r};
+      gi2.push_back(i32(std::move(dg)));
+    }
+    w2_rows(down + ".qzeros", {G2, H / 8}, allh8, z2, true);
+    w2_rows(down + ".scales", {G2, H}, allh, s2, false);
+  }
+  auto stacked = [&](const std::string& name, DType dtype, std::vector<uint64_t> shape, std::vector<Piece> pieces,
+                     uint64_t rows, std::vector<uint64_t> part_cols) {
+    ParamSpec p = int4_param(name, dtype, rows, std::move(pieces), part_cols, true);
+    p.shape = std::move(shape);
+    return p;
+  };
+  const uint64_t s2rows = full2 ? G2 : ip / ag;
+  const DType sd = q.scale_dtype;
+  if (awq) {
+    ParamSpec qw = stacked(f + "qweight", DType::kI32, {per, H, 2 * ip / 8}, std::move(w13), H, {ip / 8, ip / 8});
+    qw.scales = {f + "qzeros", f + "scales"};
+    params.push_back(std::move(qw));
+    ParamSpec qw2 = stacked(d + "qweight", DType::kI32, {per, ip, H / 8}, std::move(w2), ip, {H / 8});
+    qw2.scales = {d + "qzeros", d + "scales"};
+    params.push_back(std::move(qw2));
+  } else {
+    ParamSpec qw = stacked(f + "qweight", DType::kI32, {per, H / 8, 2 * ip}, std::move(w13), H / 8, {ip, ip});
+    qw.scales = {f + "qzeros", f + "scales", f + "g_idx"};
+    params.push_back(std::move(qw));
+    ParamSpec qw2 = stacked(d + "qweight", DType::kI32, {per, ip / 8, H}, std::move(w2), ip / 8, {H});
+    qw2.scales = {d + "qzeros", d + "scales", d + "g_idx"};
+    params.push_back(std::move(qw2));
+  }
+  params.push_back(stacked(f + "scales", sd, {per, G13, 2 * ip}, std::move(s13), G13, {ip, ip}));
+  params.push_back(stacked(f + "qzeros", DType::kI32, {per, G13, 2 * ip / 8}, std::move(z13), G13, {ip / 8, ip / 8}));
+  params.push_back(stacked(d + "scales", sd, {per, s2rows, H}, std::move(s2), s2rows, {H}));
+  params.push_back(stacked(d + "qzeros", DType::kI32, {per, s2rows, H / 8}, std::move(z2), s2rows, {H / 8}));
+  if (!awq) {
+    ParamSpec g = stacked(f + "g_idx", DType::kI32, {per, H}, std::move(gi13), 1, {H});
+    for (const std::string& e : expert_prefixes) g.must_match.emplace_back(e + "gate_proj.g_idx", e + "up_proj.g_idx");
+    params.push_back(std::move(g));
+    params.push_back(stacked(d + "g_idx", DType::kI32, {per, ip}, std::move(gi2), 1, {ip}));
+  }
+}
+
 std::vector<ParamSpec> moe_experts(const std::string& dst, const std::string& src, uint64_t experts,
                                    uint64_t intermediate, uint64_t hidden, const Layout& l, const LinearQuant& quant,
                                    const ExpertNames& names) {
@@ -756,6 +1056,12 @@ std::vector<ParamSpec> moe_experts(const std::string& dst, const std::string& sr
   }
   if (quant.kind == LinearQuant::Kind::kNvfp4 && quant.nvfp4_params == LinearQuant::Nvfp4Params::kTrtllm) {
     add_nvfp4_cutlass_experts(params, dst, src, experts, hidden, local, fused, down, quant, names);
+    return params;
+  }
+  if (quant.kind == LinearQuant::Kind::kInt4) {
+    std::vector<std::string> prefixes;
+    for (uint64_t j = local.begin; j < local.end; ++j) prefixes.push_back(src + "." + std::to_string(j) + ".");
+    add_int4_experts(params, dst, local, intermediate, hidden, moe, quant, names, prefixes);
     return params;
   }
   add_linear(params, dst + "." + names.fused, "_", fused, quant, {per});

@@ -19,6 +19,7 @@ std::string_view conversion_name(Conversion::Kind kind) {
     case Conversion::Kind::kKvScales: return "kv_scales";
     case Conversion::Kind::kBlockScaleSwizzle: return "block_scale_swizzle";
     case Conversion::Kind::kNvfp4Scales: return "nvfp4_scales";
+    case Conversion::Kind::kConcatColumns: return "concat_columns";
   }
   return "?";
 }

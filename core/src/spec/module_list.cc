@@ -11,6 +11,10 @@ namespace wmap {
 bool ModuleList::contains(std::string_view linear) const {
   const std::string name(linear);
   for (const std::string& pattern : patterns) {
+    if (style == Style::kSubstring) {
+      if (!pattern.empty() && name.find(pattern) != std::string::npos) return true;
+      continue;
+    }
     if (style == Style::kCompressedTensors) {
       if (pattern.rfind("re:", 0) == 0) {
         // Asked once per linear of the model: each pattern is compiled once per thread.

@@ -1,6 +1,7 @@
 #include "wmap/spec/quant_format.h"
 
 #include "wmap/spec/fp8_format.h"
+#include "wmap/spec/int4_format.h"
 #include "wmap/spec/nvfp4_format.h"
 #include "wmap/util/error.h"
 
@@ -45,6 +46,11 @@ QuantFormat QuantFormat::detect(const ModelConfig& config) {
     }
   } catch (const Error&) {
     // Refused by name where a linear asks for it.
+  }
+  try {
+    if (const auto int4 = Int4Format::detect(config)) f.scheme = int4->name();
+  } catch (const Error&) {
+    // Refused by name by the plugin host.
   }
   return f;
 }

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "wmap/format/dtype.h"
 #include "wmap/util/export.h"
@@ -35,6 +36,12 @@ void fill_one(std::span<std::byte> data, DType dtype, const std::string& key, st
 
 // The destination of byte (m, k) of a [rows, cols] matrix under that swizzle.
 uint64_t block_scale_interleave_index(uint64_t m, uint64_t k, uint64_t cols);
+
+// torch.cat(dim=-1) of assembled parts: `in` holds blocks, each the parts one after the other
+// (part i: `rows` rows of parts[i] bytes); `out` the same blocks with each row the parts' row
+// bytes side by side. Throws kValidation naming `key` when the sizes do not fit.
+void concat_columns(std::span<const std::byte> in, std::span<std::byte> out, uint64_t rows,
+                    const std::vector<uint64_t>& parts, const std::string& key);
 
 }  // namespace wmap
 WMAP_PUBLIC_END

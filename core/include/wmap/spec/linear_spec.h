@@ -50,7 +50,7 @@ Range block_range(Range r, uint64_t b);
 struct LinearQuant {
   // kFp8Tensor: one F32 `weight_scale` per weight (ModelOpt, AutoFP8, compressed-tensors
   // strategy tensor); kFp8Channel: `weight_scale` [out, 1] (compressed-tensors strategy channel).
-  enum class Kind { kNone, kFp8Block, kNvfp4, kFp8Tensor, kFp8Channel };
+  enum class Kind { kNone, kFp8Block, kNvfp4, kFp8Tensor, kFp8Channel, kInt4 };
   Kind kind = Kind::kNone;
   BlockScales blocks;         // kFp8Block: `weight_scale_inv` F32 per block
   bool strict_global = true;  // kNvfp4: dense layers reject a non-finite or <= 0 global scale
@@ -91,6 +91,14 @@ struct LinearQuant {
   bool requantise = false;
   // kFp8Channel under TensorRT-LLM (FP8RowwiseLinearMethod): `weight_scale` flattened to [out].
   bool flat_channel = false;
+
+  // kInt4 (int4-nvfp4.md sections 3 to 5; vLLM only): slices are in the weight's logical
+  // [out, in] units, the layouts are the format's (Int4Format).
+  enum class Int4Source { kAwq, kGptq, kCompressedTensors };
+  Int4Source int4_source = Int4Source::kAwq;
+  uint64_t group = 0;      // kInt4: inputs per scale (0: one per output channel)
+  bool symmetric = true;   // kInt4 compressed-tensors: no weight_zero_point
+  bool act_order = false;  // kInt4: a g_idx per input; a row-parallel rank holds every group's scales
 
   static LinearQuant none() { return {}; }
   static LinearQuant fp8(BlockScales b, std::string scale_name, bool whole_blocks, DType scale_dtype = DType::kF32) {
@@ -157,6 +165,9 @@ LinearQuant linear_quant(const ModelConfig& config, const Layout& l, const KeyPr
 // nullopt otherwise: for a family's own block arithmetic (DeepSeek's MLA head splits). Throws
 // kMalformedInput naming the field for a block size that is not two positive integers.
 std::optional<BlockScales> fp8_block_scales(const ModelConfig& config);
+// Whether the checkpoint is NVFP4 (ModelOpt quant_algo NVFP4 or compressed-tensors
+// nvfp4-pack-quantized), for a family's own split arithmetic (DeepSeek's 16-value gcd block).
+bool nvfp4_checkpoint(const ModelConfig& config);
 
 // The refusal, if any, of an FP8 checkpoint whose KV heads are duplicated over the ranks
 // (kv_heads < tp_size) under target trtllm: TensorRT-LLM's generic HfWeightMapper

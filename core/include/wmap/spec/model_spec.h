@@ -68,8 +68,13 @@ struct Conversion {
     // and swizzled 128x4 (block_scale_interleave; format/layout_transforms.h).
     kBlockScaleSwizzle,
     // TensorRT-LLM's NVFP4 global-scale arithmetic over F32 values (`scale_op`, groups of `group`
-    // assembled values, then `tail` values; format/nvfp4_scales.h).
+    // assembled values, then `tail` values; exec/nvfp4_conversions.h).
     kNvfp4Scales,
+    // torch.cat along the last dim: the assembled blocks (as many as fit) each hold the parts
+    // one after the other, part i `rows` x parts[i] bytes; each block becomes `rows` rows of the
+    // parts' row bytes side by side (a fused linear whose outputs are its last stored dim: AWQ's
+    // and GPTQ's qweight, qzeros and scales).
+    kConcatColumns,
   };
   // kNvfp4Scales: out[i] from group i (g_i) and the tail (t):
   enum class ScaleOp : uint8_t {
@@ -96,7 +101,7 @@ struct Conversion {
   bool operator==(const Conversion&) const = default;
 };
 // "", "f32_to_bf16", "fp8_block_dequant", "fp8_requant", "scale_max", "kv_scales",
-// "block_scale_swizzle", "nvfp4_scales"
+// "block_scale_swizzle", "nvfp4_scales", "concat_columns"
 std::string_view conversion_name(Conversion::Kind kind);
 // "max", "inv_max", "max_product", "expert_alpha", "inv_sixth"
 std::string_view scale_op_name(Conversion::ScaleOp op);
