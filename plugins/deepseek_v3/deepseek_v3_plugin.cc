@@ -232,6 +232,11 @@ DeepseekShape read_shape(const ModelConfig& c, const Layout& l, const wmap::KeyP
   // MTP layers its exclude_modules leaves BF16) have been read for the MLA family.
   s.fp8 = spec::fp8_block_scales(c);
   s.nvfp4 = spec::nvfp4_checkpoint(c);
+  if (s.nvfp4 && c.get_string("quantization_config.quant_method", "") != "modelopt") {
+    c.fail("quantization_config",
+           "compressed-tensors NVFP4 DeepSeek checkpoints are not served (ModelOpt's "
+           "nvidia/DeepSeek-R1-FP4 layout is)");
+  }
   if (s.nvfp4 && s.v32) {
     c.fail("quantization_config",
            "NVFP4 DeepSeek-V3.2 checkpoints are not served (the indexer's quantised layout "
