@@ -80,6 +80,33 @@ TEST(Int4, PlanNamesTheFormatAndProvesEachWeightsCompanions) {
   EXPECT_EQ(p.at(a + "o_proj.scales")["dtype"], "F16");
 }
 
+// `plan --expect` accepts vLLM's parameter list: the reference's, plus the names its GPTQ MoE
+// creates at construction that no load writes (w13_bias / w2_bias zeros, the g_idx sort indices).
+TEST(Int4, PlanMatchesVllmsParameterList) {
+  TempDir dir;
+  const auto awq = synth_checkpoint(dir.path(), "qwen2", "awq", kDims + " --int4 awq");
+  const auto moe = synth_checkpoint(dir.path(), "qwen3_moe", "moe",
+                                    kDims + " --int4 gptq --int4-act-order --experts 4 --moe-intermediate 256");
+  for (const auto& [ck, layout] : {std::pair{awq, std::string("--tp-size 2 --tp-rank 1 --target vllm")},
+                                   std::pair{moe, std::string("--tp-size 2 --tp-rank 0 --target vllm")}}) {
+    const auto dump = run_command(python() + " " + shell_quote((source_dir() / "tests/python/reference.py").string()) +
+                                  " list --json " + shell_quote(ck.string()) + " " + layout);
+    ASSERT_EQ(dump.exit_code, 0) << dump.err;
+    auto list = nlohmann::json::parse(dump.out);
+    if (ck == moe) {
+      const std::string e = "model.layers.1.mlp.experts.";
+      list[e + "w13_bias"] = {{"shape", {4, 256}}, {"dtype", "F16"}};
+      list[e + "w2_bias"] = {{"shape", {4, 256}}, {"dtype", "F16"}};
+      list[e + "w13_g_idx_sort_indices"] = {{"shape", {4, 256}}, {"dtype", "I32"}};
+      list[e + "w2_g_idx_sort_indices"] = {{"shape", {4, 128}}, {"dtype", "I32"}};
+    }
+    write_file(dir / "params.json", list.dump());
+    const auto r = run_wmap("plan " + shell_quote(ck.string()) + " " + layout + " --expect " +
+                            shell_quote((dir / "params.json").string()));
+    EXPECT_EQ(r.exit_code, 0) << layout << "\n" << r.err;
+  }
+}
+
 void refused(const std::filesystem::path& ckpt, const std::string& layout, const std::string& words) {
   const auto r = run_wmap("load " + shell_quote(ckpt.string()) + " " + layout);
   EXPECT_EQ(r.exit_code, 2) << layout << "\n" << r.err;
