@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint_edit.h"
+#include "plan_json.h"
 #include "test_util.h"
 
 namespace wmap::test {
@@ -70,18 +71,6 @@ INSTANTIATE_TEST_SUITE_P(
       f.erase(std::remove(f.begin(), f.end(), '-'), f.end());
       return info.param.family + "_" + f;
     });
-
-nlohmann::json plan_json(const std::filesystem::path& ckpt, const std::string& layout) {
-  const auto r = run_wmap("plan " + shell_quote(ckpt.string()) + " --json " + layout);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return nlohmann::json::parse(r.out);
-}
-
-std::map<std::string, nlohmann::json> params_of(const nlohmann::json& plan) {
-  std::map<std::string, nlohmann::json> out;
-  for (const auto& p : plan["params"]) out[p["name"]] = p;
-  return out;
-}
 
 // The plan names the format and each quantised weight's companions; the certificate proves them.
 TEST(Fp8Scaled, PlanNamesTheFormatAndEachWeightsCompanions) {

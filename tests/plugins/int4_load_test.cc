@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "plan_json.h"
 #include "test_util.h"
 
 namespace wmap::test {
@@ -40,12 +41,6 @@ INSTANTIATE_TEST_SUITE_P(Formats, Int4Families,
                            }
                            return n;
                          });
-
-nlohmann::json plan_json(const std::filesystem::path& ckpt, const std::string& layout) {
-  const auto r = run_wmap("plan " + shell_quote(ckpt.string()) + " --json " + layout);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return nlohmann::json::parse(r.out);
-}
 
 // The plan names the format, fuses AWQ's outputs along its last dim, and the certificate proves
 // every packed weight's scales, zeros and g_idx present.

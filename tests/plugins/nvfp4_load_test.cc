@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint_edit.h"
+#include "plan_json.h"
 #include "test_util.h"
 
 namespace wmap::test {
@@ -71,18 +72,6 @@ TEST(Nvfp4, DeepseekV3AsR1Fp4UnderBothTargets) {
     expect_every_rank_matches(ckpt, 2, "--target " + target);
     expect_every_rank_matches(ckpt, 2, "--target " + target + " --ep-size 2");
   }
-}
-
-nlohmann::json plan_json(const std::filesystem::path& ckpt, const std::string& layout) {
-  const auto r = run_wmap("plan " + shell_quote(ckpt.string()) + " --json " + layout);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return nlohmann::json::parse(r.out);
-}
-
-std::map<std::string, nlohmann::json> params_of(const nlohmann::json& plan) {
-  std::map<std::string, nlohmann::json> out;
-  for (const auto& p : plan["params"]) out[p["name"]] = p;
-  return out;
 }
 
 // The plan names the format, each weight's companions and the engine's own conversions.
