@@ -36,8 +36,8 @@ MODELS = {
 
 
 def serves(target, fmt, family):
-    if fmt in ("awq", "gptq-act-order", "ct-w4a16"):  # vLLM; compressed-tensors experts are not built
-        return target == "vllm" and not (fmt == "ct-w4a16" and family == "qwen3_moe")
+    if fmt in ("awq", "gptq-act-order", "ct-w4a16"):  # vLLM only
+        return target == "vllm"
     if target == "vllm":
         return True
     if fmt in ("autofp8", "ct-tensor"):

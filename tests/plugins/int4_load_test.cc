@@ -82,8 +82,11 @@ TEST(Int4, PlanMatchesVllmsParameterList) {
   const auto awq = synth_checkpoint(dir.path(), "qwen2", "awq", kDims + " --int4 awq");
   const auto moe = synth_checkpoint(dir.path(), "qwen3_moe", "moe",
                                     kDims + " --int4 gptq --int4-act-order --experts 4 --moe-intermediate 256");
+  const auto ct =
+      synth_checkpoint(dir.path(), "qwen3_moe", "ct", kDims + " --int4 ct --experts 4 --moe-intermediate 256");
   for (const auto& [ck, layout] : {std::pair{awq, std::string("--tp-size 2 --tp-rank 1 --target vllm")},
-                                   std::pair{moe, std::string("--tp-size 2 --tp-rank 0 --target vllm")}}) {
+                                   std::pair{moe, std::string("--tp-size 2 --tp-rank 0 --target vllm")},
+                                   std::pair{ct, std::string("--tp-size 2 --tp-rank 1 --ep-size 2 --target vllm")}}) {
     const auto dump = run_command(python() + " " + shell_quote((source_dir() / "tests/python/reference.py").string()) +
                                   " list --json " + shell_quote(ck.string()) + " " + layout);
     ASSERT_EQ(dump.exit_code, 0) << dump.err;
@@ -94,6 +97,13 @@ TEST(Int4, PlanMatchesVllmsParameterList) {
       list[e + "w2_bias"] = {{"shape", {4, 256}}, {"dtype", "F16"}};
       list[e + "w13_g_idx_sort_indices"] = {{"shape", {4, 256}}, {"dtype", "I32"}};
       list[e + "w2_g_idx_sort_indices"] = {{"shape", {4, 128}}, {"dtype", "I32"}};
+    }
+    if (ck == ct) {  // without actorder: created empty, replaced after loading ([2 local experts, H or Ip])
+      const std::string e = "model.layers.1.mlp.experts.";
+      for (const char* w : {"w13_", "w2_"}) {
+        list[e + w + "weight_g_idx"] = {{"shape", {2, 256}}, {"dtype", "I32"}};
+        list[e + w + "g_idx_sort_indices"] = {{"shape", {2, 256}}, {"dtype", "I32"}};
+      }
     }
     write_file(dir / "params.json", list.dump());
     const auto r = run_wmap("plan " + shell_quote(ck.string()) + " " + layout + " --expect " +
@@ -130,24 +140,25 @@ TEST(Int4, RefusalsNameTheirReasonBeforeAnyRead) {
   cfg["quantization_config"]["sym"] = false;
   write_file(gptq / "config.json", cfg.dump());
   refused(gptq, "--target vllm", "asymmetric GPTQ is not served: current vLLM refuses it");
-  // compressed-tensors routed experts are not built yet: refused by name.
+  // compressed-tensors experts whose rank rows cut the groups: 384 / 2 = 192 rows of 128-input
+  // groups (vLLM's "Scale groups would otherwise cross TP shard boundaries").
   const auto moe =
-      synth_checkpoint(dir.path(), "qwen3_moe", "moe", kDims + " --int4 ct --experts 4 --moe-intermediate 256");
-  refused(moe, "--target vllm", "routed experts are not served yet");
+      synth_checkpoint(dir.path(), "qwen3_moe", "moe", kDims + " --int4 ct --experts 4 --moe-intermediate 384");
+  refused(moe, "--target vllm --tp-size 2", "192 expert rows a rank are not whole 128-input groups");
   // AWQ experts with fewer rows a rank than the group: vLLM's ValueError.
   const auto small =
       synth_checkpoint(dir.path(), "qwen3_moe", "small", kDims + " --int4 awq --experts 4 --moe-intermediate 256");
   refused(small, "--target vllm --tp-size 4", "64 expert rows a rank are fewer than the group 128");
 }
 
-// AWQ and GPTQ routed experts (vLLM's AutoAWQMoEMethod / AutoGPTQMoEMethod): every rank at T 1/2
-// and EP; moe-intermediate 384 splits into 192 rows a rank at T 2, not whole 128-input groups, so
-// AWQ's w2 group halves to 64 (each scale and zero row repeated twice) while GPTQ act-order keeps
-// every group.
-TEST(Int4, AwqAndGptqExpertsBitExactUnderVllm) {
+// Routed experts (vLLM's AutoAWQMoEMethod, AutoGPTQMoEMethod, CompressedTensorsWNA16MarlinMoEMethod):
+// every rank at T 1/2 and EP; moe-intermediate 384 splits into 192 rows a rank at T 2, not whole
+// 128-input groups, so AWQ's w2 group halves to 64 (each scale and zero row repeated twice) while
+// GPTQ act-order and compressed-tensors actorder group keep every group.
+TEST(Int4, ExpertsBitExactUnderVllm) {
   TempDir dir;
-  for (const std::string flags : {"awq", "gptq --int4-act-order", "gptq"}) {
-    const std::string inter = flags == "gptq" ? "256" : "384";
+  for (const std::string flags : {"awq", "gptq --int4-act-order", "gptq", "ct", "ct --int4-act-order --int4-asym"}) {
+    const std::string inter = flags == "gptq" || flags == "ct" ? "256" : "384";
     const auto ckpt = synth_checkpoint(dir.path(), "qwen3_moe", "moe_" + std::to_string(flags.size()),
                                        kDims + " --int4 " + flags + " --experts 4 --moe-intermediate " + inter);
     expect_every_rank_matches(ckpt, 1, "--target vllm");

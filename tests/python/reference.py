@@ -1196,12 +1196,12 @@ class Builder:
         w2_scales / w2_qzeros [n, Ip/ag, H] with each row repeated g/ag times first (ag = g halved
         while Ip % ag; Ip < g refused).  GPTQ w13_qweight [n, H/8, 2Ip], w2_qweight [n, Ip/8, H],
         w2_scales / w2_qzeros rows Ip/g (every group with desc_act), w13_g_idx [n, H] = up's (gate's
-        must agree), w2_g_idx [n, Ip].  compressed-tensors experts are not served."""
+        must agree), w2_g_idx [n, Ip].  compressed-tensors: experts_int4_ct."""
         q, ck, P, H = self.q, self.ck, self.params, self.H
         if not self.lay.vllm:
             raise BadInput("%s: TensorRT-LLM does not load %s W4A16 checkpoints" % (src_pre, q.source))
         if q.source == "ct":
-            raise BadInput("%s: compressed-tensors W4A16 routed experts are not served" % src_pre)
+            return self.experts_int4_ct(dst_pre, src_pre, I, first, n, mT, mr)
         if I % mT:
             raise BadInput("%s: %d not divisible by %d" % (src_pre, I, mT))
         Ip = I // mT
@@ -1258,6 +1258,71 @@ class Builder:
             check_rows = P[d + "scales"].shape[1]
             if check_rows != G2:
                 raise BadInput("%s: w2 scales %d rows, expected %d" % (src_pre, check_rows, G2))
+
+    def experts_int4_ct(self, dst_pre, src_pre, I, first, n, mT, mr):
+        """vLLM compressed-tensors W4A16 experts (int4-nvfp4.md 5.2): every tensor transposed
+        before its cut, Ip = I/mT columns [r0, r1) of the transpose.  w13_weight_packed
+        [n, H/8, 2Ip] = [gate.T[:, r], up.T[:, r]]; w2_weight_packed [n, Ip/8, H] = down.T rows r/8;
+        w13_weight_scale [n, H/g, 2Ip]; w2_weight_scale [n, S2, H] (S2 = Ip/g, or I/g with actorder
+        group / per-channel); asymmetric w13/w2_weight_zero_point likewise in units of 8 outputs;
+        w13/w2_weight_shape [n, 2] = up's / down's [out, in] in the model dtype; actorder group
+        w13_weight_g_idx = up's (gate's must agree), w2_weight_g_idx = down's [r0, r1)."""
+        q, ck, P, H = self.q, self.ck, self.params, self.H
+        if I % mT:
+            raise BadInput("%s: %d not divisible by %d" % (src_pre, I, mT))
+        Ip = I // mT
+        r0, r1 = mr * Ip, (mr + 1) * Ip
+        g13, g2 = q.group or H, q.group or I
+        if H % g13 or H % 8 or r0 % 8 or Ip % 8:
+            raise BadInput("%s: groups or packed words cut" % src_pre)
+        full2 = q.act or not q.group
+        if full2 and I % g2:
+            raise BadInput("%s: intermediate size %d is not whole groups of %d" % (src_pre, I, g2))
+        if not full2 and (r0 % g2 or Ip % g2):
+            raise BadInput("%s: expert rows a rank are not whole groups (Scale groups would otherwise cross TP "
+                           "shard boundaries)" % src_pre)
+        s0, s1 = (0, I // g2) if full2 else (r0 // g2, r1 // g2)
+        cfg = self.cfg
+        model = cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"
+        acc = {k: [] for k in ("w13q", "w13s", "w13z", "w2q", "w2s", "w2z", "sh13", "sh2", "g13", "g2")}
+        dt = None
+        for j in range(first, first + n):
+            e = "%s.%d." % (src_pre, j)
+            get = lambda k: ck.get(e + k).data.T
+            gu = ("gate_proj", "up_proj")
+            acc["w13q"].append(np.concatenate([get(p + ".weight_packed")[:, r0:r1] for p in gu], 1))
+            acc["w13s"].append(np.concatenate([get(p + ".weight_scale")[:, r0:r1] for p in gu], 1))
+            acc["w2q"].append(get("down_proj.weight_packed")[r0 // 8:r1 // 8])
+            acc["w2s"].append(get("down_proj.weight_scale")[s0:s1])
+            if not q.sym:
+                acc["w13z"].append(np.concatenate([get(p + ".weight_zero_point")[:, r0 // 8:r1 // 8] for p in gu], 1))
+                acc["w2z"].append(get("down_proj.weight_zero_point")[s0:s1])
+            dt = ck.get(e + "gate_proj.weight_scale").dtype
+            acc["sh13"].append(ck.get(e + "up_proj.weight_shape").data.view(np.int64))
+            acc["sh2"].append(ck.get(e + "down_proj.weight_shape").data.view(np.int64))
+            if q.act:
+                if ck.get(e + "gate_proj.weight_g_idx").to_bytes() != ck.get(e + "up_proj.weight_g_idx").to_bytes():
+                    raise BadInput("%s: gate and up weight_g_idx differ (vLLM keeps the last one read)" % e)
+                acc["g13"].append(ck.get(e + "up_proj.weight_g_idx").data)
+                acc["g2"].append(ck.get(e + "down_proj.weight_g_idx").data[r0:r1])
+        if {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}.get(model) != dt:
+            raise BadInput("%s: scales are %s but torch_dtype is %s" % (src_pre, dt, model))
+
+        def in_model_dtype(values):  # torch's copy_ of int64 into the model dtype, through float32
+            f = np.stack(values).astype(np.float32)
+            if dt == "BF16":
+                return (bf16_round(f).view(np.uint32) >> np.uint32(16)).astype(np.uint16)
+            return f.astype(np.float16).view(np.uint16) if dt == "F16" else f.view(np.uint32)
+
+        f, d = dst_pre + ".w13_", dst_pre + ".w2_"
+        for name, key, dtype in ((f + "weight_packed", "w13q", "I32"), (f + "weight_scale", "w13s", dt),
+                                 (f + "weight_zero_point", "w13z", "I32"), (d + "weight_packed", "w2q", "I32"),
+                                 (d + "weight_scale", "w2s", dt), (d + "weight_zero_point", "w2z", "I32"),
+                                 (f + "weight_g_idx", "g13", "I32"), (d + "weight_g_idx", "g2", "I32")):
+            if acc[key]:
+                P[name] = Tensor(dtype, np.ascontiguousarray(np.stack(acc[key])))
+        P[f + "weight_shape"] = Tensor(dt, in_model_dtype(acc["sh13"]))
+        P[d + "weight_shape"] = Tensor(dt, in_model_dtype(acc["sh2"]))
 
     def experts_nvfp4(self, dst_pre, src_pre, E, inter, first, n, mT, mr, labels):
         """NVFP4 experts (int4-nvfp4.md 6.2, 6.4).

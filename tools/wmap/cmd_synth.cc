@@ -69,7 +69,6 @@ int run_synth(SynthOptions& o) {
   if ((c.int4_act_order && c.int4 != "gptq" && c.int4 != "ct") || (c.int4_asym && c.int4 != "ct")) {
     throw Error(ErrorCode::kInvalidArgument, "synth: --int4-act-order is for gptq and ct, --int4-asym for ct");
   }
-  if (c.int4 == "awq" || c.int4 == "gptq") c.dtype = DType::kF16;
   if (c.nvfp4_format != "ct" && !c.nvfp4) {
     throw Error(ErrorCode::kInvalidArgument, "synth: --nvfp4-format is for --nvfp4 checkpoints");
   }
@@ -88,7 +87,8 @@ int run_synth(SynthOptions& o) {
                     std::to_string(c.hidden) + ", " + std::to_string(c.intermediate) + ")");
   }
   if (o.shards) c.shards = o.shards;
-  c.dtype = *parse_dtype(o.dtype);  // one of BF16, F16, F32: checked when parsing
+  c.dtype = *parse_dtype(o.dtype);                                 // one of BF16, F16, F32: checked when parsing
+  if (c.int4 == "awq" || c.int4 == "gptq") c.dtype = DType::kF16;  // their F16 scales: an F16 model
   const uint64_t bytes = write_synth_checkpoint(c, o.out, true);
   std::printf("wrote %s checkpoint to %s: %llu layers, %llu bytes of tensors in %u shard(s)\n", c.family.c_str(),
               o.out.c_str(), static_cast<unsigned long long>(c.layers), static_cast<unsigned long long>(bytes),

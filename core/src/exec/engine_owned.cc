@@ -14,6 +14,12 @@ std::vector<std::string> engine_owned_patterns(const LoadPlan& plan) {
     if (plan.quant_format().kind == QuantFormat::Kind::kGptqAwq) {
       owned.push_back(R"(.*\.experts\.(w13_bias|w2_bias|w13_g_idx_sort_indices|w2_g_idx_sort_indices))");
     }
+    // CompressedTensorsWNA16MarlinMoEMethod.create_weights: the g_idx sort indices torch.empty and
+    // never loaded; w13/w2_weight_g_idx loaded only from a checkpoint with actorder group (the
+    // plan then fills them), else left empty and replaced after loading (int4-nvfp4.md 5.2).
+    if (plan.quant_format().kind == QuantFormat::Kind::kCompressedTensors && !plan.quant_format().nvfp4) {
+      owned.push_back(R"(.*\.experts\.(w13|w2)_(g_idx_sort_indices|weight_g_idx))");
+    }
     return owned;
   }
   // TensorRT-LLM's FP8 block-scale linears: input_scale and inv_input_scale are

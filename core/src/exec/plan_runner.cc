@@ -600,6 +600,7 @@ void PlanRunner::convert_assembled(const PlannedParam& p, std::span<const std::b
   if (c.kind == Conversion::Kind::kScaleMax) return f32_group_max(in, out, c.group, c.tail, c.invert, p.name);
   if (c.kind == Conversion::Kind::kNvfp4Scales) return nvfp4_scales(in, out, c.scale_op, c.group, c.tail, p.name);
   if (c.kind == Conversion::Kind::kConcatColumns) return concat_columns(in, out, c.rows, c.parts, p.name);
+  if (c.kind == Conversion::Kind::kIntToFloat) return i64_to_float(in, out, p.dtype, p.name);
   if (c.kind == Conversion::Kind::kBlockScaleSwizzle) {
     return block_scale_swizzle(in, out, c.rows, c.cols, c.pad_rows, c.pad_cols, p.name);
   }

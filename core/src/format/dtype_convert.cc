@@ -57,6 +57,42 @@ void f32_to_bf16_rne(std::span<const std::byte> in, std::span<std::byte> out) {
   }
 }
 
+uint16_t f32_bits_to_f16_rne(uint32_t f) {
+  const auto sign = static_cast<uint16_t>((f >> 16) & 0x8000u);
+  const uint32_t a = f & 0x7fffffffu;
+  if (a > 0x7f800000u) return sign | 0x7e00u;   // NaN
+  if (a >= 0x477ff000u) return sign | 0x7c00u;  // 65520 and above round to infinity
+  if (a < 0x38800000u) {                        // below 2^-14: an F16 subnormal (or zero)
+    float v;
+    std::memcpy(&v, &a, 4);
+    return sign | static_cast<uint16_t>(std::nearbyint(v * 16777216.0f));  // units of 2^-24, ties to even
+  }
+  const uint32_t x = a - 0x38000000u;  // rebias the exponent (127 -> 15)
+  return sign | static_cast<uint16_t>((x + 0xfffu + ((x >> 13) & 1u)) >> 13);
+}
+
+void i64_to_float(std::span<const std::byte> in, std::span<std::byte> out, DType dtype, const std::string& key) {
+  const uint64_t esize = dtype == DType::kF32 ? 4 : (dtype == DType::kBF16 || dtype == DType::kF16) ? 2 : 0;
+  const uint64_t n = in.size() / 8;
+  if (esize == 0 || in.size() % 8 != 0 || out.size() != n * esize) {
+    throw Error(ErrorCode::kValidation, key + ": I64 -> " + std::string(dtype_name(dtype)) + " of " +
+                                            std::to_string(in.size()) + " bytes into " + std::to_string(out.size()));
+  }
+  for (uint64_t i = 0; i < n; ++i) {
+    int64_t v;
+    std::memcpy(&v, in.data() + 8 * i, 8);
+    const auto f = static_cast<float>(v);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    if (esize == 4) {
+      std::memcpy(out.data() + 4 * i, &f, 4);
+      continue;
+    }
+    const uint16_t h = dtype == DType::kBF16 ? f32_bits_to_bf16_rne(bits) : f32_bits_to_f16_rne(bits);
+    std::memcpy(out.data() + 2 * i, &h, 2);
+  }
+}
+
 void fp8_block_dequant(std::span<const std::byte> weight, std::span<const std::byte> scales, uint64_t rows,
                        uint64_t cols, uint64_t br, uint64_t bc, DType out_dtype, std::span<std::byte> out,
                        const std::string& key) {

@@ -198,6 +198,13 @@ std::optional<uint64_t> PlanBuilder::assembled_size(const PlannedParam& pp, cons
       }
       return pp.nbytes;
     }
+    case Conversion::Kind::kIntToFloat: {
+      const uint64_t esize = pp.dtype == DType::kF32                                 ? 4
+                             : (pp.dtype == DType::kBF16 || pp.dtype == DType::kF16) ? 2
+                                                                                     : 0;
+      if (esize == 0) return bad("needs an F32, BF16 or F16 parameter, not " + std::string(dtype_name(pp.dtype)));
+      return pp.nbytes / esize * 8;
+    }
     case Conversion::Kind::kNvfp4Scales:
       if (pp.dtype != DType::kF32) return bad("needs an F32 parameter, not " + std::string(dtype_name(pp.dtype)));
       if (c.group == 0) return bad("needs a group of at least one scale");

@@ -248,7 +248,7 @@ LinearQuant nvfp4_quant(const Nvfp4Format& f, const Layout& l, const KeyProbe& p
 
 // 4-bit integer W4A16 (int4-nvfp4.md sections 3 to 5): vLLM only, dense linears.
 LinearQuant int4_quant(const ModelConfig& c, const Int4Format& f, const Layout& l, const KeyProbe& probe,
-                       const std::string& linear, LinearRole role) {
+                       const std::string& linear) {
   f.refuse_for(c, l.target);
   const bool ct = f.source == Int4Format::Source::kCompressedTensors;
   // compressed-tensors' weight_packed reaches the plan as `weight` (mappings/rules/nvfp4.yaml).
@@ -271,12 +271,6 @@ LinearQuant int4_quant(const ModelConfig& c, const Int4Format& f, const Layout& 
     throw Error(ErrorCode::kInvalidArgument, packed + ": stored as " + std::string(dtype_name(*dtype)) +
                                                  "; 4-bit weights are packed eight to an I32");
   }
-  if (role == LinearRole::kExpert && f.source == Int4Format::Source::kCompressedTensors) {
-    c.fail("quantization_config", linear + ": " + f.name() +
-                                      " routed experts are not served yet (dense linears are; AWQ and GPTQ experts "
-                                      "are): vLLM's Marlin MoE transposes them and keeps weight_shape in the model "
-                                      "dtype (int4-nvfp4.md section 5.2)");
-  }
   LinearQuant q;
   q.kind = LinearQuant::Kind::kInt4;
   q.int4_source = f.source == Int4Format::Source::kAwq    ? LinearQuant::Int4Source::kAwq
@@ -286,6 +280,20 @@ LinearQuant int4_quant(const ModelConfig& c, const Int4Format& f, const Layout& 
   q.symmetric = f.symmetric;
   q.act_order = f.act_order;
   q.scale_dtype = probe.dtype_of(scale).value_or(DType::kF16);
+  // vLLM creates the scales (and compressed-tensors MoE's weight_shape) in the model dtype and
+  // copy_ rounds the checkpoint's into it; a plan holds them as stored, so they must agree.
+  const std::string model = c.get_string("torch_dtype", c.get_string("dtype", ""));
+  const std::optional<DType> model_dtype = model == "bfloat16"  ? std::optional(DType::kBF16)
+                                           : model == "float16" ? std::optional(DType::kF16)
+                                           : model == "float32" ? std::optional(DType::kF32)
+                                                                : std::nullopt;
+  if (model_dtype && *model_dtype != q.scale_dtype) {
+    throw Error(ErrorCode::kInvalidArgument,
+                scale + ": stored as " + std::string(dtype_name(q.scale_dtype)) +
+                    ", but config.json's torch_dtype is " + model +
+                    ": vLLM holds the scales in the model dtype and rounds them into it while loading, " +
+                    "which wmap does not build; serve the checkpoint in its scales' dtype");
+  }
   return q;
 }
 
@@ -569,7 +577,7 @@ LinearQuant linear_quant(const ModelConfig& c, const Layout& l, const KeyProbe& 
     return scaled_quant(c, *fp8, l, probe, linear, role);
   }
   if (const auto nvfp4 = Nvfp4Format::detect(c)) return nvfp4_quant(*nvfp4, l, probe, linear, strict);
-  if (const auto int4 = Int4Format::detect(c)) return int4_quant(c, *int4, l, probe, linear, role);
+  if (const auto int4 = Int4Format::detect(c)) return int4_quant(c, *int4, l, probe, linear);
   return LinearQuant::none();
 }
 
@@ -921,10 +929,15 @@ void add_nvfp4_cutlass_experts(std::vector<ParamSpec>& params, const std::string
 // and up cut along their outputs (the last stored dim) and concatenated [gate, up]; down along
 // its inputs. AWQ halves w2's group while the rank's rows are not whole groups, repeating each
 // scale / zero row (make_group_size_adjusted_weight_loader); GPTQ act-order keeps every group.
+// compressed-tensors (CompressedTensorsWNA16MarlinMoEMethod, 5.2): FusedMoE.weight_loader
+// transposes each [out, in] tensor before cutting it, so every piece is a transposed box and
+// gate / up meet along the transpose's last dim; each expert's weight_shape is kept in the model
+// dtype (the scales' dtype here: int4_quant checks they agree).
 void add_int4_experts(std::vector<ParamSpec>& params, const std::string& dst, Range local, uint64_t inter,
                       uint64_t hidden, const Split& moe, const LinearQuant& q, const ExpertNames& names,
                       const std::vector<std::string>& expert_prefixes) {
-  const bool awq = q.int4_source == LinearQuant::Int4Source::kAwq;
+  using S = LinearQuant::Int4Source;
+  const bool awq = q.int4_source == S::kAwq, ct = q.int4_source == S::kCompressedTensors;
   const uint64_t per = local.size(), H = hidden, I = inter;
   const Range r = moe.slice(I, dst + " experts' intermediate size");
   const uint64_t ip = r.size();
@@ -935,7 +948,8 @@ void add_int4_experts(std::vector<ParamSpec>& params, const std::string& dst, Ra
     refuse("hidden size " + std::to_string(H) + " is not whole groups of " + std::to_string(g13));
   if (r.begin % 8 != 0 || ip % 8 != 0) refuse("this rank's expert rows are not whole words of 8 packed values");
   // w2's group a rank: AWQ halves it (an Ip below the group is vLLM's ValueError); GPTQ needs
-  // whole groups unless act-order (otherwise vLLM falls back to MoeWNA16, whose layout is not built).
+  // whole groups unless act-order (otherwise vLLM falls back to MoeWNA16, whose layout is not built);
+  // compressed-tensors keeps every group with actorder group (load_full_w2) or per-channel scales.
   uint64_t ag = g2;
   bool full2 = false;
   if (awq) {
@@ -943,16 +957,23 @@ void add_int4_experts(std::vector<ParamSpec>& params, const std::string& dst, Ra
       refuse(std::to_string(ip) + " expert rows a rank are fewer than the group " + std::to_string(g2) +
              " (vLLM raises: smaller than group_size)");
     while (ip % ag != 0) ag /= 2;
-  } else if (q.act_order) {
+  } else if (q.act_order || (ct && q.group == 0)) {
     full2 = true;
+    if (ct && I % g2 != 0)
+      refuse("intermediate size " + std::to_string(I) + " is not whole groups of " + std::to_string(g2));
   } else if (r.begin % g2 != 0 || ip % g2 != 0) {
-    refuse(std::to_string(ip) + " expert rows a rank are not whole " + std::to_string(g2) +
-           "-input groups: vLLM serves that layer with MoeWNA16, which is not built");
+    refuse(std::to_string(ip) + " expert rows a rank are not whole " + std::to_string(g2) + "-input groups: " +
+           (ct ? std::string("vLLM refuses it (\"Scale groups would otherwise cross TP shard boundaries\")")
+               : std::string("vLLM serves that layer with MoeWNA16, which is not built")));
   }
   const uint64_t G13 = H / g13, G2 = ceil_div(I, g2);
-  std::vector<Piece> w13, z13, s13, w2, z2, s2, gi13, gi2;
+  std::vector<Piece> w13, z13, s13, w2, z2, s2, gi13, gi2, sh13, sh2;
   auto i32 = [](Piece p) {
     p.source_dtype = DType::kI32;
+    return p;
+  };
+  auto transposed = [](Piece p) {
+    p.perm = {1, 0};
     return p;
   };
   // Rows [begin, end) of w2's scales / zeros after repeating each source row g2/ag times.
@@ -970,8 +991,40 @@ void add_int4_experts(std::vector<ParamSpec>& params, const std::string& dst, Ra
       out.push_back(is_int ? i32(std::move(p)) : std::move(p));
     }
   };
+  auto g_idx = [&](const std::string& key, uint64_t n, Range box, std::vector<Piece>& out) {
+    Piece p = whole(key, {n});
+    p.box = {box};
+    out.push_back(i32(std::move(p)));
+  };
   const Range r8{r.begin / 8, r.end / 8}, allh{0, H}, allh8{0, H / 8};
+  const Range s2r = full2 ? Range{0, G2} : Range{r.begin / g2, r.end / g2};
   for (const std::string& e : expert_prefixes) {
+    const std::string down = e + "down_proj";
+    if (ct) {  // [out, in/8], [out, G], [out/8, G], each transposed before its cut
+      for (const char* part : {"gate_proj", "up_proj"}) {
+        const std::string l = e + part;
+        w13.push_back(i32(transposed(box_piece(l + ".weight", {I, H / 8}, r, allh8))));
+        s13.push_back(transposed(box_piece(l + ".weight_scale", {I, G13}, r, {0, G13})));
+        if (!q.symmetric)
+          z13.push_back(i32(transposed(box_piece(l + ".weight_zero_point", {I / 8, G13}, r8, {0, G13}))));
+        // weight_shape: _load_single_value, the last of w1 / w3 read (up) kept.
+        Piece sh = whole(l + ".weight_shape", {2});
+        sh.source_dtype = DType::kI64;
+        if (std::string(part) == "gate_proj") sh.box = {{0, 0}};  // read and overwritten: consumed, no bytes
+        sh13.push_back(std::move(sh));
+      }
+      w2.push_back(i32(transposed(box_piece(down + ".weight", {H, I / 8}, allh, r8))));
+      s2.push_back(transposed(box_piece(down + ".weight_scale", {H, G2}, allh, s2r)));
+      if (!q.symmetric) z2.push_back(i32(transposed(box_piece(down + ".weight_zero_point", {H / 8, G2}, allh8, s2r))));
+      Piece sh = whole(down + ".weight_shape", {2});
+      sh.source_dtype = DType::kI64;
+      sh2.push_back(std::move(sh));
+      if (q.act_order) {
+        g_idx(e + "up_proj.weight_g_idx", H, allh, gi13);  // _load_g_idx: the last of w1 / w3 read
+        g_idx(down + ".weight_g_idx", I, r, gi2);
+      }
+      continue;
+    }
     for (const char* part : {"gate_proj", "up_proj"}) {
       const std::string l = e + part;
       if (awq) {
@@ -982,16 +1035,12 @@ void add_int4_experts(std::vector<ParamSpec>& params, const std::string& dst, Ra
       z13.push_back(i32(box_piece(l + ".qzeros", {G13, I / 8}, {0, G13}, r8)));
       s13.push_back(box_piece(l + ".scales", {G13, I}, {0, G13}, r));
     }
-    const std::string down = e + "down_proj";
     if (awq) {
       w2.push_back(i32(box_piece(down + ".qweight", {I, H / 8}, r, allh8)));
     } else {
       w2.push_back(i32(box_piece(down + ".qweight", {I / 8, H}, r8, allh)));
-      Piece up = whole(e + "up_proj.g_idx", {H});  // _load_g_idx: the last of w1 / w3 read
-      gi13.push_back(i32(std::move(up)));
-      Piece dg = whole(down + ".g_idx", {I});
-      dg.box = {r};
-      gi2.push_back(i32(std::move(dg)));
+      g_idx(e + "up_proj.g_idx", H, allh, gi13);  // _load_g_idx: the last of w1 / w3 read
+      g_idx(down + ".g_idx", I, r, gi2);
     }
     w2_rows(down + ".qzeros", {G2, H / 8}, allh8, z2, true);
     w2_rows(down + ".scales", {G2, H}, allh, s2, false);
@@ -1002,8 +1051,44 @@ void add_int4_experts(std::vector<ParamSpec>& params, const std::string& dst, Ra
     p.shape = std::move(shape);
     return p;
   };
+  auto g_idx_params = [&](const std::string& name, const std::string& gate_key, const std::string& up_key) {
+    ParamSpec g = stacked(f + name, DType::kI32, {per, H}, std::move(gi13), 1, {H});
+    for (const std::string& e : expert_prefixes) g.must_match.emplace_back(e + gate_key, e + up_key);
+    params.push_back(std::move(g));
+    params.push_back(stacked(d + name, DType::kI32, {per, ip}, std::move(gi2), 1, {ip}));
+  };
   const uint64_t s2rows = full2 ? G2 : ip / ag;
   const DType sd = q.scale_dtype;
+  if (ct) {
+    for (const std::string* w : {&f, &d}) {
+      ParamSpec qw =
+          *w == f ? stacked(f + "weight_packed", DType::kI32, {per, H / 8, 2 * ip}, std::move(w13), H / 8, {ip, ip})
+                  : stacked(d + "weight_packed", DType::kI32, {per, ip / 8, H}, std::move(w2), ip / 8, {H});
+      qw.scales = {*w + "weight_scale", *w + "weight_shape"};
+      if (!q.symmetric) qw.scales.push_back(*w + "weight_zero_point");
+      if (q.act_order) qw.scales.push_back(*w + "weight_g_idx");
+      params.push_back(std::move(qw));
+    }
+    params.push_back(stacked(f + "weight_scale", sd, {per, G13, 2 * ip}, std::move(s13), G13, {ip, ip}));
+    params.push_back(stacked(d + "weight_scale", sd, {per, s2rows, H}, std::move(s2), s2rows, {H}));
+    if (!q.symmetric) {
+      params.push_back(
+          stacked(f + "weight_zero_point", DType::kI32, {per, G13, 2 * ip / 8}, std::move(z13), G13, {ip / 8, ip / 8}));
+      params.push_back(
+          stacked(d + "weight_zero_point", DType::kI32, {per, s2rows, H / 8}, std::move(z2), s2rows, {H / 8}));
+    }
+    for (auto [name, pieces] : {std::pair{f + "weight_shape", &sh13}, std::pair{d + "weight_shape", &sh2}}) {
+      ParamSpec p;
+      p.name = name;
+      p.shape = {per, 2};
+      p.dtype = sd;
+      p.pieces = std::move(*pieces);
+      p.convert.kind = Conversion::Kind::kIntToFloat;
+      params.push_back(std::move(p));
+    }
+    if (q.act_order) g_idx_params("weight_g_idx", "gate_proj.weight_g_idx", "up_proj.weight_g_idx");
+    return;
+  }
   if (awq) {
     ParamSpec qw = stacked(f + "qweight", DType::kI32, {per, H, 2 * ip / 8}, std::move(w13), H, {ip / 8, ip / 8});
     qw.scales = {f + "qzeros", f + "scales"};
@@ -1023,12 +1108,7 @@ void add_int4_experts(std::vector<ParamSpec>& params, const std::string& dst, Ra
   params.push_back(stacked(f + "qzeros", DType::kI32, {per, G13, 2 * ip / 8}, std::move(z13), G13, {ip / 8, ip / 8}));
   params.push_back(stacked(d + "scales", sd, {per, s2rows, H}, std::move(s2), s2rows, {H}));
   params.push_back(stacked(d + "qzeros", DType::kI32, {per, s2rows, H / 8}, std::move(z2), s2rows, {H / 8}));
-  if (!awq) {
-    ParamSpec g = stacked(f + "g_idx", DType::kI32, {per, H}, std::move(gi13), 1, {H});
-    for (const std::string& e : expert_prefixes) g.must_match.emplace_back(e + "gate_proj.g_idx", e + "up_proj.g_idx");
-    params.push_back(std::move(g));
-    params.push_back(stacked(d + "g_idx", DType::kI32, {per, ip}, std::move(gi2), 1, {ip}));
-  }
+  if (!awq) g_idx_params("g_idx", "gate_proj.g_idx", "up_proj.g_idx");
 }
 
 std::vector<ParamSpec> moe_experts(const std::string& dst, const std::string& src, uint64_t experts,

@@ -20,6 +20,7 @@ std::string_view conversion_name(Conversion::Kind kind) {
     case Conversion::Kind::kBlockScaleSwizzle: return "block_scale_swizzle";
     case Conversion::Kind::kNvfp4Scales: return "nvfp4_scales";
     case Conversion::Kind::kConcatColumns: return "concat_columns";
+    case Conversion::Kind::kIntToFloat: return "int_to_float";
   }
   return "?";
 }

@@ -21,6 +21,13 @@ float fp8_e4m3_to_f32(uint8_t v);
 
 // n F32 values (4n bytes) -> n BF16 values (2n bytes).
 void f32_to_bf16_rne(std::span<const std::byte> in, std::span<std::byte> out);
+// F32 -> F16 round to nearest even, overflow to infinity, NaN -> 0x7e00 with its sign
+// (c10::detail::fp16_ieee_from_fp32_value).
+uint16_t f32_bits_to_f16_rne(uint32_t f);
+// I64 values -> `dtype` (F32, BF16 or F16) by value, through F32 as torch's copy_ of an int64
+// tensor into a float one does (static_cast<float>, then that dtype's round to nearest even).
+// Throws kValidation naming `key` when the sizes do not fit or the dtype is another.
+void i64_to_float(std::span<const std::byte> in, std::span<std::byte> out, DType dtype, const std::string& key);
 // weight: F8_E4M3 [rows, cols]; scales: F32 [ceil(rows/br), ceil(cols/bc)]; out: rows x cols of
 // `out_dtype` (F32 or BF16). Throws kValidation naming `key` when the sizes do not fit.
 void fp8_block_dequant(std::span<const std::byte> weight, std::span<const std::byte> scales, uint64_t rows,

@@ -75,6 +75,9 @@ struct Conversion {
     // parts' row bytes side by side (a fused linear whose outputs are its last stored dim: AWQ's
     // and GPTQ's qweight, qzeros and scales).
     kConcatColumns,
+    // I64 values -> the parameter's dtype by value (torch's copy_ into a float tensor): vLLM's
+    // compressed-tensors Marlin MoE keeps each expert's weight_shape in the model dtype.
+    kIntToFloat,
   };
   // kNvfp4Scales: out[i] from group i (g_i) and the tail (t):
   enum class ScaleOp : uint8_t {
@@ -101,7 +104,7 @@ struct Conversion {
   bool operator==(const Conversion&) const = default;
 };
 // "", "f32_to_bf16", "fp8_block_dequant", "fp8_requant", "scale_max", "kv_scales",
-// "block_scale_swizzle", "nvfp4_scales", "concat_columns"
+// "block_scale_swizzle", "nvfp4_scales", "concat_columns", "int_to_float"
 std::string_view conversion_name(Conversion::Kind kind);
 // "max", "inv_max", "max_product", "expert_alpha", "inv_sixth"
 std::string_view scale_op_name(Conversion::ScaleOp op);
