@@ -11,7 +11,7 @@ conversions (TensorRT-LLM's per-tensor requantisation of fused q/k/v, gate/up an
 work inside its load_weights, so wmap does it while loading), and the peak RSS. Formats a target
 refuses are skipped (docs/cli.md "Quantisation formats served").
 
-Usage: bench/fp8_bench.py --wmap build/bin/wmap [--runs 3] [--workdir DIR] [--four-bit]
+Usage: bench/fp8_bench.py --wmap build/bin/wmap [--runs 3] [--workdir DIR] [--four-bit] [--formats F,...]
 Stdlib only. Not part of ctest.
 """
 import argparse
@@ -64,8 +64,14 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--workdir", default=None, help="where the ~1 GB checkpoints are written (default: a temp dir)")
     ap.add_argument("--four-bit", action="store_true", help="the 4-bit formats (NVFP4, AWQ, GPTQ, W4A16) instead")
+    ap.add_argument("--formats", default=None, help="comma-separated subset of the formats (e.g. awq,ct-w4a16)")
     a = ap.parse_args()
     formats = FOUR_BIT if a.four_bit else FORMATS
+    if a.formats:
+        unknown = sorted(set(a.formats.split(",")) - set(formats))
+        if unknown:
+            sys.exit("unknown formats %s (these: %s)" % (", ".join(unknown), ", ".join(formats)))
+        formats = {f: v for f, v in formats.items() if f in a.formats.split(",")}
     if a.four_bit:  # two values a byte: twice the layers for about the same bytes
         MODELS["qwen3"][3] = "32"
         MODELS["qwen3_moe"][3] = "16"

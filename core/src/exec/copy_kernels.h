@@ -35,7 +35,10 @@ struct CopyGeometry {
 
 // `outer`: a band of the box's outermost dim to copy instead of the whole box (a banded copy
 // unit, ReadUnit::rows_begin/rows_end, in view coordinates).
-inline CopyGeometry copy_geometry(const PlannedPiece& p, std::optional<Range> outer = std::nullopt) {
+// `pitch`: destination bytes between the output's outermost rows when they are not packed (a
+// piece landing as a column block of a wider matrix: PlanRunner's direct column concatenation).
+inline CopyGeometry copy_geometry(const PlannedPiece& p, std::optional<Range> outer = std::nullopt,
+                                  uint64_t pitch = 0) {
   CopyGeometry g;
   const size_t n = p.view.size();
   if (n == 0) {
@@ -65,6 +68,7 @@ inline CopyGeometry copy_geometry(const PlannedPiece& p, std::optional<Range> ou
   dst_stride[n - 1] = p.elem_bytes;
   for (size_t k = n - 1; k-- > 0;) dst_stride[k] = dst_stride[k + 1] * padded(k + 1);
   if (p.padded()) g.zero_bytes = dst_stride[0] * padded(0);
+  if (pitch && n > 1) dst_stride[0] = pitch;  // never padded (PlanRunner::direct_concat)
   // Merge trailing output dims that are contiguous in both the source and the destination into
   // one memcpy run.
   uint64_t run = p.elem_bytes;
@@ -84,12 +88,12 @@ inline CopyGeometry copy_geometry(const PlannedPiece& p, std::optional<Range> ou
 }
 
 inline void copy_dims(const std::byte* src, const CopyGeometry& g, size_t k, std::byte* dst) {
-  if (k + 2 == g.dims && g.run <= 64 && g.dst_stride[k + 1] == g.run && g.dst_stride[k] == g.extent[k + 1] * g.run &&
+  if (k + 2 == g.dims && g.run <= 64 && g.dst_stride[k + 1] == g.run && g.dst_stride[k] >= g.extent[k + 1] * g.run &&
       g.stride[k] > 0 && g.stride[k + 1] > 0) {
-    // The last two walked dims of a transpose (short runs) into an unpadded block: a tiled
-    // copy, not one run at a time.
+    // The last two walked dims of a transpose (short runs) into an unpadded block (its rows
+    // possibly spread: a column block): a tiled copy, not one run at a time.
     copy_2d_strided(src, g.extent[k], g.extent[k + 1], static_cast<uint64_t>(g.stride[k]),
-                    static_cast<uint64_t>(g.stride[k + 1]), g.run, dst);
+                    static_cast<uint64_t>(g.stride[k + 1]), g.run, dst, g.dst_stride[k]);
     return;
   }
   if (k == g.dims) {

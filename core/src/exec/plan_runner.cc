@@ -23,6 +23,20 @@ int64_t ns_since(std::chrono::steady_clock::time_point t) {
 
 }  // namespace
 
+namespace {
+
+// Free assembly buffers kept for reuse: two of the plan's largest, at most 512 MiB (the bytes a
+// load may hold beyond its parameters for it).
+uint64_t assembly_keep_bytes(const LoadPlan& plan) {
+  uint64_t largest = 0;
+  for (const PlannedParam& p : plan.params()) {
+    if (p.converts()) largest = std::max(largest, p.assembled_bytes);
+  }
+  return std::min<uint64_t>(2 * largest, uint64_t{512} << 20);
+}
+
+}  // namespace
+
 PlanRunner::PlanRunner(const LoadPlan& plan, Device& device, const ExecOptions& options)
     : plan_(plan),
       catalog_(plan.catalog()),
@@ -35,6 +49,7 @@ PlanRunner::PlanRunner(const LoadPlan& plan, Device& device, const ExecOptions& 
       files_(catalog_.shards().size()),
       opened_(catalog_.shards().size()),
       state_(plan.params().size()),
+      assembly_(assembly_keep_bytes(plan)),
       items_(plan.params().size(), 0),
       transforms_(plan.params().size()),
       unit_done_(schedule_.units().size(), 0),
@@ -123,7 +138,10 @@ void PlanRunner::configure() {
     }
     for (const UnitSlice& s : schedule_.slices(u)) items_[s.param] += s.count;
   }
-  for (size_t i = 0; i < state_.size(); ++i) state_[i].left.store(items_[i]);
+  for (size_t i = 0; i < state_.size(); ++i) {
+    state_[i].left.store(items_[i]);
+    state_[i].direct_concat = direct_concat(params_[i]);
+  }
   if (!device_.stages_writes()) return;
   // Region mode for every parameter whose transforms the device runs itself; the others (a
   // plugin's host transform) are staged whole, transformed on the host, then published.
@@ -326,7 +344,7 @@ void PlanRunner::read_runs(size_t ui, Scratch& scratch) {
   }
   scratch.reads.clear();
   open_regions(segs, scratch);
-  for (const UnitSegment& s : segs)
+  for (const UnitSegment& s : cut_rows(segs, scratch))
     scratch.reads.push_back({s.offset, s.len, target(s.param, s.dst_off, s.len, scratch)});
   const auto t1 = Clock::now();  // allocation, staging and prefault are not reading
   read_bytes_ += f.read_segments(scratch.reads);
@@ -434,12 +452,18 @@ void PlanRunner::copy_piece_unit(Job& job, Scratch& scratch) {
   // the plan's certificate checked), bounded as its read is.
   const bool band = u.rows_end > 0;
   const uint64_t rows0 = piece.box.empty() ? 0 : piece.box.front().begin;
-  const CopyGeometry g =
-      band ? copy_geometry(piece, Range{rows0 + u.rows_begin, rows0 + u.rows_end}) : copy_geometry(piece);
+  // A direct concatenation's piece: its rows land a whole parameter row apart.
+  const bool direct = state_[u.param].direct_concat;
+  uint64_t pitch = 0;
+  if (direct) {
+    for (uint64_t b : params_[u.param].convert.parts) pitch += b;
+  }
+  const CopyGeometry g = band ? copy_geometry(piece, Range{rows0 + u.rows_begin, rows0 + u.rows_end}, pitch)
+                              : copy_geometry(piece, std::nullopt, pitch);
   const ByteRange out = schedule_.unit_output(u, params_);
   const uint64_t out_bytes = out.end - out.begin;
   open_region(u.param, out.begin, out_bytes, scratch);
-  std::byte* dst = target(u.param, out.begin, out_bytes, scratch);
+  std::byte* dst = direct ? concat_at(u.param, out.begin) : target(u.param, out.begin, out_bytes, scratch);
   const uint64_t before = u.begin - piece.record->offset;  // geometry is tensor-relative
   // A strided source (non-contiguous PyTorch view) seen in its own shape is copied with its
   // strides (the geometry has them); reshaped by the spec, its whole span was read and is
@@ -471,13 +495,12 @@ void PlanRunner::copy_runs(size_t ui, Scratch& scratch) {
   dsts.clear();
   open_regions(segs, scratch);
   uint64_t n = 0;
-  for (const UnitSegment& s : segs) {
-    dsts.push_back(target(s.param, s.dst_off, s.len, scratch));
-    n += s.len;
-  }
+  for (const UnitSegment& s : segs) n += s.len;
+  const std::vector<UnitSegment>& runs = cut_rows(segs, scratch);
+  for (const UnitSegment& s : runs) dsts.push_back(target(s.param, s.dst_off, s.len, scratch));
   const auto t0 = Clock::now();
   std::span<const std::byte> v = file_for(u.shard).view(u.begin, u.end - u.begin);
-  CopySegmentsCtx ctx{segs.data(), segs.size(), v.data(), u.begin, dsts.data()};
+  CopySegmentsCtx ctx{runs.data(), runs.size(), v.data(), u.begin, dsts.data()};
   if (const void* fault = guard_sigbus(copy_segments, &ctx)) throw sigbus_error(u, v.data(), fault);
   close_regions(scratch);
   copy_ns_ += ns_since(t0);
@@ -511,12 +534,12 @@ void PlanRunner::finish(uint32_t i) {
   }
   if (in_place(p)) {
     // The weight parts are dst; the scales follow in `assembled` (TensorRT-LLM's requantisation).
-    fp8_requant_to_group_max(dst, state_[i].assembled, dst, p.convert.parts, p.convert.group, p.name);
-    std::vector<std::byte>().swap(state_[i].assembled);
+    fp8_requant_to_group_max(dst, state_[i].assembled.span(), dst, p.convert.parts, p.convert.group, p.name);
+    assembly_.release(state_[i].assembled);
     add_done(p.nbytes - p.assembled_bytes);
-  } else if (p.converts()) {
-    convert_assembled(p, state_[i].assembled, dst);
-    std::vector<std::byte>().swap(state_[i].assembled);  // held no longer than needed
+  } else if (p.converts() && !state_[i].direct_concat) {
+    convert_assembled(p, state_[i].assembled.span(), dst);
+    assembly_.release(state_[i].assembled);  // held no longer than needed (reused by the next one)
     // The pieces counted their assembled bytes; the parameter is nbytes (modular: may be fewer).
     add_done(p.nbytes - p.assembled_bytes);
   }
@@ -628,8 +651,8 @@ DeviceBuffer& PlanRunner::buffer_of(uint32_t i) {
   ParamState& s = state_[i];
   std::call_once(s.allocated, [&] {
     s.buffer = device_.allocate_reserved(reservation_, params_[i].nbytes, params_[i].name);
-    if (params_[i].converts()) {
-      s.assembled.resize(params_[i].assembled_bytes - (in_place(params_[i]) ? params_[i].nbytes : 0));
+    if (params_[i].converts() && !s.direct_concat) {
+      s.assembled = assembly_.acquire(params_[i].assembled_bytes - (in_place(params_[i]) ? params_[i].nbytes : 0));
     }
     if (s.regions) return;
     s.dst = device_.begin_write(*s.buffer);
@@ -648,11 +671,71 @@ bool PlanRunner::in_place(const PlannedParam& p) { return p.convert.kind == Conv
 std::byte* PlanRunner::written_at(uint32_t i, uint64_t off) {
   std::span<std::byte> dst = dst_of(i);
   const PlannedParam& p = params_[i];
-  if (in_place(p)) return off < p.nbytes ? dst.data() + off : state_[i].assembled.data() + (off - p.nbytes);
-  return p.converts() ? state_[i].assembled.data() + off : dst.data() + off;
+  if (in_place(p)) return off < p.nbytes ? dst.data() + off : state_[i].assembled.data.get() + (off - p.nbytes);
+  return p.converts() ? state_[i].assembled.data.get() + off : dst.data() + off;
+}
+
+// A concatenation whose pieces are each a whole part of one block, in order, cut and copied as
+// they are (no zero piece, padding or transform) and at least 2-D with the block's rows outermost.
+bool PlanRunner::direct_concat(const PlannedParam& p) {
+  const Conversion& c = p.convert;
+  if (c.kind != Conversion::Kind::kConcatColumns || c.parts.empty() || p.pieces.empty() ||
+      p.pieces.size() % c.parts.size() != 0) {
+    return false;
+  }
+  uint64_t row = 0;
+  for (uint64_t b : c.parts) row += b;
+  if (p.nbytes != row * c.rows * (p.pieces.size() / c.parts.size())) return false;
+  for (size_t j = 0; j < p.pieces.size(); ++j) {
+    const PlannedPiece& piece = p.pieces[j];
+    if (!piece.reads_source() || piece.padded() || !piece.transform.empty() || piece.view.size() < 2 ||
+        piece.out_bytes != c.rows * c.parts[j % c.parts.size()] || piece.out_shape().front() != c.rows) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::byte* PlanRunner::concat_at(uint32_t param, uint64_t off, uint64_t* row_left) {
+  const PlannedParam& p = params_[param];
+  const Conversion& c = p.convert;
+  uint64_t row = 0;
+  for (uint64_t b : c.parts) row += b;
+  const uint64_t block = row * c.rows, b = off / block;
+  uint64_t in = off % block, col = 0;
+  size_t i = 0;
+  while (in >= c.rows * c.parts[i]) {  // the part holding `in`: parts are whole (direct_concat)
+    in -= c.rows * c.parts[i];
+    col += c.parts[i];
+    ++i;
+  }
+  if (row_left) *row_left = c.parts[i] - in % c.parts[i];
+  return dst_of(param).data() + b * block + in / c.parts[i] * row + col + in % c.parts[i];
+}
+
+const std::vector<UnitSegment>& PlanRunner::cut_rows(const std::vector<UnitSegment>& segs, Scratch& scratch) {
+  if (std::none_of(segs.begin(), segs.end(), [&](const UnitSegment& s) { return state_[s.param].direct_concat; }))
+    return segs;
+  std::vector<UnitSegment>& out = scratch.rows;
+  out.clear();
+  for (const UnitSegment& s : segs) {
+    if (!state_[s.param].direct_concat) {
+      out.push_back(s);
+      continue;
+    }
+    for (uint64_t at = 0; at < s.len;) {
+      uint64_t left = 0;
+      concat_at(s.param, s.dst_off + at, &left);
+      const uint64_t n = std::min(left, s.len - at);
+      out.push_back({s.offset + at, n, s.dst_off + at, s.param, s.shard});
+      at += n;
+    }
+  }
+  return out;
 }
 
 std::byte* PlanRunner::target(uint32_t param, uint64_t dst_off, uint64_t len, Scratch& scratch) {
+  if (state_[param].direct_concat) return concat_at(param, dst_off);  // within one part row (cut_rows)
   if (!state_[param].regions) return written_at(param, dst_off);
   for (auto it = scratch.regions.rbegin(); it != scratch.regions.rend(); ++it) {
     const StagedRegion& r = it->region;

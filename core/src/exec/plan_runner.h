@@ -20,6 +20,7 @@
 
 #include "wmap/exec/executor.h"
 #include "wmap/util/error.h"
+#include "assembly_pool.h"
 #include "shard_hasher.h"
 #include "work_queues.h"
 
@@ -40,12 +41,15 @@ class PlanRunner {
     std::span<std::byte> dst;  // host memory for the whole parameter (not in region mode)
     // A converted parameter's pieces, before its conversion; an FP8 requantisation (converted in
     // place) keeps only its scales here, its weight parts land in `dst` itself.
-    std::vector<std::byte> assembled;
+    exec_detail::AssemblyPool::Buffer assembled;
     std::atomic<uint64_t> left{0};  // work items (segments, copies, zero fills) still to land
     // Region mode (a device that stages writes, Device::stages_writes): each unit fills its part
     // of the parameter in a staged region of its own, published as soon as it is filled; the
     // parameter's transforms (all deferrable) are queued region by region.
     bool regions = false;
+    // A column concatenation (Conversion::kConcatColumns) whose pieces are each one part of one
+    // block: each lands straight in its columns of `dst` (no assembly buffer, no second pass).
+    bool direct_concat = false;
   };
   // A piece's transform over parameter bytes [begin, end) (region-mode parameters only).
   struct TransformSpan {
@@ -66,6 +70,7 @@ class PlanRunner {
   // Per-worker buffers, reused from unit to unit.
   struct Scratch {
     std::vector<UnitSegment> segments;  // the unit's, expanded from its slices
+    std::vector<UnitSegment> rows;      // the same cut at the part rows of direct concatenations
     std::vector<ReadSegment> reads;
     std::vector<std::byte*> dsts;
     std::vector<std::byte> gathered;       // a strided source in row-major order
@@ -106,6 +111,13 @@ class PlanRunner {
   // unit's open region holding them.
   std::byte* target(uint32_t param, uint64_t dst_off, uint64_t len, Scratch& scratch);
   void open_region(uint32_t param, uint64_t offset, uint64_t bytes, Scratch& scratch);
+  static bool direct_concat(const PlannedParam& p);
+  // Where assembled byte `off` of a direct concatenation lands in its parameter, and how many
+  // bytes follow it in the same part row.
+  std::byte* concat_at(uint32_t param, uint64_t off, uint64_t* row_left = nullptr);
+  // `segs`, with the segments of direct concatenations cut at their part rows (scratch.rows),
+  // or `segs` itself when it has none.
+  const std::vector<UnitSegment>& cut_rows(const std::vector<UnitSegment>& segs, Scratch& scratch);
   void open_regions(const std::vector<UnitSegment>& segs, Scratch& scratch);  // one per contiguous run of a parameter
   void close_regions(Scratch& scratch);                                       // deferred transforms, then published
   void reserve_memory();
@@ -135,6 +147,7 @@ class PlanRunner {
   std::vector<std::unique_ptr<RandomAccessFile>> files_;  // opened on first use, kept to the end
   std::vector<std::once_flag> opened_;
   std::vector<ParamState> state_;
+  exec_detail::AssemblyPool assembly_;  // the converted parameters' assembled bytes
   std::vector<uint64_t> items_;                         // per parameter: work items in the schedule
   std::vector<std::vector<TransformSpan>> transforms_;  // per region-mode parameter
   std::shared_ptr<void> reservation_;                   // Device::reserve's, held while the load allocates

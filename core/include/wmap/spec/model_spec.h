@@ -73,7 +73,8 @@ struct Conversion {
     // torch.cat along the last dim: the assembled blocks (as many as fit) each hold the parts
     // one after the other, part i `rows` x parts[i] bytes; each block becomes `rows` rows of the
     // parts' row bytes side by side (a fused linear whose outputs are its last stored dim: AWQ's
-    // and GPTQ's qweight, qzeros and scales).
+    // and GPTQ's qweight, qzeros and scales). When every piece is one whole part with the block's
+    // rows outermost, the executor writes its rows straight into their columns (no second pass).
     kConcatColumns,
     // I64 values -> the parameter's dtype by value (torch's copy_ into a float tensor): vLLM's
     // compressed-tensors Marlin MoE keeps each expert's weight_shape in the model dtype.
