@@ -29,6 +29,19 @@ TEST_P(Int4Families, EveryRankBitExactUnderVllm) {
   for (uint32_t t : {1u, 2u, 4u}) expect_every_rank_matches(ckpt, t, "--target vllm");
 }
 
+// Fused AWQ / GPTQ parameters land as column blocks of their destination straight from the
+// file (PlanRunner::direct_concat): through mmap copies and through pread into the destination,
+// whose segments are cut at each part's rows (a whole-tensor GPTQ qweight at T 1 is one segment).
+TEST(Int4, ColumnConcatenationsUnderBothReadPaths) {
+  TempDir dir;
+  const auto awq = synth_checkpoint(dir.path(), "qwen2", "awq", kDims + " --int4 awq");
+  const auto gptq = synth_checkpoint(dir.path(), "llama", "gptq", kDims + " --int4 gptq");
+  for (const char* io : {"--io pread", "--io mmap"}) {
+    for (uint32_t r : {0u, 1u}) expect_rank_matches(awq, 2, r, "--target vllm", io);
+    expect_rank_matches(gptq, 1, 0, "--target vllm", io);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, Int4Families,
                          ::testing::Values(Int4Case{"qwen2", "awq"}, Int4Case{"qwen3", "awq --int4-group 64"},
                                            Int4Case{"llama", "gptq"}, Int4Case{"qwen3", "gptq --int4-act-order"},
