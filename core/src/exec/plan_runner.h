@@ -147,7 +147,7 @@ class PlanRunner {
   std::vector<std::unique_ptr<RandomAccessFile>> files_;  // opened on first use, kept to the end
   std::vector<std::once_flag> opened_;
   std::vector<ParamState> state_;
-  exec_detail::AssemblyPool assembly_;  // the converted parameters' assembled bytes
+  exec_detail::AssemblyPool assembly_;                  // the converted parameters' assembled bytes
   std::vector<uint64_t> items_;                         // per parameter: work items in the schedule
   std::vector<std::vector<TransformSpan>> transforms_;  // per region-mode parameter
   std::shared_ptr<void> reservation_;                   // Device::reserve's, held while the load allocates

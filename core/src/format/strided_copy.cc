@@ -41,7 +41,8 @@ void copy_2d_strided(const std::byte* src, uint64_t rows, uint64_t cols, uint64_
     }
   }
   for (uint64_t i = 0; i < rows; ++i) {
-    for (uint64_t j = 0; j < cols; ++j) std::memcpy(out + i * pitch + j * elem, src + i * row_step + j * col_step, elem);
+    for (uint64_t j = 0; j < cols; ++j)
+      std::memcpy(out + i * pitch + j * elem, src + i * row_step + j * col_step, elem);
   }
 }
 
