@@ -97,9 +97,12 @@ TEST(Int4, PlanMatchesVllmsParameterList) {
                                     kDims + " --int4 gptq --int4-act-order --experts 4 --moe-intermediate 256");
   const auto ct =
       synth_checkpoint(dir.path(), "qwen3_moe", "ct", kDims + " --int4 ct --experts 4 --moe-intermediate 256");
+  const auto ct_dense =
+      synth_checkpoint(dir.path(), "qwen3", "ct_dense", kDims + " --int4 ct --int4-asym --int4-act-order");
   for (const auto& [ck, layout] : {std::pair{awq, std::string("--tp-size 2 --tp-rank 1 --target vllm")},
                                    std::pair{moe, std::string("--tp-size 2 --tp-rank 0 --target vllm")},
-                                   std::pair{ct, std::string("--tp-size 2 --tp-rank 1 --ep-size 2 --target vllm")}}) {
+                                   std::pair{ct, std::string("--tp-size 2 --tp-rank 1 --ep-size 2 --target vllm")},
+                                   std::pair{ct_dense, std::string("--tp-size 4 --tp-rank 3 --target vllm")}}) {
     const auto dump = run_command(python() + " " + shell_quote((source_dir() / "tests/python/reference.py").string()) +
                                   " list --json " + shell_quote(ck.string()) + " " + layout);
     ASSERT_EQ(dump.exit_code, 0) << dump.err;
@@ -167,7 +170,8 @@ TEST(Int4, RefusalsNameTheirReasonBeforeAnyRead) {
 // Routed experts (vLLM's AutoAWQMoEMethod, AutoGPTQMoEMethod, CompressedTensorsWNA16MarlinMoEMethod):
 // every rank at T 1/2 and EP; moe-intermediate 384 splits into 192 rows a rank at T 2, not whole
 // 128-input groups, so AWQ's w2 group halves to 64 (each scale and zero row repeated twice) while
-// GPTQ act-order and compressed-tensors actorder group keep every group.
+// GPTQ act-order and compressed-tensors actorder group keep every group, and load at T 4 too (96
+// rows a rank) and EP 4 (one expert a rank).
 TEST(Int4, ExpertsBitExactUnderVllm) {
   TempDir dir;
   for (const std::string flags : {"awq", "gptq --int4-act-order", "gptq", "ct", "ct --int4-act-order --int4-asym"}) {
@@ -177,6 +181,10 @@ TEST(Int4, ExpertsBitExactUnderVllm) {
     expect_every_rank_matches(ckpt, 1, "--target vllm");
     expect_every_rank_matches(ckpt, 2, "--target vllm");
     expect_every_rank_matches(ckpt, 2, "--target vllm --ep-size 2");
+    if (flags.find("act-order") != std::string::npos) {
+      expect_every_rank_matches(ckpt, 4, "--target vllm");
+      expect_every_rank_matches(ckpt, 4, "--target vllm --ep-size 4");
+    }
   }
 }
 
