@@ -621,22 +621,29 @@ TEST(BuildingBlocks, BlockScaleInterleaveIsThe128x4SwizzleAndAPermutation) {
 }
 
 // The strided 2-D copy (transposes of stacked slabs) against an element-by-element loop, for
-// every element size, ragged and whole 8 x 8 / 32 x 32 blocks, transposed and plain steps.
+// every element size, ragged and whole 8 x 8 / 32 x 32 blocks (the vector 8 x 8 kernels of 2- and
+// 4-byte transposes, and their ragged edges), transposed and plain steps, packed output rows and
+// rows spread `out_row_step` apart (a column block of a wider matrix, whose other bytes stay).
 TEST(BuildingBlocks, StridedCopyMatchesAnElementLoop) {
   for (uint64_t elem : {1u, 2u, 4u, 8u, 3u}) {
-    for (const auto& [rows, cols] : {std::pair<uint64_t, uint64_t>{1, 1}, {7, 9}, {8, 8}, {33, 40}, {64, 17}}) {
+    for (const auto& [rows, cols] :
+         {std::pair<uint64_t, uint64_t>{1, 1}, {7, 9}, {8, 8}, {33, 40}, {64, 17}, {64, 96}, {41, 70}}) {
       for (const bool transposed : {true, false}) {
-        const uint64_t row_step = transposed ? elem : cols * elem + 5;
-        const uint64_t col_step = transposed ? rows * elem + 6 : elem;
-        std::vector<std::byte> src(rows * row_step + cols * col_step + 16);
-        for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>((i * 31 + 7) & 0xff);
-        std::vector<std::byte> got(rows * cols * elem), want(rows * cols * elem);
-        copy_2d_strided(src.data(), rows, cols, row_step, col_step, elem, got.data());
-        for (uint64_t i = 0; i < rows; ++i) {
-          for (uint64_t j = 0; j < cols; ++j)
-            std::memcpy(want.data() + (i * cols + j) * elem, src.data() + i * row_step + j * col_step, elem);
+        for (const uint64_t spread : {0u, 3u}) {
+          const uint64_t row_step = transposed ? elem : cols * elem + 5;
+          const uint64_t col_step = transposed ? rows * elem + 6 : elem;
+          const uint64_t pitch = (cols + spread) * elem;
+          std::vector<std::byte> src(rows * row_step + cols * col_step + 16);
+          for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>((i * 31 + 7) & 0xff);
+          std::vector<std::byte> got(rows * pitch, std::byte{0x5a}), want(rows * pitch, std::byte{0x5a});
+          copy_2d_strided(src.data(), rows, cols, row_step, col_step, elem, got.data(), spread ? pitch : 0);
+          for (uint64_t i = 0; i < rows; ++i) {
+            for (uint64_t j = 0; j < cols; ++j)
+              std::memcpy(want.data() + i * pitch + j * elem, src.data() + i * row_step + j * col_step, elem);
+          }
+          ASSERT_EQ(got, want) << "elem " << elem << " " << rows << "x" << cols << (transposed ? " transposed" : "")
+                               << " spread " << spread;
         }
-        ASSERT_EQ(got, want) << "elem " << elem << " " << rows << "x" << cols << (transposed ? " transposed" : "");
       }
     }
   }
