@@ -123,13 +123,26 @@ def main():
         conc = http_json["read_workers"]["effective"]
         cfg = os.path.join(work, "curl.cfg")
         with open(cfg, "w") as f:
-            for rng, status, nbytes, uri in entries:
-                f.write(f'url = "{nginx.url(uri.lstrip("/"))}"\noutput = "/dev/null"\n')
+            # One option group per transfer: `next` ends a group, so each URL keeps its own range
+            # (without it, `range` is one option for the whole command and the last one wins).
+            for i, (rng, status, nbytes, uri) in enumerate(entries):
+                if i:
+                    f.write("next\n")
+                f.write(f'url = "{nginx.url(uri.lstrip("/"))}"\noutput = "/dev/null"\nsilent\nshow-error\n')
                 if rng != "-":
                     f.write(f'range = "{rng.split("=", 1)[1]}"\n')
-        curl_t = min(run(["curl", "-sS", "--parallel", "--parallel-max", str(conc), "-K", cfg])[0]
-                     for _ in range(args.runs))
         fetched = sum(e[2] for e in entries)
+        curl_runs = []
+        for _ in range(args.runs):
+            nginx.clear()
+            curl_runs.append(run(["curl", "--parallel", "--parallel-max", str(conc), "-K", cfg])[0])
+            # The same work: curl must have asked for exactly the ranges (and bytes) wmap did.
+            got = nginx.entries()
+            if sorted((e[0], e[3]) for e in got) != sorted((e[0], e[3]) for e in entries) or \
+                    sum(e[2] for e in got) != fetched:
+                raise SystemExit(f"curl did not fetch wmap's ranges: {len(got)} requests, "
+                                 f"{sum(e[2] for e in got)} bytes against {len(entries)} and {fetched}")
+        curl_t = min(curl_runs)
         print(f"checkpoint: llama --preset {args.preset}, {size / 1e9:.2f} GB, page cache warm; nginx on 127.0.0.1")
         print(f"  local load   {local_t:.3f} s  {size / local_t / 1e9:.2f} GB/s")
         print(f"  http load    {http_t:.3f} s  {size / http_t / 1e9:.2f} GB/s   {len(entries)} requests, "
