@@ -1,6 +1,8 @@
 #include "wmap/format/dtype.h"
 
 #include <array>
+#include <map>
+#include <string>
 
 namespace wmap {
 namespace {
@@ -48,6 +50,30 @@ std::optional<DType> parse_dtype(std::string_view name) {
   for (size_t i = 0; i < kInfo.size(); ++i) {
     if (kInfo[i].name == name) return static_cast<DType>(i);
   }
+  return std::nullopt;
+}
+
+std::optional<DType> dtype_from_torch_name(std::string_view name) {
+  if (name.rfind("torch.", 0) == 0) name.remove_prefix(6);
+  static const std::map<std::string, DType, std::less<>> kNames = {{"bfloat16", DType::kBF16},
+                                                                   {"float16", DType::kF16},
+                                                                   {"half", DType::kF16},
+                                                                   {"float32", DType::kF32},
+                                                                   {"float", DType::kF32},
+                                                                   {"float64", DType::kF64},
+                                                                   {"double", DType::kF64},
+                                                                   {"float8_e4m3fn", DType::kF8_E4M3},
+                                                                   {"float8_e5m2", DType::kF8_E5M2},
+                                                                   {"uint8", DType::kU8},
+                                                                   {"int8", DType::kI8},
+                                                                   {"int16", DType::kI16},
+                                                                   {"int32", DType::kI32},
+                                                                   {"int64", DType::kI64},
+                                                                   {"bool", DType::kBOOL},
+                                                                   {"uint16", DType::kU16},
+                                                                   {"uint32", DType::kU32},
+                                                                   {"uint64", DType::kU64}};
+  if (auto it = kNames.find(name); it != kNames.end()) return it->second;
   return std::nullopt;
 }
 

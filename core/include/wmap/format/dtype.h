@@ -36,6 +36,9 @@ inline constexpr int kDTypeCount = 20;
 
 std::string_view dtype_name(DType dtype);
 std::optional<DType> parse_dtype(std::string_view name);
+// The dtype torch (or numpy) names `name`, with or without "torch." ("bfloat16", "torch.half",
+// "float8_e4m3fn"; config.json's torch_dtype); nullopt when unknown.
+std::optional<DType> dtype_from_torch_name(std::string_view name);
 // Bits per element: 4 and 6 for the sub-byte float kinds, 8 for BOOL.
 unsigned dtype_bits(DType dtype);
 
