@@ -21,10 +21,6 @@ int64_t ns_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t).count();
 }
 
-}  // namespace
-
-namespace {
-
 // Free assembly buffers kept for reuse: two of the plan's largest, at most 512 MiB (the bytes a
 // load may hold beyond its parameters for it).
 uint64_t assembly_keep_bytes(const LoadPlan& plan) {
@@ -140,7 +136,7 @@ void PlanRunner::configure() {
   }
   for (size_t i = 0; i < state_.size(); ++i) {
     state_[i].left.store(items_[i]);
-    state_[i].direct_concat = direct_concat(params_[i]);
+    state_[i].concat_row = direct_concat_row(params_[i]);
   }
   if (!device_.stages_writes()) return;
   // Region mode for every parameter whose transforms the device runs itself; the others (a
@@ -453,17 +449,13 @@ void PlanRunner::copy_piece_unit(Job& job, Scratch& scratch) {
   const bool band = u.rows_end > 0;
   const uint64_t rows0 = piece.box.empty() ? 0 : piece.box.front().begin;
   // A direct concatenation's piece: its rows land a whole parameter row apart.
-  const bool direct = state_[u.param].direct_concat;
-  uint64_t pitch = 0;
-  if (direct) {
-    for (uint64_t b : params_[u.param].convert.parts) pitch += b;
-  }
+  const uint64_t pitch = state_[u.param].concat_row;
   const CopyGeometry g = band ? copy_geometry(piece, Range{rows0 + u.rows_begin, rows0 + u.rows_end}, pitch)
                               : copy_geometry(piece, std::nullopt, pitch);
   const ByteRange out = schedule_.unit_output(u, params_);
   const uint64_t out_bytes = out.end - out.begin;
   open_region(u.param, out.begin, out_bytes, scratch);
-  std::byte* dst = direct ? concat_at(u.param, out.begin) : target(u.param, out.begin, out_bytes, scratch);
+  std::byte* dst = target(u.param, out.begin, out_bytes, scratch);
   const uint64_t before = u.begin - piece.record->offset;  // geometry is tensor-relative
   // A strided source (non-contiguous PyTorch view) seen in its own shape is copied with its
   // strides (the geometry has them); reshaped by the spec, its whole span was read and is
@@ -537,7 +529,7 @@ void PlanRunner::finish(uint32_t i) {
     fp8_requant_to_group_max(dst, state_[i].assembled.span(), dst, p.convert.parts, p.convert.group, p.name);
     assembly_.release(state_[i].assembled);
     add_done(p.nbytes - p.assembled_bytes);
-  } else if (p.converts() && !state_[i].direct_concat) {
+  } else if (p.converts() && !state_[i].concat_row) {
     convert_assembled(p, state_[i].assembled.span(), dst);
     assembly_.release(state_[i].assembled);  // held no longer than needed (reused by the next one)
     // The pieces counted their assembled bytes; the parameter is nbytes (modular: may be fewer).
@@ -651,7 +643,7 @@ DeviceBuffer& PlanRunner::buffer_of(uint32_t i) {
   ParamState& s = state_[i];
   std::call_once(s.allocated, [&] {
     s.buffer = device_.allocate_reserved(reservation_, params_[i].nbytes, params_[i].name);
-    if (params_[i].converts() && !s.direct_concat) {
+    if (params_[i].converts() && !s.concat_row) {
       s.assembled = assembly_.acquire(params_[i].assembled_bytes - (in_place(params_[i]) ? params_[i].nbytes : 0));
     }
     if (s.regions) return;
@@ -677,55 +669,52 @@ std::byte* PlanRunner::written_at(uint32_t i, uint64_t off) {
 
 // A concatenation whose pieces are each a whole part of one block, in order, cut and copied as
 // they are (no zero piece, padding or transform) and at least 2-D with the block's rows outermost.
-bool PlanRunner::direct_concat(const PlannedParam& p) {
+uint64_t PlanRunner::direct_concat_row(const PlannedParam& p) {
   const Conversion& c = p.convert;
   if (c.kind != Conversion::Kind::kConcatColumns || c.parts.empty() || p.pieces.empty() ||
       p.pieces.size() % c.parts.size() != 0) {
-    return false;
+    return 0;
   }
   uint64_t row = 0;
   for (uint64_t b : c.parts) row += b;
-  if (p.nbytes != row * c.rows * (p.pieces.size() / c.parts.size())) return false;
+  if (p.nbytes != row * c.rows * (p.pieces.size() / c.parts.size())) return 0;
   for (size_t j = 0; j < p.pieces.size(); ++j) {
     const PlannedPiece& piece = p.pieces[j];
     if (!piece.reads_source() || piece.padded() || !piece.transform.empty() || piece.view.size() < 2 ||
         piece.out_bytes != c.rows * c.parts[j % c.parts.size()] || piece.out_shape().front() != c.rows) {
-      return false;
+      return 0;
     }
   }
-  return true;
+  return row;
 }
 
-std::byte* PlanRunner::concat_at(uint32_t param, uint64_t off, uint64_t* row_left) {
-  const PlannedParam& p = params_[param];
-  const Conversion& c = p.convert;
-  uint64_t row = 0;
-  for (uint64_t b : c.parts) row += b;
-  const uint64_t block = row * c.rows, b = off / block;
+uint64_t PlanRunner::concat_offset(uint32_t param, uint64_t off, uint64_t* row_left) const {
+  const Conversion& c = params_[param].convert;
+  const uint64_t row = state_[param].concat_row, block = row * c.rows;
   uint64_t in = off % block, col = 0;
   size_t i = 0;
-  while (in >= c.rows * c.parts[i]) {  // the part holding `in`: parts are whole (direct_concat)
+  while (in >= c.rows * c.parts[i]) {  // the part holding `in`: parts are whole (direct_concat_row)
     in -= c.rows * c.parts[i];
     col += c.parts[i];
     ++i;
   }
   if (row_left) *row_left = c.parts[i] - in % c.parts[i];
-  return dst_of(param).data() + b * block + in / c.parts[i] * row + col + in % c.parts[i];
+  return off / block * block + in / c.parts[i] * row + col + in % c.parts[i];
 }
 
 const std::vector<UnitSegment>& PlanRunner::cut_rows(const std::vector<UnitSegment>& segs, Scratch& scratch) {
-  if (std::none_of(segs.begin(), segs.end(), [&](const UnitSegment& s) { return state_[s.param].direct_concat; }))
+  if (std::none_of(segs.begin(), segs.end(), [&](const UnitSegment& s) { return state_[s.param].concat_row; }))
     return segs;
   std::vector<UnitSegment>& out = scratch.rows;
   out.clear();
   for (const UnitSegment& s : segs) {
-    if (!state_[s.param].direct_concat) {
+    if (!state_[s.param].concat_row) {
       out.push_back(s);
       continue;
     }
     for (uint64_t at = 0; at < s.len;) {
       uint64_t left = 0;
-      concat_at(s.param, s.dst_off + at, &left);
+      concat_offset(s.param, s.dst_off + at, &left);
       const uint64_t n = std::min(left, s.len - at);
       out.push_back({s.offset + at, n, s.dst_off + at, s.param, s.shard});
       at += n;
@@ -735,7 +724,7 @@ const std::vector<UnitSegment>& PlanRunner::cut_rows(const std::vector<UnitSegme
 }
 
 std::byte* PlanRunner::target(uint32_t param, uint64_t dst_off, uint64_t len, Scratch& scratch) {
-  if (state_[param].direct_concat) return concat_at(param, dst_off);  // within one part row (cut_rows)
+  if (state_[param].concat_row) return dst_of(param).data() + concat_offset(param, dst_off);  // one part row
   if (!state_[param].regions) return written_at(param, dst_off);
   for (auto it = scratch.regions.rbegin(); it != scratch.regions.rend(); ++it) {
     const StagedRegion& r = it->region;

@@ -48,8 +48,9 @@ class PlanRunner {
     // parameter's transforms (all deferrable) are queued region by region.
     bool regions = false;
     // A column concatenation (Conversion::kConcatColumns) whose pieces are each one part of one
-    // block: each lands straight in its columns of `dst` (no assembly buffer, no second pass).
-    bool direct_concat = false;
+    // block lands straight in its columns of `dst` (no assembly buffer, no second pass): the
+    // bytes of one of its rows (all parts side by side); 0 for every other parameter.
+    uint64_t concat_row = 0;
   };
   // A piece's transform over parameter bytes [begin, end) (region-mode parameters only).
   struct TransformSpan {
@@ -111,10 +112,11 @@ class PlanRunner {
   // unit's open region holding them.
   std::byte* target(uint32_t param, uint64_t dst_off, uint64_t len, Scratch& scratch);
   void open_region(uint32_t param, uint64_t offset, uint64_t bytes, Scratch& scratch);
-  static bool direct_concat(const PlannedParam& p);
-  // Where assembled byte `off` of a direct concatenation lands in its parameter, and how many
-  // bytes follow it in the same part row.
-  std::byte* concat_at(uint32_t param, uint64_t off, uint64_t* row_left = nullptr);
+  // The row bytes of a concatenation that can land directly (ParamState::concat_row), else 0.
+  static uint64_t direct_concat_row(const PlannedParam& p);
+  // Where assembled byte `off` of a direct concatenation lands in its parameter (a byte offset),
+  // and how many bytes follow it in the same part row.
+  uint64_t concat_offset(uint32_t param, uint64_t off, uint64_t* row_left = nullptr) const;
   // `segs`, with the segments of direct concatenations cut at their part rows (scratch.rows),
   // or `segs` itself when it has none.
   const std::vector<UnitSegment>& cut_rows(const std::vector<UnitSegment>& segs, Scratch& scratch);

@@ -283,10 +283,7 @@ LinearQuant int4_quant(const ModelConfig& c, const Int4Format& f, const Layout& 
   // vLLM creates the scales (and compressed-tensors MoE's weight_shape) in the model dtype and
   // copy_ rounds the checkpoint's into it; a plan holds them as stored, so they must agree.
   const std::string model = c.get_string("torch_dtype", c.get_string("dtype", ""));
-  const std::optional<DType> model_dtype = model == "bfloat16"  ? std::optional(DType::kBF16)
-                                           : model == "float16" ? std::optional(DType::kF16)
-                                           : model == "float32" ? std::optional(DType::kF32)
-                                                                : std::nullopt;
+  const std::optional<DType> model_dtype = dtype_from_torch_name(model);
   if (model_dtype && *model_dtype != q.scale_dtype) {
     throw Error(ErrorCode::kInvalidArgument,
                 scale + ": stored as " + std::string(dtype_name(q.scale_dtype)) +
@@ -596,6 +593,15 @@ std::optional<std::string> fp8_kv_duplication_error(const ModelConfig& c, const 
 
 namespace {
 
+// compressed-tensors' I64 [2] `weight_shape` of `linear`; one that vLLM reads and then overwrites
+// with a later part's (`kept` false) is consumed with no bytes.
+Piece weight_shape_piece(const std::string& linear, bool kept) {
+  Piece p = whole(linear + ".weight_shape", {2});
+  p.source_dtype = DType::kI64;
+  if (!kept) p.box = {{0, 0}};
+  return p;
+}
+
 // A parameter of the slices' boxes (pieces in slice order) and, when there are several slices
 // whose outputs are the last stored dim, their torch.cat(dim=-1) (Conversion::kConcatColumns).
 ParamSpec int4_param(const std::string& name, DType dtype, uint64_t rows, std::vector<Piece> pieces,
@@ -705,12 +711,7 @@ void add_int4(std::vector<ParamSpec>& params, const std::string& dst, const std:
     shape.name = base + "weight_shape";
     shape.shape = {2};
     shape.dtype = DType::kI64;
-    for (const LinearSlice& sl : slices) {
-      Piece sh = whole(sl.linear + ".weight_shape", {2});
-      sh.source_dtype = DType::kI64;
-      if (&sl != &slices.back()) sh.box = {{0, 0}};  // read and overwritten: consumed, no bytes
-      shape.pieces.push_back(std::move(sh));
-    }
+    for (const LinearSlice& sl : slices) shape.pieces.push_back(weight_shape_piece(sl.linear, &sl == &slices.back()));
     params.push_back(std::move(shape));
     if (q.act_order) params.push_back(g_idx("weight_g_idx", ".weight_g_idx"));
     return;
@@ -1008,17 +1009,12 @@ void add_int4_experts(std::vector<ParamSpec>& params, const std::string& dst, Ra
         if (!q.symmetric)
           z13.push_back(i32(transposed(box_piece(l + ".weight_zero_point", {I / 8, G13}, r8, {0, G13}))));
         // weight_shape: _load_single_value, the last of w1 / w3 read (up) kept.
-        Piece sh = whole(l + ".weight_shape", {2});
-        sh.source_dtype = DType::kI64;
-        if (std::string(part) == "gate_proj") sh.box = {{0, 0}};  // read and overwritten: consumed, no bytes
-        sh13.push_back(std::move(sh));
+        sh13.push_back(weight_shape_piece(l, std::string(part) == "up_proj"));
       }
       w2.push_back(i32(transposed(box_piece(down + ".weight", {H, I / 8}, allh, r8))));
       s2.push_back(transposed(box_piece(down + ".weight_scale", {H, G2}, allh, s2r)));
       if (!q.symmetric) z2.push_back(i32(transposed(box_piece(down + ".weight_zero_point", {H / 8, G2}, allh8, s2r))));
-      Piece sh = whole(down + ".weight_shape", {2});
-      sh.source_dtype = DType::kI64;
-      sh2.push_back(std::move(sh));
+      sh2.push_back(weight_shape_piece(down, true));
       if (q.act_order) {
         g_idx(e + "up_proj.weight_g_idx", H, allh, gi13);  // _load_g_idx: the last of w1 / w3 read
         g_idx(down + ".weight_g_idx", I, r, gi2);
