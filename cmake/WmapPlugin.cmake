@@ -9,7 +9,10 @@ function(wmap_add_plugin name)
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON)
   if(DEFINED WMAP_PLUGIN_OUTPUT_DIR)
-    set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${WMAP_PLUGIN_OUTPUT_DIR})
+    # In wmap's own tree, built where it is installed relative to libwmap: the install RPATH
+    # serves both (a padded build RPATH would search $PWD: core/CMakeLists.txt).
+    set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${WMAP_PLUGIN_OUTPUT_DIR}
+                                             BUILD_WITH_INSTALL_RPATH ON)
   endif()
   # Installed plugins live in <libdir>/wmap/plugins and find libwmap two folders up.
   set_target_properties(${name} PROPERTIES INSTALL_RPATH "$ORIGIN/../..;${CMAKE_INSTALL_RPATH}")
