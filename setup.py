@@ -10,6 +10,7 @@ The package is self-contained under site-packages/wmap/:
     wmap/lib/wmap/plugins/*.so             the default family plugins (found relative to libwmap)
     wmap/share/wmap/mappings/*.yaml        the rename tables (found relative to libwmap)
     wmap/bin/wmap                          the CLI, run by the `wmap` console script
+    wmap/libexec/wmap/wmap-mpi             its MPI build, which `wmap` hands over to under mpirun
     wmap/include, wmap/lib/cmake/wmap      headers and wmapConfig.cmake, to build plugins against
 
 It is exactly `cmake --install` of a build, rearranged: every run-time path in wmap is relative to
@@ -135,7 +136,7 @@ class BuildWithCMake(build_py):
             os.removedirs(os.path.dirname(pkg_src))  # lib/python3/dist-packages, now empty
         except OSError:
             pass
-        for part in ("lib", "bin", "share", "include"):
+        for part in ("lib", "libexec", "bin", "share", "include"):  # libexec: wmap-mpi (tools/wmap/mpi_handoff.h)
             src = os.path.join(staging, part)
             if not os.path.isdir(src):
                 continue

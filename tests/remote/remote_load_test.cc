@@ -295,6 +295,25 @@ TEST_F(RemoteFaults, ASavedCatalogRecordsETagsAndRefusesAChangedObject) {
   EXPECT_NE(r.err.find("ETag"), std::string::npos) << r.err;
 }
 
+// libcurl is opened at the first remote request (core/src/io/curl_api.h), WMAP_LIBCURL naming
+// another library: one that cannot be loaded is an error naming it and what to install.
+TEST_F(RemoteFaults, LibcurlIsOpenedOnFirstUseAndAMissingOneIsNamed) {
+  const std::string cli = shell_quote(WMAP_CLI_PATH) + " -q inspect " + shell_quote(url());
+  const auto missing = run_command("WMAP_LIBCURL=/nonexistent/libcurl.so.4 " + cli);
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("remote paths need libcurl 7.75 or newer, and /nonexistent/libcurl.so.4 (WMAP_LIBCURL) "
+                             "could not be loaded"),
+            std::string::npos)
+      << missing.err;
+  EXPECT_NE(missing.err.find("apt-get install libcurl4"), std::string::npos) << missing.err;
+  EXPECT_TRUE(proxy_->log().empty()) << "no request without libcurl";
+  // The default, named explicitly, and the loader's account of the run: libcurl opened by dlopen.
+  const auto named = run_command("WMAP_LIBCURL=libcurl.so.4 LD_DEBUG=files " + cli);
+  EXPECT_EQ(named.exit_code, 0) << named.err.substr(0, 2000);
+  EXPECT_NE(named.err.find("file=libcurl.so.4 [0];  dynamically loaded by"), std::string::npos)
+      << named.err.substr(0, 4000);
+}
+
 TEST_F(RemoteFaults, HttpWithoutAnIndexSaysWhatToServe) {
   fs::remove(ckpt_ / "model.safetensors.index.json");
   const auto r = run_wmap("inspect " + shell_quote(url()));

@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "huge_pages.h"
 #include "loader_options.h"
+#include "mpi_handoff.h"
 #include "wmap/abi/plugin_api.h"
 #include "wmap/build_info.h"
 #include "wmap/io/remote.h"
@@ -51,6 +52,7 @@ bool print_version(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  wmap::cli::hand_over_to_mpi_build(argv);  // under mpirun: the binary with MPI (mpi_handoff.h)
   if (print_version(argc, argv)) return 0;
   wmap::cli::use_huge_pages_for_metadata(argc, argv);
   CLI::App app{"wmap: map Hugging Face safetensors checkpoints onto inference-engine parameters"};

@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "loader_options.h"
+#include "mpi_handoff.h"
 #include "wmap/device/device.h"
 #include "wmap/io/remote.h"
 #include "wmap/mpi/io_policy.h"
@@ -17,6 +18,12 @@
 namespace wmap::cli {
 
 using mpi::IoPolicy;
+
+#ifdef WMAP_HAVE_MPI
+bool built_with_mpi() { return true; }
+#else
+bool built_with_mpi() { return false; }
+#endif
 
 struct RankContext::Impl {
   mpi::RankIoReport io_report;  // the policy step's; a single process keeps the defaults
@@ -89,7 +96,8 @@ RankContext::RankContext(const std::string& io_policy, const LayoutOptions& requ
 #else
   if (mpi::launched_under_mpi()) {
     std::fprintf(stderr,
-                 "wmap: warning: launched by an MPI launcher, but this wmap was built without MPI (WMAP_MPI=OFF): "
+                 "wmap: warning: launched by an MPI launcher, but this wmap has no MPI build beside it (built with "
+                 "WMAP_MPI=OFF, or libexec/wmap/wmap-mpi missing): "
                  "loading as a single process with --tp-rank %u\n",
                  requested.tp_rank.value_or(0));
   }

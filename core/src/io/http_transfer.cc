@@ -1,7 +1,5 @@
 #include "http_transfer.h"
 
-#include <curl/curl.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -10,11 +8,11 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
 
+#include "curl_api.h"
 #include "wmap/util/error.h"
 #include "logger.h"
 
@@ -29,26 +27,18 @@ constexpr size_t kErrorBodyCap = 4096;
 constexpr uint64_t kListingCap = uint64_t{64} << 20;  // one ListObjectsV2 page is ~300 KB
 constexpr double kBackoffBase = 0.1, kBackoffCap = 5.0, kRetryAfterCap = 60.0;
 
-void global_init() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) throw Error(ErrorCode::kIo, "libcurl: global init failed");
-  });
-}
-
 // One thread's connections: a multi handle (its connection cache keeps connections alive across
 // calls) and the easy handles it reuses.
 struct ThreadCurl {
   CURLM* multi = nullptr;
   std::vector<CURL*> idle;
   ThreadCurl() {
-    global_init();
-    multi = curl_multi_init();
+    multi = curl().multi_init();
     if (!multi) throw Error(ErrorCode::kOutOfMemory, "libcurl: cannot create a multi handle");
   }
   ~ThreadCurl() {
-    for (CURL* h : idle) curl_easy_cleanup(h);
-    curl_multi_cleanup(multi);
+    for (CURL* h : idle) curl().easy_cleanup(h);
+    curl().multi_cleanup(multi);
   }
   CURL* take() {
     if (!idle.empty()) {
@@ -56,7 +46,7 @@ struct ThreadCurl {
       idle.pop_back();
       return h;
     }
-    CURL* h = curl_easy_init();
+    CURL* h = curl().easy_init();
     if (!h) throw Error(ErrorCode::kOutOfMemory, "libcurl: cannot create a handle");
     return h;
   }
@@ -403,68 +393,69 @@ std::string error_detail(const std::string& body) {
 void setup(Attempt& a, const RemoteOptions& o) {
   HttpGet& g = *a.req->get;
   CURL* h = a.h;
-  curl_easy_reset(h);
+  curl().easy_reset(h);
   const SecretUrl& url = g.url.empty() ? g.where->url : g.url;
-  curl_easy_setopt(h, CURLOPT_URL, url.for_curl());
+  curl().easy_setopt(h, CURLOPT_URL, url.for_curl());
   // An https origin (or the hub over https) is never downgraded by a redirect (review F6).
   const char* protocols = g.where->https_only ? "https" : "http,https";
-  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, protocols);
-  curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, protocols);
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);  // the hub answers with a redirect to its CDN
-  curl_easy_setopt(h, CURLOPT_MAXREDIRS, 8L);
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+  curl().easy_setopt(h, CURLOPT_PROTOCOLS_STR, protocols);
+  curl().easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, protocols);
+  curl().easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl().easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);  // the hub answers with a redirect to its CDN
+  curl().easy_setopt(h, CURLOPT_MAXREDIRS, 8L);
+  curl().easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
   // The throughput floor: a transfer averaging less than this over stall_seconds (a stall, or a
   // server trickling a byte a second, review F5) is abandoned and retried.
-  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT,
-                   static_cast<long>(std::clamp<uint64_t>(o.min_bytes_per_second, 1, LONG_MAX)));
-  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, std::max(1L, static_cast<long>(o.stall_seconds + 0.5)));
-  curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024);  // measured: 64 KiB, 2 MiB and 10 MiB are slower over loopback
-  curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, a.errbuf);
-  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-  curl_easy_setopt(h, CURLOPT_HEADERDATA, &a);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &a);
-  curl_easy_setopt(h, CURLOPT_PRIVATE, &a);
-  curl_easy_setopt(h, CURLOPT_USERAGENT, "wmap");
-  if (!o.ca_bundle.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, o.ca_bundle.c_str());
+  curl().easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT,
+                     static_cast<long>(std::clamp<uint64_t>(o.min_bytes_per_second, 1, LONG_MAX)));
+  curl().easy_setopt(h, CURLOPT_LOW_SPEED_TIME, std::max(1L, static_cast<long>(o.stall_seconds + 0.5)));
+  curl().easy_setopt(h, CURLOPT_BUFFERSIZE,
+                     512L * 1024);  // measured: 64 KiB, 2 MiB and 10 MiB are slower over loopback
+  curl().easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl().easy_setopt(h, CURLOPT_ERRORBUFFER, a.errbuf);
+  curl().easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  curl().easy_setopt(h, CURLOPT_HEADERDATA, &a);
+  curl().easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+  curl().easy_setopt(h, CURLOPT_WRITEDATA, &a);
+  curl().easy_setopt(h, CURLOPT_PRIVATE, &a);
+  curl().easy_setopt(h, CURLOPT_USERAGENT, "wmap");
+  if (!o.ca_bundle.empty()) curl().easy_setopt(h, CURLOPT_CAINFO, o.ca_bundle.c_str());
   if (g.ranged) {
-    a.headers = curl_slist_append(
+    a.headers = curl().slist_append(
         a.headers, ("Range: bytes=" + std::to_string(a.start) + "-" + std::to_string(g.end - 1)).c_str());
   }
   // If-Match compares strongly (RFC 9110): only a strong ETag is sent; a weak one, a
   // Last-Modified identity and the hub's (its own ETag, which the CDN answering after its
   // redirect does not share) are compared here instead.
   if (!g.if_match.empty() && g.if_match.front() == '"' && g.where->scheme != Location::Scheme::kHf)
-    a.headers = curl_slist_append(a.headers, ("If-Match: " + g.if_match).c_str());
-  if (g.head) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    a.headers = curl().slist_append(a.headers, ("If-Match: " + g.if_match).c_str());
+  if (g.head) curl().easy_setopt(h, CURLOPT_NOBODY, 1L);
   if (g.where->scheme == Location::Scheme::kS3) {
     // S3 redirects nowhere worth following (a custom header such as the session token would
     // follow to another host), and a key is a name, not a path to normalise ("a/../b").
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
-    if (g.checksum_mode) a.headers = curl_slist_append(a.headers, "x-amz-checksum-mode: ENABLED");
+    curl().easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl().easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
+    if (g.checksum_mode) a.headers = curl().slist_append(a.headers, "x-amz-checksum-mode: ENABLED");
   }
   a.auth = g.auth ? g.auth : (g.where->auth ? g.where->auth->current() : nullptr);
   if (const Auth* auth = a.auth.get()) {
     if (auth->kind == Auth::Kind::kSigV4) {
       // libcurl signs (CURLOPT_AWS_SIGV4); the payload of a GET is empty.
-      curl_easy_setopt(h, CURLOPT_AWS_SIGV4, ("aws:amz:" + auth->region + ":s3").c_str());
-      curl_easy_setopt(h, CURLOPT_USERNAME, auth->key_id.c_str());
-      curl_easy_setopt(h, CURLOPT_PASSWORD, auth->secret.c_str());
-      a.headers = curl_slist_append(
+      curl().easy_setopt(h, CURLOPT_AWS_SIGV4, ("aws:amz:" + auth->region + ":s3").c_str());
+      curl().easy_setopt(h, CURLOPT_USERNAME, auth->key_id.c_str());
+      curl().easy_setopt(h, CURLOPT_PASSWORD, auth->secret.c_str());
+      a.headers = curl().slist_append(
           a.headers, "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
       if (!auth->session_token.empty())
-        a.headers = curl_slist_append(a.headers, ("x-amz-security-token: " + auth->session_token).c_str());
+        a.headers = curl().slist_append(a.headers, ("x-amz-security-token: " + auth->session_token).c_str());
     } else if (auth->kind == Auth::Kind::kBearer) {
       // Sent to the URL's own host only: libcurl drops it on a redirect to another host
       // (CURLOPT_UNRESTRICTED_AUTH stays off).
-      curl_easy_setopt(h, CURLOPT_HTTPAUTH, CURLAUTH_BEARER);
-      curl_easy_setopt(h, CURLOPT_XOAUTH2_BEARER, auth->bearer.c_str());
+      curl().easy_setopt(h, CURLOPT_HTTPAUTH, CURLAUTH_BEARER);
+      curl().easy_setopt(h, CURLOPT_XOAUTH2_BEARER, auth->bearer.c_str());
     }
   }
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, a.headers);
+  curl().easy_setopt(h, CURLOPT_HTTPHEADER, a.headers);
 }
 
 double backoff_seconds(const Attempt& a, unsigned attempts) {
@@ -511,7 +502,7 @@ Verdict judge(Attempt& a, CURLcode rc) {
     return {Outcome::kDone, {}};  // every byte arrived; the connection failed after them
   }
   if (rc != CURLE_OK) {
-    std::string what = req + ": " + (a.errbuf[0] ? std::string(a.errbuf) : curl_easy_strerror(rc));
+    std::string what = req + ": " + (a.errbuf[0] ? std::string(a.errbuf) : curl().easy_strerror(rc));
     if (rc == CURLE_PARTIAL_FILE || (a.checked && a.received < a.expect_end - a.start))
       what +=
           " (short body: " + std::to_string(a.received) + " of " + std::to_string(a.expect_end - a.start) + " bytes)";
@@ -555,9 +546,9 @@ Verdict judge(Attempt& a, CURLcode rc) {
 }
 
 void release(ThreadCurl& tc, Attempt& a) {
-  curl_multi_remove_handle(tc.multi, a.h);
-  curl_easy_reset(a.h);  // drops the pointers into this attempt (error buffer, callbacks' data, headers)
-  curl_slist_free_all(a.headers);
+  curl().multi_remove_handle(tc.multi, a.h);
+  curl().easy_reset(a.h);  // drops the pointers into this attempt (error buffer, callbacks' data, headers)
+  curl().slist_free_all(a.headers);
   a.headers = nullptr;
   tc.idle.push_back(a.h);
 }
@@ -622,12 +613,12 @@ void run_gets(std::span<HttpGet> gets, const TransferContext& ctx) {
         try {
           setup(*a, o);
         } catch (...) {
-          curl_slist_free_all(a->headers);
+          curl().slist_free_all(a->headers);
           tc.idle.push_back(a->h);
           throw;
         }
-        if (curl_multi_add_handle(tc.multi, a->h) != CURLM_OK) {
-          curl_slist_free_all(a->headers);
+        if (curl().multi_add_handle(tc.multi, a->h) != CURLM_OK) {
+          curl().slist_free_all(a->headers);
           tc.idle.push_back(a->h);
           throw Error(ErrorCode::kIo, "libcurl: cannot start a request");
         }
@@ -639,10 +630,10 @@ void run_gets(std::span<HttpGet> gets, const TransferContext& ctx) {
         continue;
       }
       int running = 0;
-      if (const CURLMcode mc = curl_multi_perform(tc.multi, &running); mc != CURLM_OK)
-        throw Error(ErrorCode::kIo, std::string("libcurl: ") + curl_multi_strerror(mc));
+      if (const CURLMcode mc = curl().multi_perform(tc.multi, &running); mc != CURLM_OK)
+        throw Error(ErrorCode::kIo, std::string("libcurl: ") + curl().multi_strerror(mc));
       int left = 0;
-      while (CURLMsg* m = curl_multi_info_read(tc.multi, &left)) {
+      while (CURLMsg* m = curl().multi_info_read(tc.multi, &left)) {
         if (m->msg != CURLMSG_DONE) continue;
         const auto it =
             std::find_if(active.begin(), active.end(), [&](const auto& a) { return a->h == m->easy_handle; });
@@ -683,7 +674,7 @@ void run_gets(std::span<HttpGet> gets, const TransferContext& ctx) {
           const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next_ready - Clock::now()).count();
           timeout_ms = static_cast<int>(std::clamp<long long>(ms, 0, 100));
         }
-        curl_multi_poll(tc.multi, nullptr, 0, timeout_ms, nullptr);
+        curl().multi_poll(tc.multi, nullptr, 0, timeout_ms, nullptr);
       }
     }
   } catch (...) {
@@ -702,44 +693,43 @@ size_t on_call_body(char* p, size_t size, size_t n, void* ud) {
 }  // namespace
 
 HttpAnswer http_call(const HttpCall& call, const TransferContext& ctx) {
-  global_init();
   HttpAnswer out;
   if (ctx.cancelled && ctx.cancelled->load()) {
     out.error = "cancelled";
     return out;
   }
-  CURL* h = curl_easy_init();
+  CURL* h = curl().easy_init();
   if (!h) throw Error(ErrorCode::kOutOfMemory, "libcurl: cannot create a handle");
   curl_slist* headers = nullptr;
-  for (const auto& line : call.headers) headers = curl_slist_append(headers, line.c_str());
+  for (const auto& line : call.headers) headers = curl().slist_append(headers, line.c_str());
   char errbuf[CURL_ERROR_SIZE] = {};
   std::pair<std::string*, uint64_t> sink{&out.body, call.max_bytes};
-  curl_easy_setopt(h, CURLOPT_URL, call.url.c_str());
-  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, call.method.c_str());
+  curl().easy_setopt(h, CURLOPT_URL, call.url.c_str());
+  curl().easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl().easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+  curl().easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl().easy_setopt(h, CURLOPT_CUSTOMREQUEST, call.method.c_str());
   if (call.method == "PUT" || call.method == "POST") {
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, call.body.c_str());  // `call` outlives the transfer
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, static_cast<long>(call.body.size()));
+    curl().easy_setopt(h, CURLOPT_POSTFIELDS, call.body.c_str());  // `call` outlives the transfer
+    curl().easy_setopt(h, CURLOPT_POSTFIELDSIZE, static_cast<long>(call.body.size()));
   }
-  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(call.timeout_seconds * 1000));
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(std::min(call.timeout_seconds, 10.0) * 1000));
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_call_body);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
-  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(h, CURLOPT_USERAGENT, "wmap");
-  if (!ctx.options->ca_bundle.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, ctx.options->ca_bundle.c_str());
+  curl().easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(call.timeout_seconds * 1000));
+  curl().easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(std::min(call.timeout_seconds, 10.0) * 1000));
+  curl().easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+  curl().easy_setopt(h, CURLOPT_WRITEFUNCTION, on_call_body);
+  curl().easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+  curl().easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+  curl().easy_setopt(h, CURLOPT_USERAGENT, "wmap");
+  if (!ctx.options->ca_bundle.empty()) curl().easy_setopt(h, CURLOPT_CAINFO, ctx.options->ca_bundle.c_str());
   g_requests.fetch_add(1, std::memory_order_relaxed);
-  const CURLcode rc = curl_easy_perform(h);
+  const CURLcode rc = curl().easy_perform(h);
   if (rc == CURLE_OK) {
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out.status);
+    curl().easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out.status);
   } else {
-    out.error = errbuf[0] ? std::string(errbuf) : curl_easy_strerror(rc);
+    out.error = errbuf[0] ? std::string(errbuf) : curl().easy_strerror(rc);
   }
-  curl_slist_free_all(headers);
-  curl_easy_cleanup(h);
+  curl().slist_free_all(headers);
+  curl().easy_cleanup(h);
   return out;
 }
 
