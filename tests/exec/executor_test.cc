@@ -126,10 +126,18 @@ TEST_F(ExecutorCli, WorkerCountsFromFlagsOverEnvironment) {
 TEST_F(ExecutorCli, ReportNamesPathPhasesAndBytes) {
   auto r = run_wmap("-q load " + shell_quote(ckpt().string()) + " --json --tp-size 4 --tp-rank 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* key : {"\"io_path\":\"pread\"", "\"io_requested\":\"auto\"", "\"phases\":{\"catalog\":", "\"read\":",
-                          "\"transform\":", "\"copy\":", "\"bytes_needed\":", "\"peak_rss\":", "\"prefault\":true"}) {
+  for (const char* key : {"\"io_path\":\"pread\"", "\"io_requested\":\"auto\"",
+                          "\"phases\":{\"catalog\":", "\"read\":", "\"transform\":", "\"copy\":", "\"bytes_needed\":",
+                          "\"peak_rss\":", "\"prefault\":", "\"prefault_decision\":\"auto: 4 KiB buffers "}) {
     EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
   }
+  // Forced either way, and said so.
+  r = run_wmap("-q load " + shell_quote(ckpt().string()) + " --json --prefault on");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"prefault\":true,\"prefault_decision\":\"on (requested)\""), std::string::npos) << r.out;
+  r = run_wmap("-q load " + shell_quote(ckpt().string()) + " --json --prefault off");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"prefault\":false,\"prefault_decision\":\"off (requested)\""), std::string::npos) << r.out;
   r = run_wmap("load " + shell_quote(ckpt().string()) + " --io mmap");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("io mmap (requested mmap"), std::string::npos) << r.out;

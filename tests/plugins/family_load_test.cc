@@ -53,7 +53,7 @@ TEST(FamilyLoad, BadDeviceAndIoAreUsageErrors) {
   // Enumerated options: exit 2 naming the option, the value and the allowed values.
   for (const auto& [flag, allowed] :
        {std::pair{"--io", "{auto,mmap,pread}"}, std::pair{"--prefetch", "{auto,on,off}"},
-        std::pair{"--prefault", "{on,off}"}, std::pair{"--io-policy", "{native,rank-striped,exchange}"}}) {
+        std::pair{"--prefault", "{auto,on,off}"}, std::pair{"--io-policy", "{native,rank-striped,exchange}"}}) {
     r = run_wmap("load " + shell_quote(ckpt.string()) + " " + flag + " carrier-pigeon");
     EXPECT_EQ(r.exit_code, 2) << flag;
     EXPECT_NE(r.err.find(std::string(flag) + ": carrier-pigeon not in " + allowed), std::string::npos) << r.err;

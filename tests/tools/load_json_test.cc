@@ -42,6 +42,7 @@ TEST(LoadJson, KeysInOrderOnceWithTheirTypes) {
                                          "read_workers",
                                          "prefetch",
                                          "prefault",
+                                         "prefault_decision",
                                          "phases",
                                          "device",
                                          "catalog_seconds",

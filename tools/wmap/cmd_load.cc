@@ -1,6 +1,6 @@
 // `wmap load DIR [layout] [--device host|cuda:N] [--catalog FILE] [--dump FILE] [--allow-partial]
 //   [--io-policy native|rank-striped|exchange] [--io auto|mmap|pread] [--read-workers N] [--load-workers N] [--prefault
-//   on|off] [--prefetch auto|on|off]`
+//   auto|on|off] [--prefetch auto|on|off]`
 // Worker counts: the flags, else WMAP_READ_WORKERS / WMAP_LOAD_WORKERS, else from the core count.
 #include <chrono>
 #include <cstdio>
@@ -24,7 +24,7 @@ struct LoadOptions {
   std::string prefetch = "auto";
   unsigned workers = 0;
   unsigned read_workers = 0;
-  std::string prefault = "on";
+  std::string prefault = "auto";
   bool allow_partial = false;
   std::string io_policy = "native";
   std::string verify;    // "", "read" (--verify), "full" or "best-effort"
@@ -50,7 +50,7 @@ ExecOptions exec_options(const LoadOptions& o) {
   const unsigned env_load = worker_count_from_env("WMAP_LOAD_WORKERS");
   exec.read_workers = o.read_workers ? o.read_workers : env_read;
   exec.load_workers = o.workers ? o.workers : env_load;
-  exec.prefault = o.prefault == "on";
+  if (o.prefault != "auto") exec.prefault = o.prefault == "on";
   exec.digests = o.digests;
   exec.verify = o.verify.empty() ? ExecOptions::Verify::kOff : parse_verify_mode(o.verify).value();
   return exec;
@@ -96,6 +96,7 @@ void print_load_json(const LoadReport& r, const RankContext& ranks) {
   j["read_workers"] = {{"requested", s.read_workers_requested}, {"effective", s.read_workers}};
   j["prefetch"] = s.prefetch;
   j["prefault"] = s.prefault;
+  j["prefault_decision"] = s.prefault_decision;
   j["phases"] = {{"catalog", r.prepared.catalog_seconds},
                  {"plan", r.prepared.plan_seconds},
                  {"load", s.seconds},
@@ -152,10 +153,10 @@ void print_load_text(const LoadReport& r) {
               r.device.name().c_str(), s.seconds, r.gbps(), static_cast<double>(peak_rss_bytes()) / (1 << 20));
   std::printf(
       "  io %s (requested %s%s%s), read workers %u (requested %s), load workers %u (requested %s), prefetch %s, "
-      "prefault %s\n",
+      "prefault %s (%s)\n",
       s.io_path.c_str(), s.io_requested.c_str(), s.io_reason.empty() ? "" : "; ", s.io_reason.c_str(), s.read_workers,
       req(s.read_workers_requested).c_str(), s.load_workers, req(s.load_workers_requested).c_str(),
-      s.prefetch ? "on" : "off", s.prefault ? "on" : "off");
+      s.prefetch ? "on" : "off", s.prefault ? "on" : "off", s.prefault_decision.c_str());
   std::printf(
       "  bytes read %.1f MiB for %.1f MiB needed in %llu read calls; phases: device open %.3fs, catalog %.3fs, "
       "plan %.3fs, load %.3fs (set-up %.3fs, streaming %.2f GB/s; busy: read %.3fs, transform %.3fs, copy %.3fs)\n",
@@ -247,8 +248,9 @@ Runner add_load(CLI::App& app) {
                   "Pieces copied/transformed at once (else WMAP_LOAD_WORKERS, else from the core count)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--prefault", o->prefault,
-                  "on: fault parameter pages in before the read (measured faster); off: the copy faults them")
-      ->check(CLI::IsMember({"on", "off"}))
+                  "on: fault parameter pages in before the read; off: the read or copy faults them; auto: on for "
+                  "4 KiB buffers where this machine's page faults are slow (measured), else off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   sub->add_option("--prefetch", o->prefetch, "auto, on or off (auto: when the bytes fit in 90% of available memory)")
       ->check(CLI::IsMember({"auto", "on", "off"}))

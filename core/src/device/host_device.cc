@@ -67,6 +67,10 @@ class HostBuffer final : public DeviceBuffer {
   }
   uint64_t size() const override { return size_; }
   std::byte* host_data() override { return data_; }
+  uint64_t page_bytes() const override {
+    if (!owned_ || !data_) return 0;
+    return mapped_ > 0 ? kHugePage : static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  }
 
  private:
   uint64_t size_;

@@ -42,6 +42,7 @@ PlanRunner::PlanRunner(const LoadPlan& plan, Device& device, const ExecOptions& 
       params_(plan.params()),
       schedule_(plan.schedule()),
       units_(schedule_.units()),
+      prefault_(options.prefault),
       files_(catalog_.shards().size()),
       opened_(catalog_.shards().size()),
       state_(plan.params().size()),
@@ -117,7 +118,7 @@ void PlanRunner::configure() {
   stats_.io_path = std::string(io_mode_name(io_));
   stats_.bytes_needed = plan_.bytes_to_read();
   total_bytes_ = plan_.bytes_to_load();
-  stats_.prefault = options_.prefault;
+  stats_.prefault_decision = prefault_.decision();
   prefetch_ = options_.prefetch == ExecOptions::Prefetch::kOn;
   if (options_.prefetch == ExecOptions::Prefetch::kAuto) {
     const uint64_t avail = available_memory_bytes();
@@ -569,6 +570,7 @@ LoadedModel PlanRunner::report() {
     model.params.push_back({p.name, p.dtype, p.shape, std::move(buffer)});
   }
   stats_.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+  stats_.prefault = prefaulted_.load();
   stats_.bytes_loaded = done_bytes_;
   stats_.bytes_read = read_bytes_;
   stats_.reads = read_calls_;
@@ -648,7 +650,10 @@ DeviceBuffer& PlanRunner::buffer_of(uint32_t i) {
     }
     if (s.regions) return;
     s.dst = device_.begin_write(*s.buffer);
-    if (options_.prefault) prefault(s.dst);
+    if (prefault_.applies(s.buffer->page_bytes())) {
+      prefault(s.dst);
+      prefaulted_.store(true, std::memory_order_relaxed);
+    }
   });
   return *s.buffer;
 }

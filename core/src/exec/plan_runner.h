@@ -21,6 +21,7 @@
 #include "wmap/exec/executor.h"
 #include "wmap/util/error.h"
 #include "assembly_pool.h"
+#include "prefault_policy.h"
 #include "shard_hasher.h"
 #include "work_queues.h"
 
@@ -138,6 +139,7 @@ class PlanRunner {
   const std::vector<PlannedParam>& params_;
   const ReadSchedule& schedule_;
   const std::vector<ReadUnit>& units_;
+  const exec_detail::PrefaultPolicy prefault_;
 
   LoadStats stats_;
   IoMode io_ = IoMode::kPread;
@@ -158,6 +160,7 @@ class PlanRunner {
   std::atomic<int64_t> read_ns_{0}, copy_ns_{0}, transform_ns_{0};
   std::mutex progress_mutex_;
 
+  std::atomic<bool> prefaulted_{false};  // some buffer was (LoadStats::prefault)
   std::atomic<bool> failed_{false};
   std::exception_ptr error_;
   std::mutex error_mutex_;

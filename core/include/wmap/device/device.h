@@ -26,6 +26,10 @@ class DeviceBuffer {
   virtual std::byte* host_data() = 0;
   // Device memory (a CUDA device pointer), or null for host memory.
   virtual void* device_data() { return nullptr; }
+  // The size of the pages backing host_data() when this buffer allocated them (4096; 2 MiB for a
+  // huge-page mapping); 0 for caller-owned or device memory, or when unknown. The executor
+  // decides from it whether to fault pages in before writing (ExecOptions::prefault).
+  virtual uint64_t page_bytes() const { return 0; }
 };
 
 // Host memory standing for device bytes [offset, offset + host.size()) of one buffer, between

@@ -41,12 +41,13 @@ struct LoadStats {
   unsigned load_workers_requested = 0;  // 0: default
   unsigned read_workers = 1;            // reads in flight, effective
   unsigned read_workers_requested = 0;
-  std::string io_path;       // "mmap" or "pread": the path used
-  std::string io_requested;  // "auto", "mmap" or "pread"
-  std::string io_reason;     // why auto chose io_path
-  bool prefetch = false;     // asynchronous readahead ahead of the readers
-  bool prefault = false;     // destination pages faulted in before the copy
-  double setup_seconds = 0;  // within `seconds`: deciding and reserving device memory (Device::reserve)
+  std::string io_path;            // "mmap" or "pread": the path used
+  std::string io_requested;       // "auto", "mmap" or "pread"
+  std::string io_reason;          // why auto chose io_path
+  bool prefetch = false;          // asynchronous readahead ahead of the readers
+  bool prefault = false;          // some destination's pages were faulted in before the copy
+  std::string prefault_decision;  // why: "on (requested)", or auto's rule and the fault cost measured
+  double setup_seconds = 0;       // within `seconds`: deciding and reserving device memory (Device::reserve)
   // The weight cache (LoaderSession::load's `cached`): "off"; "miss" (loaded and kept) or "hit"
   // (answered from it): the buffers are shared with the cache; "too-large" (loaded, not kept:
   // over WMAP_WEIGHT_CACHE_MAX_BYTES).
@@ -71,9 +72,11 @@ struct ExecOptions {
   std::function<const TransformFn*(std::string_view)> transforms;  // looks up named transforms
   std::function<void(uint64_t done, uint64_t total)> progress;     // bytes; called from workers, serialised
   // Destination pages faulted in ahead of the read (MADV_POPULATE_WRITE, by the read worker that
-  // first touches a parameter, so in parallel) rather than trap by trap during the copy: measured
-  // faster (docs/performance.md). MADV_HUGEPAGE was measured slower (THP defrag stalls).
-  bool prefault = true;
+  // first touches a parameter, so in parallel) rather than by the read or copy itself. true/false
+  // force it; nullopt (the default) decides per buffer from measurement (docs/performance.md
+  // "Fresh buffers: when to prefault"): 4 KiB buffers wmap allocates, on machines where a fresh
+  // page faults in slowly (over 4 us: PVM guests); never huge-page or caller-owned buffers.
+  std::optional<bool> prefault;
   // Readahead ahead of the readers: kAuto enables it when the bytes to read fit in 90 % of the
   // memory available (cgroup-aware); the window ahead is bounded by prefetch_window_bytes.
   enum class Prefetch { kAuto, kOff, kOn } prefetch = Prefetch::kAuto;
