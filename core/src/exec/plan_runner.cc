@@ -305,7 +305,7 @@ void PlanRunner::read_span(size_t ui) {
   StagingLease lease = staging_->acquire(failed_);
   if (!lease) return;
   auto& buf = lease.buffer();
-  if (buf.size() < len) buf.resize(len);
+  buf.reserve(len);
   f.read(u.begin, std::span(buf.data(), len));  // a throw gives the lease back
   read_bytes_ += len;
   ++read_calls_;

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "staging_buffer.h"
+
 namespace wmap::exec_detail {
 
 class StagingPool;
@@ -37,7 +39,7 @@ class StagingLease {
   ~StagingLease() { release(); }
 
   explicit operator bool() const { return pool_ != nullptr; }
-  std::vector<std::byte>& buffer() const;
+  StagingBuffer& buffer() const;
   void release();
 
  private:
@@ -116,7 +118,7 @@ class StagingPool {
     std::lock_guard lock(mu_);
     cv_.notify_all();
   }
-  std::vector<std::byte>& buffer(size_t i) { return buffers_[i]; }
+  StagingBuffer& buffer(size_t i) { return buffers_[i]; }
   size_t free_count() {
     std::lock_guard lock(mu_);
     return free_.size();
@@ -132,11 +134,11 @@ class StagingPool {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::vector<std::byte>> buffers_;
+  std::vector<StagingBuffer> buffers_;
   std::vector<size_t> free_;
 };
 
-inline std::vector<std::byte>& StagingLease::buffer() const { return pool_->buffer(index_); }
+inline StagingBuffer& StagingLease::buffer() const { return pool_->buffer(index_); }
 inline void StagingLease::release() {
   if (StagingPool* p = std::exchange(pool_, nullptr)) p->give_back(index_);
 }
