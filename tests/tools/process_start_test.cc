@@ -20,8 +20,8 @@ CommandResult run_traced(const std::string& args, const std::string& cwd = "") {
 TEST(ProcessStart, LocalCommandsLoadNeitherLibcurlNorMpi) {
   TempDir dir;
   const auto ckpt = synth_checkpoint(dir.path(), "llama", "ck");
-  for (const std::string args : {std::string("--version"), "plan " + shell_quote(ckpt.string()) + " --tp-size 2",
-                                 "load " + shell_quote(ckpt.string()) + " --json"}) {
+  for (const std::string& args : {std::string("--version"), "plan " + shell_quote(ckpt.string()) + " --tp-size 2",
+                                  "load " + shell_quote(ckpt.string()) + " --json"}) {
     const auto r = run_traced(args);
     ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.err.substr(0, 2000);
     EXPECT_EQ(r.err.find("libcurl"), std::string::npos) << args;

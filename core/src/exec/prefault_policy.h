@@ -52,9 +52,9 @@ class PrefaultPolicy {
   // `requested`: ExecOptions::prefault (nullopt: auto). `fault_micros`: the machine's cost,
   // measured when null and needed (auto).
   explicit PrefaultPolicy(std::optional<bool> requested, std::optional<double> fault_micros = std::nullopt)
-      : forced_(requested) {
+      : forced_(requested.has_value()), forced_on_(requested.value_or(false)) {
     if (forced_) {
-      decision_ = *forced_ ? "on (requested)" : "off (requested)";
+      decision_ = forced_on_ ? "on (requested)" : "off (requested)";
       return;
     }
     const double us = fault_micros ? *fault_micros : fresh_page_fault_micros();
@@ -69,7 +69,7 @@ class PrefaultPolicy {
   // For a buffer whose host memory is backed by pages of `page_bytes` (DeviceBuffer::page_bytes;
   // 0: caller-owned or unknown).
   bool applies(uint64_t page_bytes) const {
-    if (forced_) return *forced_;
+    if (forced_) return forced_on_;
     return small_pages_ && page_bytes > 0 && page_bytes <= 65536;
   }
   // For ExecStats::prefault_decision: "on (requested)", "off (requested)", or auto's rule and
@@ -77,7 +77,9 @@ class PrefaultPolicy {
   const std::string& decision() const { return decision_; }
 
  private:
-  std::optional<bool> forced_;
+  // Two bools, not an optional<bool>: g++ 12 -O3 reports the optional "maybe uninitialized"
+  // once the constructor is inlined (-Werror in CI).
+  bool forced_ = false, forced_on_ = false;
   bool small_pages_ = false;  // auto: 4 KiB buffers wmap allocated
   std::string decision_;
 };
