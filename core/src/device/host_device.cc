@@ -9,44 +9,20 @@
 #include "wmap/util/bytes_text.h"
 #include "wmap/util/env.h"
 #include "wmap/util/error.h"
+#include "huge_mapping.h"
 #include "logger.h"
 
 namespace wmap {
 namespace {
 
 constexpr size_t kAlignment = 64;
-constexpr uint64_t kHugePage = uint64_t{2} << 20;
-
-// Transparent huge pages for parameter buffers: on the VMs we measure on, a fresh 4 KiB page
-// costs ~11 us to fault in, more than the copy into it, and one 2 MiB fault replaces 512 of them
-// (docs/performance.md). WMAP_HUGE_PAGES=0 turns it off.
-bool huge_pages_wanted() {
-  static const bool wanted = env_switch_on("WMAP_HUGE_PAGES");
-  return wanted;
-}
-
-// `bytes` rounded up to whole huge pages, mapped at a 2 MiB boundary and advised huge; nullptr
-// when the mapping fails (the caller falls back to the heap).
-std::byte* map_huge(uint64_t bytes, uint64_t& mapped) {
-  mapped = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-  void* raw = ::mmap(nullptr, mapped + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return nullptr;
-  const auto base = reinterpret_cast<uintptr_t>(raw);
-  const uintptr_t aligned = (base + kHugePage - 1) & ~(uintptr_t{kHugePage} - 1);
-  if (aligned > base) ::munmap(raw, aligned - base);
-  if (const uintptr_t tail = base + mapped + kHugePage - (aligned + mapped); tail > 0) {
-    ::munmap(reinterpret_cast<void*>(aligned + mapped), tail);
-  }
-  ::madvise(reinterpret_cast<void*>(aligned), mapped, MADV_HUGEPAGE);  // advice: 4 KiB pages still work
-  return reinterpret_cast<std::byte*>(aligned);
-}
 
 class HostBuffer final : public DeviceBuffer {
  public:
   // Caller-owned memory (Device::adopt): never freed here.
   HostBuffer(void* data, uint64_t bytes) : size_(bytes), data_(static_cast<std::byte*>(data)), owned_(false) {}
   explicit HostBuffer(uint64_t bytes) : size_(bytes) {
-    if (bytes >= kHugePage && huge_pages_wanted() && (data_ = map_huge(bytes, mapped_)) != nullptr) return;
+    if (bytes >= kHugePageBytes && huge_pages_wanted() && (data_ = map_huge(bytes, mapped_)) != nullptr) return;
     mapped_ = 0;
     if (bytes > 0) {
       void* p = nullptr;
@@ -69,7 +45,7 @@ class HostBuffer final : public DeviceBuffer {
   std::byte* host_data() override { return data_; }
   uint64_t page_bytes() const override {
     if (!owned_ || !data_) return 0;
-    return mapped_ > 0 ? kHugePage : static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    return mapped_ > 0 ? kHugePageBytes : static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   }
 
  private:

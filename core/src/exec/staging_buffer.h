@@ -4,7 +4,7 @@
 // (never zeroed: the read overwrites them), and from 2 MiB up it is a mapping advised
 // MADV_HUGEPAGE at a 2 MiB boundary: a transpose's 32x32 tiles read 32 source rows a page or more
 // apart, and on 4 KiB pages each tile walked 32+ TLB entries (Llama 4's [H, 2I] experts: the
-// tiles' loads missed the dTLB; issue 42, item 3). WMAP_HUGE_PAGES=0 keeps it on 4 KiB pages.
+// tiles' loads missed the dTLB; issue 42, item 3). WMAP_HUGE_PAGES=0 keeps it on 4 KiB pages (util/huge_mapping.h).
 
 #include <sys/mman.h>
 
@@ -14,7 +14,7 @@
 #include <new>
 #include <utility>
 
-#include "wmap/util/env.h"
+#include "huge_mapping.h"
 
 namespace wmap::exec_detail {
 
@@ -39,17 +39,9 @@ class StagingBuffer {
   void reserve(size_t bytes) {
     if (bytes <= size_) return;
     free_();
-    if (bytes >= kHuge && huge_wanted()) {
-      const size_t len = (bytes + kHuge - 1) / kHuge * kHuge;
-      void* raw = ::mmap(nullptr, len + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (raw != MAP_FAILED) {
-        const auto base = reinterpret_cast<uintptr_t>(raw);
-        const uintptr_t aligned = (base + kHuge - 1) & ~(uintptr_t{kHuge} - 1);
-        if (aligned > base) ::munmap(raw, aligned - base);
-        if (const uintptr_t tail = base + len + kHuge - (aligned + len); tail > 0)
-          ::munmap(reinterpret_cast<void*>(aligned + len), tail);
-        ::madvise(reinterpret_cast<void*>(aligned), len, MADV_HUGEPAGE);  // advice: 4 KiB pages still work
-        data_ = reinterpret_cast<std::byte*>(aligned);
+    if (bytes >= kHugePageBytes && huge_pages_wanted()) {
+      uint64_t len = 0;
+      if ((data_ = map_huge(bytes, len)) != nullptr) {
         size_ = len;
         mapped_ = true;
         return;
@@ -60,11 +52,6 @@ class StagingBuffer {
   }
 
  private:
-  static constexpr size_t kHuge = size_t{2} << 20;
-  static bool huge_wanted() {
-    static const bool wanted = env_switch_on("WMAP_HUGE_PAGES");
-    return wanted;
-  }
   void free_() {
     if (!data_) return;
     if (mapped_) {
