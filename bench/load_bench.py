@@ -116,9 +116,9 @@ def build_pread_limit(tmp):
     return exe
 
 
-def wall(argv):
+def wall(argv, env=None):
     t0 = time.perf_counter()
-    r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    r = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     t = time.perf_counter() - t0
     if r.returncode != 0:
         sys.exit(f"load_bench: {' '.join(argv)} failed ({r.returncode}): {r.stderr}")

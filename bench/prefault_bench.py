@@ -13,7 +13,7 @@ the machine's page-fault regime: what a fresh 4 KiB page costs when touched and 
 The table says, per page size, which prefault choice was fastest and whether `auto` picked it.
 
 Usage: bench/prefault_bench.py [--wmap build/bin/wmap] [--presets 1g,4g] [--runs 7] [--keep DIR]
-Stdlib only. Not part of ctest.
+Stdlib + numpy (load_bench's helpers). Not part of ctest.
 """
 import argparse
 import json
@@ -23,10 +23,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from load_bench import build_pread_limit, wall, warm  # noqa: E402
 
 FAULT_C = r"""
 #include <stdio.h>
@@ -62,21 +63,12 @@ CHOICES = ("on", "off", "auto")
 LIMITS = (("pread", []), ("populate+pread", ["--populate"]), ("huge+pread", ["--huge"]))
 
 
-def build(tmp, name, source=None, path=None):
-    exe = os.path.join(tmp, name)
-    src = path
-    if source is not None:
-        src = os.path.join(tmp, name + ".c")
-        with open(src, "w") as f:
-            f.write(source)
-    subprocess.run(["cc", "-O2", "-pthread", "-o", exe, src], check=True)
+def build_fault_probe(tmp):
+    src, exe = os.path.join(tmp, "fault.c"), os.path.join(tmp, "fault")
+    with open(src, "w") as f:
+        f.write(FAULT_C)
+    subprocess.run(["cc", "-O2", "-o", exe, src], check=True)
     return exe
-
-
-def wall(argv, env=None):
-    t0 = time.perf_counter()
-    subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=True)
-    return time.perf_counter() - t0
 
 
 def decision(wmap, d, env):
@@ -97,9 +89,9 @@ def main():
     root = args.keep or tempfile.mkdtemp(prefix="wmap-prefault-", dir="/tmp")
     os.makedirs(root, exist_ok=True)
     try:
-        fault = json.loads(subprocess.run([build(root, "fault", FAULT_C)], capture_output=True, text=True,
+        fault = json.loads(subprocess.run([build_fault_probe(root)], capture_output=True, text=True,
                                           check=True).stdout)
-        limit = build(root, "pread_limit", path=os.path.join(HERE, "pread_limit.c"))
+        limit = build_pread_limit(root)
         print(f"machine: {os.cpu_count()} cores, kernel {os.uname().release}; fresh 4 KiB page: touched "
               f"{fault['touch_4k_us']:.2f} us, populated {fault['populate_4k_us']:.2f} us; huge page touched "
               f"{fault['touch_huge_us_per_4k']:.2f} us per 4 KiB (best of 5, 128 MiB)", flush=True)
@@ -110,8 +102,7 @@ def main():
                 subprocess.run([args.wmap, "-q", "synth", "llama", d, "--preset", preset], check=True)
             files = sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".safetensors"))
             size = sum(os.path.getsize(f) for f in files)
-            for f in files:
-                subprocess.run(["cat", f], stdout=subprocess.DEVNULL, check=True)
+            warm(d)
             variants = []
             for page, penv in PAGES:
                 env = dict(os.environ, **penv)
