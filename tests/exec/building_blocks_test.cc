@@ -623,13 +623,25 @@ TEST(BuildingBlocks, BlockScaleInterleaveIsThe128x4SwizzleAndAPermutation) {
 // The strided 2-D copy (transposes of stacked slabs) against an element-by-element loop, for
 // every element size, ragged and whole 8 x 8 / 32 x 32 blocks (the vector 8 x 8 kernels of 2- and
 // 4-byte transposes, and their ragged edges), transposed and plain steps, packed output rows and
-// rows spread `out_row_step` apart (a column block of a wider matrix, whose other bytes stay).
+// rows spread `out_row_step` apart (a column block of a wider matrix, whose other bytes stay);
+// and transposes of whole panels with ragged edges, 1 MiB and more (streaming stores) into
+// aligned and unaligned output rows.
 TEST(BuildingBlocks, StridedCopyMatchesAnElementLoop) {
   for (uint64_t elem : {1u, 2u, 4u, 8u, 3u}) {
-    for (const auto& [rows, cols] :
-         {std::pair<uint64_t, uint64_t>{1, 1}, {7, 9}, {8, 8}, {33, 40}, {64, 17}, {64, 96}, {41, 70}}) {
+    for (const auto& [rows, cols] : {std::pair<uint64_t, uint64_t>{1, 1},
+                                     {7, 9},
+                                     {8, 8},
+                                     {33, 40},
+                                     {64, 17},
+                                     {64, 96},
+                                     {41, 70},
+                                     {32, 64},
+                                     {64, 64},
+                                     {128, 64},
+                                     {200, 150},
+                                     {1030, 520}}) {
       for (const bool transposed : {true, false}) {
-        for (const uint64_t spread : {0u, 3u}) {
+        for (const uint64_t spread : {0u, 3u, 8u}) {
           const uint64_t row_step = transposed ? elem : cols * elem + 5;
           const uint64_t col_step = transposed ? rows * elem + 6 : elem;
           const uint64_t pitch = (cols + spread) * elem;
