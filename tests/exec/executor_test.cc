@@ -294,6 +294,52 @@ TEST(ExecutorSigbus, ShardTruncatedAfterOpenIsAnErrorNamingShardAndOffset) {
   }
 }
 
+// Under --io auto the rearranging copies (Llama 4's transposed experts) are cut out of the
+// mapping while runs are preads: a shard shrinking under them is the same clean error.
+TEST(ExecutorSigbus, ShardTruncatedUnderAutosMappedCopiesIsAnErrorNamingShardAndOffset) {
+  TempDir dir;
+  const auto ckpt = dir / "ckpt";
+  const std::string synth = "synth llama4 " + shell_quote(ckpt.string()) + " --preset small --shards 2";
+  const std::string victim = "model-00002-of-00002.safetensors";
+  for (bool skip_populate : {true, false}) {
+    fs::remove_all(ckpt);
+    ASSERT_EQ(run_wmap(synth).exit_code, 0);
+    std::string msg;
+    const int rc = load_truncated_in_child(ckpt, victim, IoMode::kAuto, skip_populate, &msg);
+    EXPECT_EQ(rc, 0) << (skip_populate ? "(copy faults)" : "(populate fails)") << ": child exit/signal " << rc << ": "
+                     << msg;
+    EXPECT_NE(msg.find(victim), std::string::npos) << msg;
+    EXPECT_NE(msg.find("offset"), std::string::npos) << msg;
+  }
+}
+
+// auto: runs by pread, rearranging copies out of the mapping, and the report says which; a
+// checkpoint with no rearranging copy stays "pread"; --io pread stages every copy. Bit-exact
+// either way (the same digests).
+TEST(ExecutorIo, AutoCutsRearrangingCopiesOutOfTheMappingAndSaysSo) {
+  TempDir dir;
+  const auto ckpt = dir / "llama4";
+  ASSERT_EQ(run_wmap("synth llama4 " + shell_quote(ckpt.string()) + " --preset small").exit_code, 0);
+  const std::string load = "-q load " + shell_quote(ckpt.string()) + " --json --digests";
+  const auto a = run_wmap(load), p = run_wmap(load + " --io pread");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_NE(a.out.find("\"io_path\":\"pread+mmap\""), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("rearranging copies (transposes, gathers, padded cuts) out of the mapping"), std::string::npos)
+      << a.out;
+  EXPECT_NE(p.out.find("\"io_path\":\"pread\""), std::string::npos) << p.out;
+  auto digests = [](const std::string& out) {  // the "digests" object alone (timings follow it)
+    const size_t at = out.find("\"digests\"");
+    return out.substr(at, out.find('}', at) - at);
+  };
+  ASSERT_NE(a.out.find("\"digests\""), std::string::npos) << a.out;
+  EXPECT_EQ(digests(a.out), digests(p.out));
+  const auto llama = dir / "llama";
+  ASSERT_EQ(run_wmap("synth llama " + shell_quote(llama.string()) + " --preset small").exit_code, 0);
+  const auto l = run_wmap("-q load " + shell_quote(llama.string()) + " --json");
+  EXPECT_NE(l.out.find("\"io_path\":\"pread\""), std::string::npos) << l.out;
+}
+
 TEST(ExecutorSigbus, CliSurvivesAShardTruncatedWhileItLoads) {
   // A real concurrent truncation: depending on timing it lands before the catalog (malformed
   // input, exit 2), during the mapped load (a load failure naming the shard, exit 1) or after

@@ -143,7 +143,10 @@ class PlanRunner {
 
   LoadStats stats_;
   IoMode io_ = IoMode::kPread;
-  bool use_mmap_ = false, prefetch_ = false;
+  IoMode open_mode_ = IoMode::kPread;  // what files are opened with: io_, or kAuto (map_copies_)
+  // use_mmap_: every unit through the mapping (--io mmap). map_copies_ (auto, reads by pread):
+  // copy units through the mapping where their file maps, not staged.
+  bool use_mmap_ = false, map_copies_ = false, prefetch_ = false;
   uint64_t page_ = 4096;
   uint64_t total_bytes_ = 0;  // plan.bytes_to_load(), for progress
   unsigned read_workers_ = 1, load_workers_ = 1;
@@ -156,7 +159,7 @@ class PlanRunner {
   std::vector<std::vector<TransformSpan>> transforms_;  // per region-mode parameter
   std::shared_ptr<void> reservation_;                   // Device::reserve's, held while the load allocates
 
-  std::atomic<uint64_t> done_bytes_{0}, read_bytes_{0}, read_calls_{0};
+  std::atomic<uint64_t> done_bytes_{0}, read_bytes_{0}, read_calls_{0}, mapped_copies_{0};
   std::atomic<int64_t> read_ns_{0}, copy_ns_{0}, transform_ns_{0};
   std::mutex progress_mutex_;
 

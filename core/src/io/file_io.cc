@@ -62,9 +62,9 @@ FileSignature signature_of(const struct stat& st) {
   return sig;
 }
 
-// One open file. In kMmap mode the whole file is mapped read-only on the first view(); in
-// kPread mode view() returns nothing and every read goes through pread. Strided reads use a
-// second descriptor marked POSIX_FADV_RANDOM so the kernel reads no pages around them.
+// One open file. In kMmap and kAuto modes the whole file is mapped read-only on the first view()
+// (reads are preads in every mode); in kPread mode view() returns nothing and every read goes through pread. Strided
+// reads use a second descriptor marked POSIX_FADV_RANDOM so the kernel reads no pages around them.
 class PosixFile final : public RandomAccessFile {
  public:
   PosixFile(std::string path, IoMode mode) : path_(std::move(path)), mode_(mode) {
@@ -134,7 +134,7 @@ class PosixFile final : public RandomAccessFile {
   }
 
   std::span<const std::byte> view(uint64_t offset, uint64_t len) const override {
-    if (mode_ != IoMode::kMmap || len == 0) return {};
+    if (mode_ == IoMode::kPread || len == 0) return {};
     if (offset > size_ || len > size_ - offset) {
       throw Error(ErrorCode::kIo, path_ + ": view of " + std::to_string(len) + " bytes at offset " +
                                       std::to_string(offset) + " runs past the end of the file");
@@ -144,7 +144,7 @@ class PosixFile final : public RandomAccessFile {
   }
 
   void populate(uint64_t offset, uint64_t len) const override {
-    if (mode_ != IoMode::kMmap || len == 0) return will_need(offset, len);
+    if (mode_ == IoMode::kPread || len == 0) return will_need(offset, len);
     check_range("populate", offset, len);
     ensure_mapped();
     const uint64_t begin = offset / page_size() * page_size();
@@ -281,7 +281,7 @@ class PosixFile final : public RandomAccessFile {
 class PosixFileSystem final : public FileSystem {
  public:
   std::unique_ptr<RandomAccessFile> open(const std::filesystem::path& path, IoMode mode) const override {
-    return std::make_unique<PosixFile>(path.string(), mode == IoMode::kAuto ? IoMode::kPread : mode);
+    return std::make_unique<PosixFile>(path.string(), mode);
   }
 };
 

@@ -17,8 +17,9 @@
 WMAP_PUBLIC_BEGIN
 namespace wmap {
 
-// kAuto is resolved by the executor (see choose_io_mode) before any file is opened; a FileSystem
-// only ever sees kMmap or kPread.
+// kAuto is resolved by the executor (see choose_io_mode) into the path its reads take; files are
+// then opened with kAuto: reads by pread, and a view() maps a file that can be mapped (a local
+// one; empty elsewhere), which the executor asks for its rearranging copies only.
 enum class IoMode { kMmap, kPread, kAuto };
 std::string_view io_mode_name(IoMode mode);
 
