@@ -84,7 +84,7 @@ class PosixFile final : public RandomAccessFile {
     signature_ = signature_of(st);
   }
   ~PosixFile() override {
-    if (map_ != nullptr) ::munmap(map_, size_);
+    if (std::byte* m = mapped(); m != nullptr) ::munmap(m, size_);
     if (random_fd_ >= 0) ::close(random_fd_);
     ::close(fd_);
   }
@@ -139,18 +139,17 @@ class PosixFile final : public RandomAccessFile {
       throw Error(ErrorCode::kIo, path_ + ": view of " + std::to_string(len) + " bytes at offset " +
                                       std::to_string(offset) + " runs past the end of the file");
     }
-    ensure_mapped();
-    return {map_ + offset, len};
+    return {ensure_mapped() + offset, len};
   }
 
   void populate(uint64_t offset, uint64_t len) const override {
     if (mode_ == IoMode::kPread || len == 0) return will_need(offset, len);
     check_range("populate", offset, len);
-    ensure_mapped();
+    std::byte* const map = ensure_mapped();
     const uint64_t begin = offset / page_size() * page_size();
     const uint64_t end = std::min(size_, offset + len);
     if (!g_populate_unsupported.load(std::memory_order_relaxed)) {
-      while (::madvise(map_ + begin, end - begin, MADV_POPULATE_READ) != 0) {
+      while (::madvise(map + begin, end - begin, MADV_POPULATE_READ) != 0) {
         const int err = errno;
         if (err == EINTR || err == EAGAIN) continue;
         if (err == EINVAL) {
@@ -168,11 +167,12 @@ class PosixFile final : public RandomAccessFile {
   }
 
   void release(uint64_t offset, uint64_t len) const override {
-    if (len == 0 || map_ == nullptr) return;
+    std::byte* const map = mapped();
+    if (len == 0 || map == nullptr) return;
     // Only whole pages inside the range: a neighbour may still be copying out of the edges.
     const uint64_t begin = (offset + page_size() - 1) / page_size() * page_size();
     const uint64_t end = std::min(size_, offset + len) / page_size() * page_size();
-    if (end > begin && ::madvise(map_ + begin, end - begin, MADV_DONTNEED) != 0) {
+    if (end > begin && ::madvise(map + begin, end - begin, MADV_DONTNEED) != 0) {
       log().debug("{}: madvise(DONTNEED) failed: {}", path_, std::strerror(errno));  // advisory only
     }
   }
@@ -187,13 +187,17 @@ class PosixFile final : public RandomAccessFile {
     }
   }
 
-  void ensure_mapped() const {
+  // The mapping is made once, by whichever reader needs it first; release() and advise() on other
+  // workers may look at it meanwhile, so the pointer is published atomically (TSan saw the race).
+  std::byte* ensure_mapped() const {
     std::call_once(map_once_, [this] {
       void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
       if (p == MAP_FAILED) throw_errno(path_, "mmap", errno);
-      map_ = static_cast<std::byte*>(p);
+      map_.store(static_cast<std::byte*>(p), std::memory_order_release);
     });
+    return mapped();
   }
+  std::byte* mapped() const { return map_.load(std::memory_order_acquire); }
 
   int random_fd() const {
     std::call_once(random_once_, [this] {
@@ -254,10 +258,10 @@ class PosixFile final : public RandomAccessFile {
 
   void advise(uint64_t offset, uint64_t len, bool need) const {
     if (len == 0) return;
-    if (map_ != nullptr) {
+    if (std::byte* const map = mapped(); map != nullptr) {
       const uint64_t begin = offset / page_size() * page_size();
       const uint64_t end = std::min(size_, offset + len);
-      if (end > begin && ::madvise(map_ + begin, end - begin, need ? MADV_WILLNEED : MADV_DONTNEED) != 0) {
+      if (end > begin && ::madvise(map + begin, end - begin, need ? MADV_WILLNEED : MADV_DONTNEED) != 0) {
         log().debug("{}: madvise failed: {}", path_, std::strerror(errno));  // advisory only
       }
       return;
@@ -274,7 +278,7 @@ class PosixFile final : public RandomAccessFile {
   uint64_t size_ = 0;
   FileSignature signature_;
   mutable std::once_flag map_once_, random_once_;
-  mutable std::byte* map_ = nullptr;
+  mutable std::atomic<std::byte*> map_{nullptr};
   mutable int random_fd_ = -1;
 };
 
