@@ -600,19 +600,22 @@ TEST(BuildingBlocks, BlockScaleInterleaveIsThe128x4SwizzleAndAPermutation) {
   EXPECT_EQ(block_scale_interleave_index(0, 4, 8), 512u);
   EXPECT_EQ(block_scale_interleave_index(128, 0, 8), 1024u);
   EXPECT_EQ(block_scale_interleave_index(37, 5, 8), 1u + 512 + 5 * 16 + 4);
-  std::vector<std::byte> m(256 * 8);
-  for (size_t i = 0; i < m.size(); ++i) m[i] = static_cast<std::byte>(i * 7 & 0xff);
-  const std::vector<std::byte> before = m;
-  const uint64_t shape[] = {256, 8};
-  block_scale_interleave_128x4(m, DType::kI32, "scales", shape);
-  std::vector<bool> hit(m.size());
-  for (uint64_t r = 0; r < 256; ++r) {
-    for (uint64_t k = 0; k < 8; ++k) {
-      const uint64_t to = block_scale_interleave_index(r, k, 8);
-      ASSERT_LT(to, m.size());
-      EXPECT_FALSE(hit[to]);
-      hit[to] = true;
-      EXPECT_EQ(m[to], before[r * 8 + k]);
+  // In place, band by band: 8 columns, and gpt-oss's 92 (90 padded to whole groups of 4).
+  for (const uint64_t cols : {uint64_t{8}, uint64_t{92}}) {
+    std::vector<std::byte> m(256 * cols);
+    for (size_t i = 0; i < m.size(); ++i) m[i] = static_cast<std::byte>(i * 7 & 0xff);
+    const std::vector<std::byte> before = m;
+    const uint64_t shape[] = {256, cols};
+    block_scale_interleave_128x4(m, DType::kI32, "scales", shape);
+    std::vector<bool> hit(m.size());
+    for (uint64_t r = 0; r < 256; ++r) {
+      for (uint64_t k = 0; k < cols; ++k) {
+        const uint64_t to = block_scale_interleave_index(r, k, cols);
+        ASSERT_LT(to, m.size());
+        EXPECT_FALSE(hit[to]);
+        hit[to] = true;
+        ASSERT_EQ(m[to], before[r * cols + k]) << cols << " " << r << " " << k;
+      }
     }
   }
   const uint64_t bad[] = {100, 8};

@@ -15,26 +15,32 @@ namespace wmap {
 namespace {
 
 TEST(BlockScaleSwizzle, EveryByteLandsWhereTheFormulaSaysAndPaddingIsZero) {
-  const uint64_t rows = 130, cols = 5, pr = 256, pc = 8;  // both dims padded
-  std::vector<std::byte> in(2 * rows * cols), out(2 * pr * pc, std::byte{0xee});
-  for (size_t i = 0; i < in.size(); ++i) in[i] = std::byte(static_cast<uint8_t>(1 + i % 251));
-  block_scale_swizzle(in, out, rows, cols, pr, pc, "s");
-  std::vector<bool> hit(out.size());
-  for (uint64_t e = 0; e < 2; ++e) {
-    for (uint64_t m = 0; m < rows; ++m) {
-      for (uint64_t k = 0; k < cols; ++k) {
-        const uint64_t at =
-            e * pr * pc + k % 4 + (k / 4) * 512 + (m % 32) * 16 + ((m % 128) / 32) * 4 + (m / 128) * 128 * pc;
-        ASSERT_EQ(out[at], in[e * rows * cols + m * cols + k]) << e << " " << m << " " << k;
-        hit[at] = true;
+  // {rows, cols, padded rows, padded cols}: both dims padded (a band of 2 rows, a 1-byte column
+  // group); a band of padding only, gpt-oss's 90 scale columns; whole bands and groups.
+  const uint64_t cases[][4] = {{130, 5, 256, 8}, {100, 90, 256, 92}, {256, 8, 256, 8}};
+  for (const auto& [rows, cols, pr, pc] : cases) {
+    std::vector<std::byte> in(2 * rows * cols), out(2 * pr * pc, std::byte{0xee});
+    for (size_t i = 0; i < in.size(); ++i) in[i] = std::byte(static_cast<uint8_t>(1 + i % 251));
+    block_scale_swizzle(in, out, rows, cols, pr, pc, "s");
+    std::vector<bool> hit(out.size());
+    for (uint64_t e = 0; e < 2; ++e) {
+      for (uint64_t m = 0; m < rows; ++m) {
+        for (uint64_t k = 0; k < cols; ++k) {
+          const uint64_t at =
+              e * pr * pc + k % 4 + (k / 4) * 512 + (m % 32) * 16 + ((m % 128) / 32) * 4 + (m / 128) * 128 * pc;
+          ASSERT_EQ(out[at], in[e * rows * cols + m * cols + k]) << rows << " " << e << " " << m << " " << k;
+          hit[at] = true;
+        }
+      }
+    }
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (!hit[i]) {
+        ASSERT_EQ(out[i], std::byte{0}) << rows << " " << i;
       }
     }
   }
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (!hit[i]) {
-      ASSERT_EQ(out[i], std::byte{0}) << i;
-    }
-  }
+  const uint64_t rows = 130, cols = 5, pr = 256, pc = 8;
+  std::vector<std::byte> in(2 * rows * cols), out(2 * pr * pc);
   EXPECT_THROW(block_scale_swizzle(in, std::span(out).subspan(1), rows, cols, pr, pc, "s"), Error);
   EXPECT_THROW(block_scale_swizzle(in, out, rows, cols, 130, pc, "s"), Error);  // rows not a multiple of 128
 }

@@ -19,17 +19,12 @@ void block_scale_swizzle(std::span<const std::byte> in, std::span<std::byte> out
                                             ", " + std::to_string(pad_cols) + "] got " + std::to_string(in.size()) +
                                             " assembled bytes for " + std::to_string(out.size()));
   }
-  std::memset(out.data(), 0, out.size());
   for (uint64_t m = 0, n = in.size() / matrix; m < n; ++m) {
     const std::byte* src = in.data() + m * matrix;
     std::byte* dst = out.data() + m * padded;
-    for (uint64_t r = 0; r < rows; ++r) {
-      std::byte* row = dst + block_scale_interleave_index(r, 0, pad_cols);
-      const std::byte* from = src + r * cols;
-      // Bytes k..k+3 (k a multiple of 4) of a row stay together, 512 bytes apart per 4 columns.
-      uint64_t k = 0;
-      for (; k + 4 <= cols; k += 4) std::memcpy(row + (k / 4) * 512, from + k, 4);
-      for (; k < cols; ++k) row[(k / 4) * 512 + k % 4] = from[k];
+    for (uint64_t r = 0; r < pad_rows; r += 128) {
+      const uint64_t band_rows = r < rows ? std::min<uint64_t>(128, rows - r) : 0;  // 0: a band of padding
+      block_scale_swizzle_band(src + std::min(r, rows) * cols, band_rows, cols, cols, pad_cols, dst + r * pad_cols);
     }
   }
 }

@@ -1,7 +1,12 @@
 #include "wmap/format/layout_transforms.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "wmap/util/error.h"
 
@@ -67,6 +72,71 @@ uint64_t block_scale_interleave_index(uint64_t m, uint64_t k, uint64_t cols) {
   return k % 4 + (k / 4) * 512 + (m % 32) * 16 + ((m % 128) / 32) * 4 + (m / 128) * 128 * cols;
 }
 
+namespace {
+
+// Line r32 of a tile: the 4-byte groups of the band's rows r32, 32 + r32, 64 + r32, 96 + r32.
+// Built in a register: four 4-byte stores read back as one 16-byte load stall store forwarding.
+inline void store_line(std::byte* dst, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+#if defined(__x86_64__)
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst),
+                   _mm_setr_epi32(static_cast<int>(a), static_cast<int>(b), static_cast<int>(c), static_cast<int>(d)));
+#else
+  const uint32_t line[4] = {a, b, c, d};
+  std::memcpy(dst, line, 16);
+#endif
+}
+
+uint32_t group_of(const std::byte* p, uint64_t n) {  // n (<= 4) bytes, zero above
+  uint32_t v = 0;
+  if (n == 4) {
+    std::memcpy(&v, p, 4);  // a plain load, not a call
+  } else {
+    for (uint64_t i = 0; i < n; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);  // little-endian, as memcpy
+  }
+  return v;
+}
+
+#if defined(__x86_64__)
+// Line r32 of four consecutive tiles at once: 16 bytes (four groups) of each of the four rows,
+// transposed as a 4 x 4 matrix of 4-byte groups; tile i's line lands 512 i bytes on.
+inline void store_lines4(const std::byte* src, uint64_t pitch, std::byte* dst) {
+  const auto load = [&](uint64_t g) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 32 * g * pitch)); };
+  const __m128i a = load(0), b = load(1), c = load(2), d = load(3);
+  const __m128i ab0 = _mm_unpacklo_epi32(a, b), ab1 = _mm_unpackhi_epi32(a, b);  // a0 b0 a1 b1 | a2 b2 a3 b3
+  const __m128i cd0 = _mm_unpacklo_epi32(c, d), cd1 = _mm_unpackhi_epi32(c, d);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm_unpacklo_epi64(ab0, cd0));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 512), _mm_unpackhi_epi64(ab0, cd0));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 1024), _mm_unpacklo_epi64(ab1, cd1));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 1536), _mm_unpackhi_epi64(ab1, cd1));
+}
+#endif
+
+}  // namespace
+
+void block_scale_swizzle_band(const std::byte* src, uint64_t rows, uint64_t cols, uint64_t src_pitch, uint64_t pad_cols,
+                              std::byte* dst) {
+  // Tile q (bytes 512q..512q+511) holds columns 4q..4q+3 of the band's rows; its 16-byte line
+  // r32 holds rows r32, 32 + r32, 64 + r32, 96 + r32, 4 bytes each.
+  uint64_t k = 0;
+#if defined(__x86_64__)
+  if (rows == 128) {  // a whole band (every band but a matrix's last): four tiles a step
+    for (; k + 16 <= cols; k += 16, dst += 2048) {
+      for (uint64_t r32 = 0; r32 < 32; ++r32) store_lines4(src + r32 * src_pitch + k, src_pitch, dst + 16 * r32);
+    }
+  }
+#endif
+  for (; k < pad_cols; k += 4, dst += 512) {
+    const uint64_t n = k >= cols ? 0 : std::min<uint64_t>(4, cols - k);  // source bytes of this group
+    for (uint64_t r32 = 0; r32 < 32; ++r32) {
+      uint32_t g[4] = {0, 0, 0, 0};
+      for (uint64_t i = 0; i < 4; ++i) {
+        if (32 * i + r32 < rows) g[i] = group_of(src + (32 * i + r32) * src_pitch + k, n);
+      }
+      store_line(dst + 16 * r32, g[0], g[1], g[2], g[3]);
+    }
+  }
+}
+
 void block_scale_interleave_128x4(std::span<std::byte> data, DType, const std::string& key,
                                   std::span<const uint64_t> shape) {
   const uint64_t cols = shape.empty() ? 0 : shape.back();
@@ -75,13 +145,14 @@ void block_scale_interleave_128x4(std::span<std::byte> data, DType, const std::s
                                             ": block_scale_interleave_128x4 needs a [rows, cols] byte matrix with "
                                             "rows a multiple of 128 and cols of 4 (got " +
                                             std::to_string(data.size()) + " bytes, cols " + std::to_string(cols) + ")");
-  const uint64_t rows = data.size() / cols;
-  const std::vector<std::byte> in(data.begin(), data.end());
-  // Bytes k..k+3 (k a multiple of 4) of a row stay together: move them 4 at a time.
-  for (uint64_t m = 0; m < rows; ++m) {
-    const std::byte* src = in.data() + m * cols;
-    std::byte* dst = data.data() + block_scale_interleave_index(m, 0, cols);
-    for (uint64_t k = 0; k < cols; k += 4) std::memcpy(dst + (k / 4) * 512, src + k, 4);
+  // In place band by band: each band's bytes are copied aside (128 rows, in cache) and swizzled
+  // back over themselves, not the whole parameter copied into a fresh heap buffer first.
+  const uint64_t band = 128 * cols;
+  thread_local std::vector<std::byte> rows;
+  if (rows.size() < band) rows.resize(band);
+  for (uint64_t at = 0; at < data.size(); at += band) {
+    std::memcpy(rows.data(), data.data() + at, band);
+    block_scale_swizzle_band(rows.data(), 128, cols, cols, cols, data.data() + at);
   }
 }
 

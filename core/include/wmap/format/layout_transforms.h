@@ -37,6 +37,14 @@ void fill_one(std::span<std::byte> data, DType dtype, const std::string& key, st
 // The destination of byte (m, k) of a [rows, cols] matrix under that swizzle.
 uint64_t block_scale_interleave_index(uint64_t m, uint64_t k, uint64_t cols);
 
+// One 128-row band of that swizzle, out of place: `rows` (<= 128) source rows of `cols` bytes,
+// `src_pitch` bytes apart, into the band's 128 x pad_cols bytes at `dst` (pad_cols a multiple of 4
+// and >= cols), zero where the band has no source row or column. A band's swizzled bytes occupy
+// exactly its own row-major bytes, so a matrix is swizzled band by band; `dst` is written in
+// order, 16 bytes at a time, and the 128 source rows a band reads stay in cache.
+void block_scale_swizzle_band(const std::byte* src, uint64_t rows, uint64_t cols, uint64_t src_pitch, uint64_t pad_cols,
+                              std::byte* dst);
+
 // torch.cat(dim=-1) of assembled parts: `in` holds blocks, each the parts one after the other
 // (part i: `rows` rows of parts[i] bytes); `out` the same blocks with each row the parts' row
 // bytes side by side. Throws kValidation naming `key` when the sizes do not fit.
