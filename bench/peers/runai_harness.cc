@@ -38,8 +38,8 @@ namespace {
 
 struct Shard {
   std::string path;
-  size_t offset = 0;           // file offset of the first tensor's bytes
-  std::vector<size_t> sizes;   // tensor byte sizes in file order, contiguous from offset
+  size_t offset = 0;          // file offset of the first tensor's bytes
+  std::vector<size_t> sizes;  // tensor byte sizes in file order, contiguous from offset
   size_t bytes = 0;
 };
 
@@ -88,9 +88,10 @@ void land(void* streamer, std::vector<Shard>& shards, char* buf) {
     at += s.bytes;
     chunks += s.sizes.size();
   }
-  check(rs::runai_request(streamer, static_cast<unsigned>(shards.size()), paths.data(), offsets.data(), bytesizes.data(),
-                          dsts.data(), counts.data(), sizes.data(), nullptr, nullptr, nullptr, nullptr, nullptr),
-        "runai_request");
+  check(
+      rs::runai_request(streamer, static_cast<unsigned>(shards.size()), paths.data(), offsets.data(), bytesizes.data(),
+                        dsts.data(), counts.data(), sizes.data(), nullptr, nullptr, nullptr, nullptr, nullptr),
+      "runai_request");
   for (size_t i = 0; i < chunks; ++i) {
     unsigned file = 0, index = 0;
     check(rs::runai_response(streamer, &file, &index), "runai_response");
@@ -184,9 +185,13 @@ int main(int argc, char** argv) try {
   }
   rs::runai_end(streamer);
   const char* conc = std::getenv("RUNAI_STREAMER_CONCURRENCY");
-  nlohmann::json out = {{"peer", "runai"}, {"mode", mode}, {"bytes", total},
-                        {"seconds", *std::min_element(runs.begin(), runs.end())}, {"runs", runs},
-                        {"concurrency", conc ? std::atoi(conc) : 16}, {"anon_huge_bytes", huge},
+  nlohmann::json out = {{"peer", "runai"},
+                        {"mode", mode},
+                        {"bytes", total},
+                        {"seconds", *std::min_element(runs.begin(), runs.end())},
+                        {"runs", runs},
+                        {"concurrency", conc ? std::atoi(conc) : 16},
+                        {"anon_huge_bytes", huge},
                         {"malloc_thp", malloc_thp()}};
   std::puts(out.dump().c_str());
   return 0;
