@@ -3,12 +3,17 @@
 // must at least fault in the pages it fills and copy the bytes into them, so this is the bound a
 // whole-process `wmap load` at TP=1 is measured against (bench/load_bench.py builds and runs it).
 //
-//   pread_limit [--threads N] [--chunk-mib N] [--huge] [--populate] FILE...
+//   pread_limit [--threads N] [--chunk-mib N] [--huge] [--populate] [--touched] [--mmap-copy] FILE...
 //
 // The ways to get the pages, each timed: faulted by the kernel inside pread (default); populated
 // first, every thread its own chunks (--populate: madvise(MADV_POPULATE_WRITE), Linux 5.14+);
 // transparent huge pages (--huge: madvise(MADV_HUGEPAGE)). On VMs where a 4 KiB fault costs
-// ~10 us the variants differ several-fold, so the bench reports the best as the limit. Prints one JSON line: bytes, seconds (from
+// ~10 us the variants differ several-fold, so the bench reports the best as the limit.
+// --touched writes the buffer once before the clock starts: the refit case (a destination the
+// engine allocated and filled before), with no fault left inside the timed reads. --mmap-copy
+// copies each chunk out of a fresh MAP_SHARED mapping of the file (memcpy, page-table faults on
+// the source) instead of pread: another way to the same bytes, which on some machines beats the
+// kernel's copy into touched memory. Prints one JSON line: bytes, seconds (from
 // the first open to the last byte read, in-process), threads.
 #define _GNU_SOURCE
 #include <errno.h>
@@ -41,7 +46,8 @@ static char* buf;
 static _Atomic uint64_t next_chunk;
 static uint64_t total_chunks;
 static uint64_t* first_chunk;  // first global chunk of each file
-static int populate;
+static int populate, mmap_copy;
+static const char** maps;  // --mmap-copy: each file mapped whole
 
 static double now(void) {
   struct timespec ts;
@@ -67,6 +73,10 @@ static void* worker(void* arg) {
         exit(1);
       }
     }
+    if (mmap_copy) {
+      memcpy(buf + files[f].base + off, maps[f] + off, end - off);
+      continue;
+    }
     while (off < end) {
       const ssize_t n = pread(files[f].fd, buf + files[f].base + off, end - off, (off_t)off);
       if (n <= 0) {
@@ -82,7 +92,7 @@ static void* worker(void* arg) {
 int main(int argc, char** argv) {
   long threads = sysconf(_SC_NPROCESSORS_ONLN);
   uint64_t chunk_mib = 8;
-  int huge = 0, i = 1;
+  int huge = 0, touched = 0, i = 1;
   for (; i < argc && strncmp(argv[i], "--", 2) == 0; ++i) {
     if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
       threads = atol(argv[++i]);
@@ -92,19 +102,24 @@ int main(int argc, char** argv) {
       huge = 1;
     } else if (strcmp(argv[i], "--populate") == 0) {
       populate = 1;
+    } else if (strcmp(argv[i], "--touched") == 0) {
+      touched = 1;
+    } else if (strcmp(argv[i], "--mmap-copy") == 0) {
+      mmap_copy = 1;
     } else {
-      fprintf(stderr, "usage: pread_limit [--threads N] [--chunk-mib N] [--huge] [--populate] FILE...\n");
+      fprintf(stderr, "usage: pread_limit [--threads N] [--chunk-mib N] [--huge] [--populate] [--touched] [--mmap-copy] FILE...\n");
       return 2;
     }
   }
   if (i == argc || threads < 1 || chunk_mib < 1) {
-    fprintf(stderr, "usage: pread_limit [--threads N] [--chunk-mib N] [--huge] [--populate] FILE...\n");
+    fprintf(stderr, "usage: pread_limit [--threads N] [--chunk-mib N] [--huge] [--populate] [--touched] [--mmap-copy] FILE...\n");
     return 2;
   }
-  const double t0 = now();
+  double t0 = now();
   nfiles = argc - i;
   files = calloc((size_t)nfiles, sizeof(File));
   first_chunk = calloc((size_t)nfiles + 1, sizeof(uint64_t));
+  maps = calloc((size_t)nfiles, sizeof(char*));
   chunk = chunk_mib << 20;
   uint64_t total = 0;
   for (int f = 0; f < nfiles; ++f) {
@@ -120,6 +135,13 @@ int main(int argc, char** argv) {
     first_chunk[f] = total_chunks;
     total_chunks += (files[f].size + chunk - 1) / chunk;
     total += files[f].size;
+    if (mmap_copy && files[f].size > 0) {
+      maps[f] = mmap(NULL, files[f].size, PROT_READ, MAP_SHARED, files[f].fd, 0);
+      if (maps[f] == MAP_FAILED) {
+        fprintf(stderr, "pread_limit: %s: mmap: %s\n", files[f].path, strerror(errno));
+        return 1;
+      }
+    }
   }
   buf = mmap(NULL, total ? total : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (buf == MAP_FAILED) {
@@ -127,12 +149,18 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (huge) madvise(buf, total, MADV_HUGEPAGE);
+  if (touched) {
+    memset(buf, 1, total);
+    t0 = now();
+  }
   pthread_t* pool = calloc((size_t)threads, sizeof(pthread_t));
   for (long t = 1; t < threads; ++t) pthread_create(&pool[t], NULL, worker, NULL);
   worker(NULL);
   for (long t = 1; t < threads; ++t) pthread_join(pool[t], NULL);
   const double secs = now() - t0;
-  printf("{\"bytes\": %llu, \"seconds\": %.6f, \"threads\": %ld, \"huge\": %s, \"populate\": %s}\n", (unsigned long long)total,
-         secs, threads, huge ? "true" : "false", populate ? "true" : "false");
+  printf("{\"bytes\": %llu, \"seconds\": %.6f, \"threads\": %ld, \"huge\": %s, \"populate\": %s, \"touched\": %s, "
+         "\"mmap_copy\": %s}\n",
+         (unsigned long long)total, secs, threads, huge ? "true" : "false", populate ? "true" : "false",
+         touched ? "true" : "false", mmap_copy ? "true" : "false");
   return 0;
 }
