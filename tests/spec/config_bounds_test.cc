@@ -64,6 +64,26 @@ TEST(HighestIndex, NumericNotLexicographicAndOnlyWholeComponents) {
   EXPECT_EQ(highest_index(RenameTable().apply(Catalog()), "model.layers."), std::nullopt);
 }
 
+// Many components a prefix, a few keys each (how a MoE checkpoint looks): the skip from one
+// component to the next lands on each, whatever the run lengths.
+TEST(HighestIndex, SkipsComponentRunsOfEveryLength) {
+  std::vector<std::pair<std::string, std::vector<uint64_t>>> keys;
+  for (uint64_t e = 0; e < 300; ++e) {
+    if (e == 257) continue;  // a hole changes nothing
+    for (uint64_t k = 0; k < 1 + e % 9; ++k) {
+      keys.push_back({"model.layers.4.mlp.experts." + std::to_string(e) + ".w" + std::to_string(k) + ".weight", {8}});
+    }
+  }
+  keys.push_back({"model.layers.4.mlp.experts.x.weight", {8}});
+  keys.push_back({"model.layers.4.mlp.gate.weight", {8}});
+  keys.push_back({"model.layers.40.mlp.experts.900.w0.weight", {8}});
+  const Catalog c = catalog_of(keys);  // outlives r, which points into it
+  const RenamedCatalog r = RenameTable().apply(c);
+  EXPECT_EQ(highest_index(r, "model.layers.4.mlp.experts."), 299u);
+  EXPECT_EQ(highest_index(r, "model.layers.40.mlp.experts."), 900u);
+  EXPECT_EQ(highest_index(r, "model.layers."), 40u);
+}
+
 TEST(LargestDim, NamesATensorHavingIt) {
   const TensorDim d = largest_dim(RenameTable().apply(test_catalog()));
   EXPECT_EQ(d.size, 250u);

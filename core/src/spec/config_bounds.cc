@@ -31,14 +31,27 @@ std::optional<uint64_t> highest_index(const RenamedCatalog& catalog, std::string
   auto below = [](const RenamedTensor& t, std::string_view key) { return std::string_view(t.name) < key; };
   std::optional<uint64_t> best;
   auto it = std::lower_bound(tensors.begin(), tensors.end(), prefix, below);
+  std::string next(prefix);
   while (it != tensors.end() && std::string_view(it->name).starts_with(prefix)) {
     const std::string_view rest = std::string_view(it->name).substr(prefix.size());
     size_t digits = 0;
     if (const auto i = index_at(rest, digits)) best = std::max(best.value_or(0), *i);
-    // Skip every key under this component at once ('/' sorts right after '.').
+    // Skip every key under this component at once ('/' sorts right after '.'). The next component
+    // is a few keys on (an expert's or a layer's tensors), so gallop from here rather than search
+    // the whole catalog again: a 400k-tensor checkpoint asks this for each of 1,152 experts in
+    // each of 58 layers (issue 42: 10 % of its plan went here).
     const size_t component = std::min(rest.find('.'), rest.size());
-    const std::string next = std::string(prefix) + std::string(rest.substr(0, component)) + "/";
-    it = std::lower_bound(it + 1, tensors.end(), std::string_view(next), below);
+    next.resize(prefix.size());
+    next.append(rest.substr(0, component)).push_back('/');
+    auto lo = it + 1;
+    for (ptrdiff_t step = 1;; step *= 2) {
+      const auto hi = tensors.end() - lo > step ? lo + step : tensors.end();
+      if (hi == tensors.end() || !below(*hi, next)) {
+        it = std::lower_bound(lo, hi, std::string_view(next), below);
+        break;
+      }
+      lo = hi + 1;
+    }
   }
   return best;
 }
