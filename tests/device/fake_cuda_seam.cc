@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "block_scale_band.h"
 #include "wmap/device/scale_inversion.h"
 
 namespace wmap::test {
@@ -389,6 +390,35 @@ int FakeCudaRuntime::invert_scales_async(void* data, uint64_t count, DType dtype
   return kSuccess;
 }
 
+int FakeCudaRuntime::block_scale_interleave_async(void* data, uint64_t rows, uint64_t cols, cuda::Stream s) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  touch();
+  Stream* st = stream_of(s, "block_scale_interleave launch");
+  if (!st) return kErrorInvalidResourceHandle;
+  // What the kernel's launch refuses (cuda_kernels.cu), refused here too.
+  if (rows % 128 != 0 || cols == 0 || cols % 4 != 0 || 128 * cols > cuda::kMaxSwizzleBandBytes) {
+    violation("block_scale_interleave launch over " + std::to_string(rows) + " x " + std::to_string(cols) +
+              " bytes: not whole 128-row bands of 4-byte groups within shared memory");
+    return kErrorInvalidValue;
+  }
+  Allocation* a = device_allocation(data, rows * cols);
+  if (!a || a->device != current()) {
+    violation("block_scale_interleave launch on " + hex(data) + ": not device memory of the current device");
+    return kErrorInvalidValue;
+  }
+  Op op;
+  op.kind = Op::Kind::kSwizzle;
+  op.dst = static_cast<std::byte*>(data);
+  op.count = rows;
+  op.cols = cols;
+  st->ops.push_back(std::move(op));
+  ++counts_.kernels;
+  ++counts_.swizzle_kernels;
+  counts_.swizzled_bytes += rows * cols;
+  changed_.notify_all();
+  return kSuccess;
+}
+
 std::string FakeCudaRuntime::error_text(int code) {
   switch (code) {
     case kSuccess: return "cudaSuccess (no error)";
@@ -443,6 +473,17 @@ void FakeCudaRuntime::execute(Op& op) {
       counts_.copied_bytes += op.bytes;
       return;
     case Op::Kind::kKernel: invert_scales(std::span(op.dst, op.count * (dtype_bits(op.dtype) / 8)), op.dtype); return;
+    case Op::Kind::kSwizzle: {
+      // The kernel's arithmetic, instantiated on the host: each band read whole, then each of
+      // its bytes taken from block_scale_band_source, as one thread block does.
+      const uint64_t band = 128 * op.cols;
+      std::vector<std::byte> copy(band);
+      for (uint64_t at = 0; at < op.count * op.cols; at += band) {
+        std::memcpy(copy.data(), op.dst + at, band);
+        for (uint64_t d = 0; d < band; ++d) op.dst[at + d] = copy[cuda::block_scale_band_source(d, op.cols)];
+      }
+      return;
+    }
     case Op::Kind::kEvent: {
       auto it = events_.find(op.event);
       if (it != events_.end()) --it->second.pending;

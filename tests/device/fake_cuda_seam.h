@@ -59,6 +59,7 @@ class FakeCudaRuntime final : public cuda::Runtime {
   bool context_created(int device) const;
   struct Counts {
     uint64_t device_mallocs = 0, pinned_mallocs = 0, async_copies = 0, kernels = 0;
+    uint64_t swizzle_kernels = 0, swizzled_bytes = 0;  // block_scale_interleave launches, and their bytes
     uint64_t device_bytes_live = 0, pinned_bytes_live = 0;
     uint64_t copied_bytes = 0;
   };
@@ -86,6 +87,7 @@ class FakeCudaRuntime final : public cuda::Runtime {
   int event_destroy(cuda::Event e) override;
   int device_synchronize() override;
   int invert_scales_async(void* data, uint64_t count, DType dtype, cuda::Stream s) override;
+  int block_scale_interleave_async(void* data, uint64_t rows, uint64_t cols, cuda::Stream s) override;
   std::string error_text(int code) override;
 
  private:
@@ -95,13 +97,14 @@ class FakeCudaRuntime final : public cuda::Runtime {
     std::unique_ptr<std::byte[]> bytes;
   };
   struct Op {
-    enum class Kind { kCopy, kKernel, kEvent } kind = Kind::kCopy;
+    enum class Kind { kCopy, kKernel, kSwizzle, kEvent } kind = Kind::kCopy;
     std::byte* dst = nullptr;
     const std::byte* src = nullptr;
     uint64_t bytes = 0;
     std::vector<std::byte> snapshot;  // kCopy: the source as it was when queued
     DType dtype = DType::kF32;
     uint64_t count = 0;
+    uint64_t cols = 0;  // kSwizzle: the matrix's columns (count: its rows)
     int event = 0;
   };
   struct Stream {

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <map>
+#include <random>
 #include <thread>
 
 #include "cuda_device.h"
@@ -15,6 +16,7 @@
 #include "wmap/loader/loader.h"
 #include "wmap/catalog/shard_digests.h"
 #include "wmap/exec/destinations.h"
+#include "wmap/format/layout_transforms.h"
 #include "wmap/util/error.h"
 #include "wmap/util/sha256.h"
 
@@ -385,6 +387,58 @@ TEST(FakeCuda, WholeBuffersAndConcurrentRegionsRoundTrip) {
   std::vector<std::byte> back(region * regions);
   device->copy_to_host(*b, back);
   for (uint64_t i = 0; i < back.size(); ++i) ASSERT_EQ(back[i], pattern(i, 7)) << "byte " << i;
+  EXPECT_TRUE(fake->violations().empty()) << joined(fake->violations());
+}
+
+// TensorRT-LLM's 128x4 block-scale swizzle after the raw copy, as a kernel (block_scale_band.h,
+// run by the fake on the host): through the device API against the host transform, for band
+// widths up to the kernel's shared-memory limit, over two pieces of one buffer; wider bands and
+// other geometries are left to the host (defer_transform says false); and a gpt-oss TensorRT-LLM
+// load swizzles every scale parameter on the device, bit for bit with the numpy reference.
+TEST(FakeCuda, TheBlockScaleSwizzleRunsOnTheDeviceAfterTheRawCopy) {
+  auto fake = std::make_shared<FakeCudaRuntime>();
+  auto device = make_cuda_device(0, fake, {.slab_bytes = 64 << 10, .slabs = 2, .streams = 2});
+  std::mt19937 rng(11);
+  for (uint64_t cols : {uint64_t{4}, uint64_t{8}, uint64_t{92}, uint64_t{384}}) {
+    const uint64_t rows = 256, piece = rows * cols;
+    std::vector<std::byte> input(2 * piece);
+    for (auto& b : input) b = static_cast<std::byte>(rng());
+    auto buffer = device->allocate(input.size(), "scales");
+    auto staging = device->begin_write(*buffer);
+    std::memcpy(staging.data(), input.data(), input.size());
+    const std::vector<uint64_t> shape{rows, cols};
+    ASSERT_TRUE(device->defer_transform(*buffer, "block_scale_interleave_128x4", 0, piece, DType::kI32, "s", shape));
+    ASSERT_TRUE(
+        device->defer_transform(*buffer, "block_scale_interleave_128x4", piece, piece, DType::kI32, "s", shape));
+    device->end_write(*buffer, staging);
+    std::vector<std::byte> back(input.size());
+    device->copy_to_host(*buffer, back);
+    for (uint64_t at = 0; at < input.size(); at += piece)
+      block_scale_interleave_128x4(std::span(input).subspan(at, piece), DType::kI32, "s", shape);
+    EXPECT_EQ(back, input) << cols << " columns";
+  }
+  EXPECT_EQ(fake->counts().swizzle_kernels, 8u);
+  auto buffer = device->allocate(128 * 388, "wide");
+  device->begin_write(*buffer);
+  const std::vector<uint64_t> wide{128, 388}, ragged{100, 4}, odd{128, 6};
+  EXPECT_FALSE(device->defer_transform(*buffer, "block_scale_interleave_128x4", 0, 128 * 388, DType::kI32, "w", wide))
+      << "a band over the kernel's shared memory stays on the host";
+  EXPECT_FALSE(device->defer_transform(*buffer, "block_scale_interleave_128x4", 0, 400, DType::kI32, "w", ragged));
+  EXPECT_FALSE(device->defer_transform(*buffer, "block_scale_interleave_128x4", 0, 768, DType::kI32, "w", odd));
+  EXPECT_EQ(fake->counts().swizzle_kernels, 8u);
+
+  TempDir dir;
+  const auto ckpt = synth(dir, "gpt_oss", "--preset tiny");
+  const uint64_t before = fake->counts().swizzle_kernels;
+  EXPECT_EQ(load_mismatches(ckpt, *device, Rank{}), "");
+  // Two swizzled scale parameters per layer (w3_w1 and w2), each run as one kernel per piece.
+  const auto config = run_wmap("plan " + shell_quote(ckpt.string()) + " --target trtllm --json");
+  ASSERT_EQ(config.exit_code, 0) << config.err;
+  size_t swizzled = 0;
+  for (size_t at = 0; (at = config.out.find("\"block_scale_interleave_128x4\"", at)) != std::string::npos; ++at)
+    ++swizzled;
+  EXPECT_GT(swizzled, 0u);
+  EXPECT_EQ(fake->counts().swizzle_kernels - before, swizzled);
   EXPECT_TRUE(fake->violations().empty()) << joined(fake->violations());
 }
 

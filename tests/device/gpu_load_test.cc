@@ -11,6 +11,7 @@
 #include "checkpoint_edit.h"
 #include "wmap/device/scale_inversion.h"
 #include "test_util.h"
+#include "wmap/format/layout_transforms.h"
 #include "wmap/device/device.h"
 #include "wmap/loader/loader.h"
 #include "wmap/util/error.h"
@@ -243,8 +244,8 @@ TEST(GpuDevice, InvertScaleKernelMatchesTheHostBitForBit) {
     std::memcpy(staging.data(), input.data(), input.size());
     // Two pieces, as a parameter of two experts' scales: both must be inverted.
     const uint64_t half = input.size() / 2;
-    ASSERT_TRUE(device->defer_transform(*buffer, "invert_scale", 0, half, dtype, "scales"));
-    ASSERT_TRUE(device->defer_transform(*buffer, "invert_scale", half, input.size() - half, dtype, "scales"));
+    ASSERT_TRUE(device->defer_transform(*buffer, "invert_scale", 0, half, dtype, "scales", {}));
+    ASSERT_TRUE(device->defer_transform(*buffer, "invert_scale", half, input.size() - half, dtype, "scales", {}));
     device->end_write(*buffer, staging);
     std::vector<std::byte> gpu(input.size());
     device->copy_to_host(*buffer, gpu);
@@ -253,8 +254,32 @@ TEST(GpuDevice, InvertScaleKernelMatchesTheHostBitForBit) {
   }
   auto buffer = device->allocate(4, "x");
   device->begin_write(*buffer);
-  EXPECT_FALSE(device->defer_transform(*buffer, "some_plugin_transform", 0, 4, DType::kF32, "x"));
-  EXPECT_THROW(device->defer_transform(*buffer, "invert_scale", 0, 4, DType::kI32, "x"), Error);
+  EXPECT_FALSE(device->defer_transform(*buffer, "some_plugin_transform", 0, 4, DType::kF32, "x", {}));
+  EXPECT_THROW(device->defer_transform(*buffer, "invert_scale", 0, 4, DType::kI32, "x", {}), Error);
+}
+
+// The 128x4 block-scale swizzle kernel against the host transform, bit for bit, at band widths
+// up to its shared-memory limit (the fake runtime runs the same index arithmetic on the host).
+TEST(GpuDevice, BlockScaleSwizzleKernelMatchesTheHostBitForBit) {
+  WMAP_SKIP_WITHOUT_GPU();
+  auto device = make_device("cuda:0");
+  std::mt19937 rng(13);
+  for (uint64_t cols : {uint64_t{4}, uint64_t{92}, uint64_t{384}}) {
+    const uint64_t rows = 128 * 37;
+    std::vector<std::byte> input(rows * cols);
+    for (auto& b : input) b = static_cast<std::byte>(rng());
+    auto buffer = device->allocate(input.size(), "scales");
+    auto staging = device->begin_write(*buffer);
+    std::memcpy(staging.data(), input.data(), input.size());
+    const std::vector<uint64_t> shape{rows, cols};
+    ASSERT_TRUE(
+        device->defer_transform(*buffer, "block_scale_interleave_128x4", 0, input.size(), DType::kI32, "s", shape));
+    device->end_write(*buffer, staging);
+    std::vector<std::byte> gpu(input.size());
+    device->copy_to_host(*buffer, gpu);
+    block_scale_interleave_128x4(input, DType::kI32, "s", shape);
+    EXPECT_EQ(gpu, input) << cols << " columns";
+  }
 }
 
 }  // namespace

@@ -14,6 +14,8 @@
 //   current device afterwards: an engine in the same process must not find it changed.
 #include "cuda_device.h"
 
+#include "block_scale_band.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -22,6 +24,7 @@
 #include <mutex>
 #include <vector>
 
+#include "block_scale_band.h"
 #include "staging_ring.h"
 #include "wmap/device/scale_inversion.h"
 #include "wmap/util/bytes_text.h"
@@ -184,9 +187,10 @@ class CudaBuffer final : public DeviceBuffer {
 // streamed through the ring at end_region. Dropped without end_region (a failed load), it gives
 // the staging back without copying.
 struct RegionState {
-  struct Pending {  // a scale inversion queued for after the copy
+  struct Pending {  // a kernel queued for after the copy: a scale inversion, or a swizzle (cols > 0)
     uint64_t offset, bytes;
     DType dtype;
+    uint64_t cols = 0;
   };
   std::shared_ptr<StagingRing> ring;
   StagingRing::Lease lease;
@@ -200,6 +204,15 @@ struct RegionState {
 
 bool is_invert_scale(const std::string& transform) {
   return transform == "invert_scale" || transform == "invert_scale_strict";
+}
+
+// The [rows, cols] geometry of a 128x4 swizzle the kernel takes (rows a multiple of 128, a band
+// within shared memory); 0 when the host transform must run (and name what does not fit).
+uint64_t swizzle_cols(const std::string& transform, uint64_t bytes, std::span<const uint64_t> shape) {
+  if (transform != "block_scale_interleave_128x4" || shape.empty()) return 0;
+  const uint64_t cols = shape.back();
+  if (cols == 0 || cols % 4 != 0 || bytes % cols != 0 || (bytes / cols) % 128 != 0) return 0;
+  return 128 * cols <= cuda::kMaxSwizzleBandBytes ? cols : 0;
 }
 
 class CudaDevice final : public Device {
@@ -300,19 +313,18 @@ class CudaDevice final : public Device {
   }
 
   bool defer_transform(StagedRegion& region, const std::string& transform, uint64_t offset, uint64_t bytes, DType dtype,
-                       const std::string& key) override {
-    if (!is_invert_scale(transform)) return false;
+                       const std::string& key, std::span<const uint64_t> shape) override {
+    if (!is_invert_scale(transform)) return false;  // a swizzle only over a whole buffer: see below
     auto& state = *static_cast<RegionState*>(region.state.get());
     check_scale_dtype(dtype, key);
-    if (offset < region.offset || offset + bytes > region.offset + region.host.size()) {
-      throw Error(ErrorCode::kInternal, key + ": transform of [" + std::to_string(offset) + ", +" +
-                                            std::to_string(bytes) + ") outside its staged region");
-    }
+    check_inside(region, offset, bytes, key);
+    (void)shape;
     // Refused scales fail the load before anything is copied, with the host's message.
     if (transform == "invert_scale_strict")
       check_scales_positive(region.host.subspan(offset - region.offset, bytes), dtype, key);
     auto& pending = state.pending;
-    if (!pending.empty() && pending.back().dtype == dtype && pending.back().offset + pending.back().bytes == offset) {
+    if (!pending.empty() && !pending.back().cols && pending.back().dtype == dtype &&
+        pending.back().offset + pending.back().bytes == offset) {
       pending.back().bytes += bytes;  // neighbouring pieces (one per expert): one launch
     } else {
       pending.push_back({offset, bytes, dtype});
@@ -340,6 +352,13 @@ class CudaDevice final : public Device {
       stream_pageable(b, state.pageable, dst, n, stream);
     }
     for (const auto& p : state.pending) {
+      if (p.cols) {
+        check(*rt_,
+              rt_->block_scale_interleave_async(static_cast<std::byte*>(b.data_) + p.offset, p.bytes / p.cols, p.cols,
+                                                stream),
+              "block_scale_interleave kernel launch", what(b));
+        continue;
+      }
       const uint64_t count = p.bytes / (p.dtype == DType::kF32 ? 4 : 2);
       check(*rt_, rt_->invert_scales_async(static_cast<std::byte*>(b.data_) + p.offset, count, p.dtype, stream),
             "invert_scales kernel launch", what(b));
@@ -347,17 +366,32 @@ class CudaDevice final : public Device {
     state.pending.clear();
   }
 
-  // The whole buffer as one region (parameters with a transform the GPU cannot run).
+  static void check_inside(const StagedRegion& region, uint64_t offset, uint64_t bytes, const std::string& key) {
+    if (offset < region.offset || offset + bytes > region.offset + region.host.size()) {
+      throw Error(ErrorCode::kInternal, key + ": transform of [" + std::to_string(offset) + ", +" +
+                                            std::to_string(bytes) + ") outside its staged region");
+    }
+  }
+
+  // The whole buffer as one region (parameters with a transform the GPU cannot run region by
+  // region: the 128x4 swizzle moves bytes across a band, which a region may cut).
   std::span<std::byte> begin_write(DeviceBuffer& buffer) override {
     auto& b = static_cast<CudaBuffer&>(buffer);
     b.whole_ = begin_region(b, 0, b.size_);
     return b.whole_.host;
   }
   bool defer_transform(DeviceBuffer& buffer, const std::string& transform, uint64_t offset, uint64_t bytes, DType dtype,
-                       const std::string& key) override {
+                       const std::string& key, std::span<const uint64_t> shape) override {
     auto& b = static_cast<CudaBuffer&>(buffer);
     if (!b.whole_.state) return false;
-    return defer_transform(b.whole_, transform, offset, bytes, dtype, key);
+    // The swizzle after the raw copy, as a kernel: DESIGN.md's "transforms on the GPU where they
+    // are cheap" (issue 42); a geometry the kernel does not take stays on the host.
+    if (const uint64_t cols = swizzle_cols(transform, bytes, shape)) {
+      check_inside(b.whole_, offset, bytes, key);
+      static_cast<RegionState*>(b.whole_.state.get())->pending.push_back({offset, bytes, DType::kU8, cols});
+      return true;
+    }
+    return defer_transform(b.whole_, transform, offset, bytes, dtype, key, shape);
   }
   void end_write(DeviceBuffer& buffer, std::span<std::byte>) override {
     auto& b = static_cast<CudaBuffer&>(buffer);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "block_scale_band.h"
 #include "cuda_kernels.h"
 
 namespace wmap::cuda {
@@ -49,7 +50,29 @@ cudaError_t launch(void* data, uint64_t count, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// One block per 128-row band: the band is read whole into shared memory (a band swizzles onto its
+// own bytes, so every read precedes every write), then written back in order, each thread taking
+// the source byte of the band bytes it writes.
+__global__ void block_scale_interleave_kernel(unsigned char* data, uint64_t cols) {
+  extern __shared__ unsigned char band[];
+  const uint64_t n = 128 * cols;
+  unsigned char* p = data + static_cast<uint64_t>(blockIdx.x) * n;
+  for (uint64_t i = threadIdx.x; i < n; i += blockDim.x) band[i] = p[i];
+  __syncthreads();
+  for (uint64_t d = threadIdx.x; d < n; d += blockDim.x) p[d] = band[block_scale_band_source(d, cols)];
+}
+
 }  // namespace
+
+cudaError_t launch_block_scale_interleave(void* data, uint64_t rows, uint64_t cols, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  if (rows % 128 != 0 || cols == 0 || cols % 4 != 0 || 128 * cols > kMaxSwizzleBandBytes || rows / 128 > 0x7fffffffu)
+    return cudaErrorInvalidValue;  // the device checked the geometry before deferring
+  (void)cudaGetLastError();        // as launch() above: report this launch's error only
+  block_scale_interleave_kernel<<<static_cast<unsigned>(rows / 128), 256, static_cast<size_t>(128 * cols), stream>>>(
+      static_cast<unsigned char*>(data), cols);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_invert_scales(void* data, uint64_t count, DType dtype, cudaStream_t stream) {
   if (count == 0) return cudaSuccess;

@@ -14,4 +14,8 @@ namespace wmap::cuda {
 // rounded to nearest even (the rules of scale_inversion.h, so host and GPU agree bit for bit).
 cudaError_t launch_invert_scales(void* data, uint64_t count, DType dtype, cudaStream_t stream);
 
+// In place over a [rows, cols] byte matrix, rows a multiple of 128 and 128 * cols at most
+// kMaxSwizzleBandBytes: the 128x4 block-scale swizzle (block_scale_band.h), one block per band.
+cudaError_t launch_block_scale_interleave(void* data, uint64_t rows, uint64_t cols, cudaStream_t stream);
+
 }  // namespace wmap::cuda

@@ -1,7 +1,7 @@
 #pragma once
 // The one seam between the CUDA device (cuda_device.cc) and the CUDA runtime: every runtime call
 // the device makes (current device, allocations, pinned memory, streams, asynchronous copies,
-// events, the scale-inversion kernel) goes through this interface. The system runtime
+// events, the scale-inversion and block-scale swizzle kernels) goes through this interface. The system runtime
 // (cuda_seam_system.cc, built with the toolkit) forwards to libcudart; tests put a checking
 // fake behind it (tests/device/fake_cuda_seam.h) so the device's staging, chunking, fencing and
 // arena logic runs, and is checked, on machines without a GPU. No CUDA header here. (Not named
@@ -54,6 +54,10 @@ class WMAP_API Runtime {
   virtual int device_synchronize() = 0;
   // In place over `count` elements of F32, BF16 or F16 (scale_inversion.h's rules), on `s`.
   virtual int invert_scales_async(void* data, uint64_t count, DType dtype, Stream s) = 0;
+  // In place over a [rows, cols] byte matrix (rows a multiple of 128, 128 * cols at most
+  // kMaxSwizzleBandBytes): TensorRT-LLM's 128x4 block-scale swizzle, band by band
+  // (block_scale_band.h), on `s`.
+  virtual int block_scale_interleave_async(void* data, uint64_t rows, uint64_t cols, Stream s) = 0;
   // After kNotReady: CUDA records it as the thread's last error, which a later checked launch
   // would otherwise report as its own failure.
   virtual void clear_last_error() {}

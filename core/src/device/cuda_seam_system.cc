@@ -82,6 +82,9 @@ class SystemRuntime final : public Runtime {
   int invert_scales_async(void* data, uint64_t count, DType dtype, Stream s) override {
     return launch_invert_scales(data, count, dtype, static_cast<cudaStream_t>(s));
   }
+  int block_scale_interleave_async(void* data, uint64_t rows, uint64_t cols, Stream s) override {
+    return launch_block_scale_interleave(data, rows, cols, static_cast<cudaStream_t>(s));
+  }
   void clear_last_error() override { (void)cudaGetLastError(); }
   std::string error_text(int code) override {
     const auto e = static_cast<cudaError_t>(code);

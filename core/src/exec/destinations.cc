@@ -47,14 +47,14 @@ class DestinationDevice final : public Device {
     return inner_.begin_region(b, offset, bytes);
   }
   bool defer_transform(StagedRegion& r, const std::string& transform, uint64_t offset, uint64_t bytes, DType dtype,
-                       const std::string& key) override {
-    return inner_.defer_transform(r, transform, offset, bytes, dtype, key);
+                       const std::string& key, std::span<const uint64_t> shape) override {
+    return inner_.defer_transform(r, transform, offset, bytes, dtype, key, shape);
   }
   void end_region(DeviceBuffer& b, StagedRegion& r) override { inner_.end_region(b, r); }
   std::span<std::byte> begin_write(DeviceBuffer& b) override { return inner_.begin_write(b); }
   bool defer_transform(DeviceBuffer& b, const std::string& transform, uint64_t offset, uint64_t bytes, DType dtype,
-                       const std::string& key) override {
-    return inner_.defer_transform(b, transform, offset, bytes, dtype, key);
+                       const std::string& key, std::span<const uint64_t> shape) override {
+    return inner_.defer_transform(b, transform, offset, bytes, dtype, key, shape);
   }
   void end_write(DeviceBuffer& b, std::span<std::byte> written) override { inner_.end_write(b, written); }
   void copy_to_host(DeviceBuffer& b, std::span<std::byte> dst) override { inner_.copy_to_host(b, dst); }

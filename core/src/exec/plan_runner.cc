@@ -156,7 +156,8 @@ void PlanRunner::configure() {
     for (const PlannedPiece& piece : p.pieces) {
       if (!piece.transform.empty()) {
         deferrable = deferrable && device_.can_defer(piece.transform);
-        spans.push_back({at, at + piece.out_bytes, &piece.transform, piece.record ? &piece.record->name : &p.name});
+        spans.push_back({at, at + piece.out_bytes, &piece.transform, piece.record ? &piece.record->name : &p.name,
+                         piece.out_shape()});
       }
       at += piece.out_bytes;
     }
@@ -525,9 +526,10 @@ void PlanRunner::finish(uint32_t i) {
         throw Error(ErrorCode::kInternal, p.name + ": transform '" + piece.transform + "' is not registered");
       const std::string& key = piece.record ? piece.record->name : p.name;
       // A GPU device may run it as a kernel after its copy (device.h).
+      const std::vector<uint64_t> shape = piece.out_shape();
       if (p.converts() ||
-          !device_.defer_transform(*state_[i].buffer, piece.transform, at, piece.out_bytes, p.dtype, key)) {
-        (*fn)(std::span(written_at(i, at), piece.out_bytes), p.dtype, key, piece.out_shape());
+          !device_.defer_transform(*state_[i].buffer, piece.transform, at, piece.out_bytes, p.dtype, key, shape)) {
+        (*fn)(std::span(written_at(i, at), piece.out_bytes), p.dtype, key, shape);
       }
     }
     at += piece.out_bytes;
@@ -793,7 +795,7 @@ void PlanRunner::close_regions(Scratch& scratch) {
     for (const TransformSpan& t : transforms_[o.param]) {
       const uint64_t tb = std::max(b, t.begin), te = std::min(e, t.end);
       if (tb >= te) continue;
-      if (!device_.defer_transform(o.region, *t.transform, tb, te - tb, p.dtype, *t.key)) {
+      if (!device_.defer_transform(o.region, *t.transform, tb, te - tb, p.dtype, *t.key, t.shape)) {
         throw Error(ErrorCode::kInternal,
                     p.name + ": transform '" + *t.transform + "' was not taken by " + device_.name());
       }

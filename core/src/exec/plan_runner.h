@@ -58,6 +58,7 @@ class PlanRunner {
     uint64_t begin, end;
     const std::string* transform;
     const std::string* key;
+    std::vector<uint64_t> shape;  // the piece's (PlannedPiece::out_shape)
   };
   // A staged region open for one unit.
   struct OpenRegion {

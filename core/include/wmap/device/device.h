@@ -62,11 +62,12 @@ class Device {
   // Host memory a worker fills for `buffer` (the buffer itself on the host; staging otherwise).
   virtual std::span<std::byte> begin_write(DeviceBuffer& buffer) = 0;
   // Between begin_write and end_write: offers the named transform of bytes [offset, offset + bytes)
-  // to the device. True: the device runs it itself (a GPU kernel after the copy) and has already
-  // checked what must fail on the host; false: the caller runs the host transform now.
+  // to the device; `shape` is the piece's, as the host transform gets it. True: the device runs it
+  // itself (a GPU kernel after the copy) and has already checked what must fail on the host;
+  // false: the caller runs the host transform now.
   virtual bool defer_transform(DeviceBuffer& buffer, const std::string& transform, uint64_t offset, uint64_t bytes,
-                               DType dtype, const std::string& key) {
-    (void)buffer, (void)transform, (void)offset, (void)bytes, (void)dtype, (void)key;
+                               DType dtype, const std::string& key, std::span<const uint64_t> shape) {
+    (void)buffer, (void)transform, (void)offset, (void)bytes, (void)dtype, (void)key, (void)shape;
     return false;
   }
   // Publishes what begin_write() returned into the buffer (a copy for device memory).
@@ -107,8 +108,8 @@ class Device {
   // [offset, offset + bytes) after the region's copy (the host bytes are still in region.host
   // for the checks that must fail on the host). False when the device cannot (see can_defer).
   virtual bool defer_transform(StagedRegion& region, const std::string& transform, uint64_t offset, uint64_t bytes,
-                               DType dtype, const std::string& key) {
-    (void)region, (void)transform, (void)offset, (void)bytes, (void)dtype, (void)key;
+                               DType dtype, const std::string& key, std::span<const uint64_t> shape) {
+    (void)region, (void)transform, (void)offset, (void)bytes, (void)dtype, (void)key, (void)shape;
     return false;
   }
   // Publishes the region (an asynchronous copy for device memory) and releases its staging.
