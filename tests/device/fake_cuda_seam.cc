@@ -369,41 +369,39 @@ int FakeCudaRuntime::device_synchronize() {
   return kSuccess;
 }
 
-int FakeCudaRuntime::invert_scales_async(void* data, uint64_t count, DType dtype, cuda::Stream s) {
-  std::lock_guard<std::mutex> lock(mutex_);
+// A kernel over device bytes [op.dst, op.dst + bytes) of the current device, queued on `s`
+// (mutex_ held).
+int FakeCudaRuntime::queue_kernel(Op op, uint64_t bytes, cuda::Stream s, const std::string& call) {
   touch();
-  Stream* st = stream_of(s, "invert_scales launch");
+  Stream* st = stream_of(s, call.c_str());
   if (!st) return kErrorInvalidResourceHandle;
-  Allocation* a = device_allocation(data, count * (dtype_bits(dtype) / 8));
+  Allocation* a = device_allocation(op.dst, bytes);
   if (!a || a->device != current()) {
-    violation("invert_scales launch on " + hex(data) + ": not device memory of the current device");
+    violation(call + " on " + hex(op.dst) + ": not device memory of the current device");
     return kErrorInvalidValue;
   }
-  Op op;
-  op.kind = Op::Kind::kKernel;
-  op.dst = static_cast<std::byte*>(data);
-  op.count = count;
-  op.dtype = dtype;
   st->ops.push_back(std::move(op));
   ++counts_.kernels;
   changed_.notify_all();
   return kSuccess;
 }
 
+int FakeCudaRuntime::invert_scales_async(void* data, uint64_t count, DType dtype, cuda::Stream s) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Op op;
+  op.kind = Op::Kind::kKernel;
+  op.dst = static_cast<std::byte*>(data);
+  op.count = count;
+  op.dtype = dtype;
+  return queue_kernel(std::move(op), count * (dtype_bits(dtype) / 8), s, "invert_scales launch");
+}
+
 int FakeCudaRuntime::block_scale_interleave_async(void* data, uint64_t rows, uint64_t cols, cuda::Stream s) {
   std::lock_guard<std::mutex> lock(mutex_);
-  touch();
-  Stream* st = stream_of(s, "block_scale_interleave launch");
-  if (!st) return kErrorInvalidResourceHandle;
   // What the kernel's launch refuses (cuda_kernels.cu), refused here too.
   if (rows % 128 != 0 || cols == 0 || cols % 4 != 0 || 128 * cols > cuda::kMaxSwizzleBandBytes) {
     violation("block_scale_interleave launch over " + std::to_string(rows) + " x " + std::to_string(cols) +
               " bytes: not whole 128-row bands of 4-byte groups within shared memory");
-    return kErrorInvalidValue;
-  }
-  Allocation* a = device_allocation(data, rows * cols);
-  if (!a || a->device != current()) {
-    violation("block_scale_interleave launch on " + hex(data) + ": not device memory of the current device");
     return kErrorInvalidValue;
   }
   Op op;
@@ -411,12 +409,12 @@ int FakeCudaRuntime::block_scale_interleave_async(void* data, uint64_t rows, uin
   op.dst = static_cast<std::byte*>(data);
   op.count = rows;
   op.cols = cols;
-  st->ops.push_back(std::move(op));
-  ++counts_.kernels;
-  ++counts_.swizzle_kernels;
-  counts_.swizzled_bytes += rows * cols;
-  changed_.notify_all();
-  return kSuccess;
+  const int r = queue_kernel(std::move(op), rows * cols, s, "block_scale_interleave launch");
+  if (r == kSuccess) {
+    ++counts_.swizzle_kernels;
+    counts_.swizzled_bytes += rows * cols;
+  }
+  return r;
 }
 
 std::string FakeCudaRuntime::error_text(int code) {

@@ -123,6 +123,7 @@ class FakeCudaRuntime final : public cuda::Runtime {
   Allocation* device_allocation(const void* p, uint64_t bytes);  // containing [p, p + bytes), or null
   bool pinned(const void* p, uint64_t bytes) const;
   Stream* stream_of(cuda::Stream s, const char* call);  // checks it exists and is current's
+  int queue_kernel(Op op, uint64_t bytes, cuda::Stream s, const std::string& call);
   bool queued_write_overlaps(const std::byte* p, uint64_t bytes) const;
   void run_queue();
   void execute(Op& op);
