@@ -14,8 +14,6 @@
 //   current device afterwards: an engine in the same process must not find it changed.
 #include "cuda_device.h"
 
-#include "block_scale_band.h"
-
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -313,12 +311,11 @@ class CudaDevice final : public Device {
   }
 
   bool defer_transform(StagedRegion& region, const std::string& transform, uint64_t offset, uint64_t bytes, DType dtype,
-                       const std::string& key, std::span<const uint64_t> shape) override {
+                       const std::string& key, std::span<const uint64_t> /*shape*/) override {
     if (!is_invert_scale(transform)) return false;  // a swizzle only over a whole buffer: see below
     auto& state = *static_cast<RegionState*>(region.state.get());
     check_scale_dtype(dtype, key);
     check_inside(region, offset, bytes, key);
-    (void)shape;
     // Refused scales fail the load before anything is copied, with the host's message.
     if (transform == "invert_scale_strict")
       check_scales_positive(region.host.subspan(offset - region.offset, bytes), dtype, key);
