@@ -4,7 +4,12 @@
 #include <re2/set.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <system_error>
+#include <thread>
 
+#include "literal_suffix.h"
 #include "wmap/util/error.h"
 
 namespace wmap {
@@ -24,6 +29,10 @@ struct RenameTable::Impl {
   // no patterns, or when the set could not be built (its DFA over the memory budget): matching then
   // tries each regex in order, with the same results.
   std::unique_ptr<RE2::Set> set;
+  // The literal text each rename and ignore pattern's matches end with (required_literal_suffix),
+  // when every pattern has one: a key that ends with none of them matches no pattern, and is
+  // answered without running RE2. Empty when some pattern has no such suffix.
+  std::vector<std::string> suffixes;
 
   struct Verdict {
     bool ignored = false;
@@ -68,6 +77,10 @@ struct RenameTable::Impl {
   Verdict classify(std::string_view key, std::vector<int>& hits) const {
     Verdict v;
     if (rename.empty() && ignore.empty()) return v;
+    if (!suffixes.empty() &&
+        std::none_of(suffixes.begin(), suffixes.end(), [&](const std::string& s) { return key.ends_with(s); })) {
+      return v;
+    }
     const re2::StringPiece text(key.data(), key.size());
     if (set != nullptr) {
       hits.clear();
@@ -99,6 +112,43 @@ struct RenameTable::Impl {
       }
     }
     return v;
+  }
+
+  // classify() of every record. A match costs ~60-100 ns a key whatever the rules (RE2's set-up
+  // per call; 40 ms for the 409k keys of a 1,152-expert MoE checkpoint), so large catalogs are
+  // split over up to 8 threads, in blocks taken in turn. Read-only: RE2 is thread-safe.
+  std::vector<Verdict> classify_all(std::span<const TensorRecord> records) const {
+    std::vector<Verdict> verdicts(records.size());
+    if (rename.empty() && ignore.empty()) return verdicts;
+    constexpr size_t kBlock = 8192;
+    const size_t blocks = (records.size() + kBlock - 1) / kBlock;
+    const unsigned threads =
+        static_cast<unsigned>(std::min<size_t>({blocks, 8, std::max(1u, std::thread::hardware_concurrency())}));
+    std::atomic<size_t> next{0};
+    std::exception_ptr failure;
+    std::atomic<bool> failed{false};
+    auto work = [&] {
+      try {
+        std::vector<int> hits;
+        for (size_t b; !failed.load(std::memory_order_relaxed) && (b = next.fetch_add(1)) < blocks;) {
+          const size_t end = std::min(records.size(), (b + 1) * kBlock);
+          for (size_t i = b * kBlock; i < end; ++i) verdicts[i] = classify(records[i].name, hits);
+        }
+      } catch (...) {
+        if (!failed.exchange(true)) failure = std::current_exception();
+      }
+    };
+    {
+      std::vector<std::jthread> pool;
+      try {
+        for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+      } catch (const std::system_error&) {
+        // Fewer threads: this one takes the blocks the others would have.
+      }
+      work();
+    }
+    if (failure) std::rethrow_exception(failure);
+    return verdicts;
   }
 
   // Writes rule `rule`'s rewrite of `key` (which the rule matches) into `out`.
@@ -144,6 +194,10 @@ RenameTable::RenameTable(const MappingFile& mapping) {
   }
   for (const auto& rule : mapping.ignore) impl->ignore.push_back(impl->compile(rule, "ignore"));
   impl->build_set();
+  for (const auto& rule : mapping.rename) impl->suffixes.push_back(required_literal_suffix(rule.pattern));
+  for (const auto& rule : mapping.ignore) impl->suffixes.push_back(required_literal_suffix(rule.pattern));
+  if (std::any_of(impl->suffixes.begin(), impl->suffixes.end(), [](const std::string& s) { return s.empty(); }))
+    impl->suffixes.clear();
   impl_ = std::move(impl);
 }
 
@@ -178,10 +232,10 @@ RenamedCatalog RenameTable::apply(const Catalog& catalog) const {
   std::vector<std::vector<RenamedTensor>> runs(impl.rename.size() + 1);
   std::vector<RenamedTensor>& passed = runs.back();
   passed.reserve(records.size());
-  std::vector<int> hits;
-  hits.reserve(impl.rename.size() + impl.ignore.size());
-  for (const TensorRecord& rec : records) {
-    const Impl::Verdict v = impl.classify(rec.name, hits);
+  const std::vector<Impl::Verdict> verdicts = impl.classify_all(records);
+  for (size_t i = 0; i < records.size(); ++i) {
+    const TensorRecord& rec = records[i];
+    const Impl::Verdict v = verdicts[i];
     if (v.ignored) {
       out.ignored_.push_back(&rec);
     } else if (v.rule < 0) {
