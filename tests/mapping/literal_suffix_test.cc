@@ -83,10 +83,10 @@ std::vector<std::string> all_keys(const std::string& alphabet, size_t len) {
 // five characters or fewer over an alphabet those pieces can match.
 TEST(LiteralSuffix, NeverExcludesAKeyRe2Matches) {
   const std::vector<std::string> pieces = {
-      "a",      "b",    "\\.",    ".",       "1",       "_",      "\\d",     "[ab]",    "[^a]",   "[]a]",
-      "(a|b)",  "(?:ab|b)", "a*",   "b+",      "a?",      "a{2}",   "a{1,}",   "b{",      "(a)",    "(?i)a",
-      "(?i:b)", "|",    "\\x61",  "\\x{62}", "\\141",   "\\pN",   "\\Qa.\\E", "(?P<n>b)", "\\b",   "[[:digit:]]",
-      "\\$",    "\\z",  "(?s:.)", "a*?",     "(a|b)+",  "\\."};
+      "a",        "b",     "\\.",         ".",   "1",     "_",       "\\d",   "[ab]",   "[^a]",
+      "[]a]",     "(a|b)", "(?:ab|b)",    "a*",  "b+",    "a?",      "a{2}",  "a{1,}",  "b{",
+      "(a)",      "(?i)a", "(?i:b)",      "|",   "\\x61", "\\x{62}", "\\141", "\\pN",   "\\Qa.\\E",
+      "(?P<n>b)", "\\b",   "[[:digit:]]", "\\$", "\\z",   "(?s:.)",  "a*?",   "(a|b)+", "\\."};
   const std::vector<std::string> keys = all_keys("ab1._A$", 5);
   std::mt19937 rng(42);
   size_t checked = 0, with_suffix = 0;
@@ -103,8 +103,8 @@ TEST(LiteralSuffix, NeverExcludesAKeyRe2Matches) {
     ++with_suffix;
     for (const std::string& key : keys) {
       if (RE2::FullMatch(key, re)) {
-        ASSERT_TRUE(key.ends_with(suffix)) << "pattern '" << pattern << "' matches '" << key
-                                           << "', which does not end with '" << suffix << "'";
+        ASSERT_TRUE(key.ends_with(suffix))
+            << "pattern '" << pattern << "' matches '" << key << "', which does not end with '" << suffix << "'";
       }
     }
   }
